@@ -1,0 +1,194 @@
+# cython: language_level=3
+"""Sparse x dense products as one AXPY per nonzero (CSR operand).
+
+All arguments are validated by ``wsesparse._matmul`` before they get here:
+``indptr`` has ``n_rows + 1`` nondecreasing entries starting at 0, every
+``indices[p]`` for ``p < indptr[-1]`` lies in ``[0, n_cols)``, ``data`` has at
+least ``indptr[-1]`` entries, dense operands are C-contiguous with the shapes
+listed in each docstring, the output does not overlap any input, and
+``row_bounds`` is a nondecreasing partition of ``[0, n_rows]``. Bounds checks
+are therefore off (see setup.py).
+
+Each output element is summed by exactly one thread, in the stored order of
+its row's nonzeros, so results are bitwise identical for any thread count.
+"""
+
+cimport cython
+from cython.parallel cimport prange
+from libc.stdint cimport int32_t, int64_t
+
+cdef extern from "_omp_compat.h" nogil:
+    int omp_get_max_threads()
+    int wsesparse_has_openmp()
+
+ctypedef fused value_t:
+    float
+    double
+    float complex
+    double complex
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+# Token tile: the accumulator acc[0:T] of one output row (512 bytes: 8 AVX2 or
+# 4 AVX-512 registers' worth) stays in L1/registers while the row's nonzeros
+# stream past.
+cdef enum:
+    TILE_BYTES = 512
+    TILE_MAX = 128   # TILE_BYTES // sizeof(float)
+
+
+def openmp_enabled():
+    """Whether the kernels were compiled with OpenMP."""
+    return bool(wsesparse_has_openmp())
+
+
+def max_threads():
+    """``omp_get_max_threads()``: honours OMP_NUM_THREADS and threadpoolctl."""
+    return omp_get_max_threads()
+
+
+cdef inline void _row_tile(const index_t* indices, const value_t* data,
+                           Py_ssize_t p0, Py_ssize_t p1,
+                           const value_t* X, Py_ssize_t ldx,
+                           value_t* y, Py_ssize_t nt) noexcept nogil:
+    """y[0:nt] = sum_p data[p] * X[indices[p], 0:nt] for p in [p0, p1)."""
+    cdef value_t acc[TILE_MAX]
+    cdef value_t w0, w1, w2, w3
+    cdef const value_t* x0
+    cdef const value_t* x1
+    cdef const value_t* x2
+    cdef const value_t* x3
+    cdef Py_ssize_t t, p = p0
+    for t in range(nt):
+        acc[t] = 0
+    # Four nonzeros per pass halve the accumulator's load/store traffic; the
+    # per-element summation order stays the stored order.
+    while p + 4 <= p1:
+        w0 = data[p]
+        w1 = data[p + 1]
+        w2 = data[p + 2]
+        w3 = data[p + 3]
+        x0 = X + <Py_ssize_t>indices[p] * ldx
+        x1 = X + <Py_ssize_t>indices[p + 1] * ldx
+        x2 = X + <Py_ssize_t>indices[p + 2] * ldx
+        x3 = X + <Py_ssize_t>indices[p + 3] * ldx
+        for t in range(nt):
+            acc[t] = acc[t] + w0 * x0[t]
+            acc[t] = acc[t] + w1 * x1[t]
+            acc[t] = acc[t] + w2 * x2[t]
+            acc[t] = acc[t] + w3 * x3[t]
+        p += 4
+    while p < p1:
+        w0 = data[p]
+        x0 = X + <Py_ssize_t>indices[p] * ldx
+        for t in range(nt):
+            acc[t] = acc[t] + w0 * x0[t]
+        p += 1
+    for t in range(nt):
+        y[t] = acc[t]
+
+
+def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
+             const value_t[::1] data, const value_t[:, ::1] X,
+             value_t[:, ::1] Y, const int64_t[::1] row_bounds,
+             Py_ssize_t panel, int n_threads):
+    """Y = A @ X for CSR ``A`` (n_rows x n_cols).
+
+    X is (n_cols, N) and Y is (n_rows, N), both C-contiguous. Thread ``k``
+    computes rows ``row_bounds[k]:row_bounds[k+1]``. ``panel`` (a multiple of
+    the tile width) is the number of token columns processed per sweep over
+    the rows, chosen so that ``X[:, panel]`` stays in cache.
+    """
+    cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
+    cdef Py_ssize_t N = X.shape[1]
+    cdef Py_ssize_t ldx = X.shape[1]
+    cdef Py_ssize_t ldy = Y.shape[1]
+    cdef Py_ssize_t T = TILE_BYTES // sizeof(value_t)
+    cdef Py_ssize_t part, i, c0, c1, t
+    if N == 0 or n_parts <= 0:
+        return
+    if panel < T:
+        panel = T
+    with nogil:
+        for part in prange(n_parts, num_threads=n_threads, schedule="static", chunksize=1):
+            c0 = 0
+            while c0 < N:
+                c1 = c0 + panel
+                if c1 > N:
+                    c1 = N
+                for i in range(row_bounds[part], row_bounds[part + 1]):
+                    t = c0
+                    while t + T <= c1:
+                        _row_tile(&indices[0], &data[0], indptr[i], indptr[i + 1],
+                                  &X[0, t], ldx, &Y[i, t], T)
+                        t = t + T
+                    if t < c1:
+                        _row_tile(&indices[0], &data[0], indptr[i], indptr[i + 1],
+                                  &X[0, t], ldx, &Y[i, t], c1 - t)
+                c0 = c1
+
+
+def csr_spmv(const index_t[::1] indptr, const index_t[::1] indices,
+             const value_t[::1] data, const value_t[::1] x, value_t[::1] y,
+             const int64_t[::1] row_bounds, int n_threads):
+    """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries."""
+    cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
+    cdef Py_ssize_t part, i, p, p1
+    cdef value_t s0, s1, s2, s3
+    if n_parts <= 0:
+        return
+    with nogil:
+        for part in prange(n_parts, num_threads=n_threads, schedule="static", chunksize=1):
+            for i in range(row_bounds[part], row_bounds[part + 1]):
+                # Four independent partial sums hide the add latency; the way
+                # they are combined is fixed, so the result does not depend on
+                # the thread count.
+                s0 = 0
+                s1 = 0
+                s2 = 0
+                s3 = 0
+                p = indptr[i]
+                p1 = indptr[i + 1]
+                while p + 4 <= p1:
+                    s0 = s0 + data[p] * x[indices[p]]
+                    s1 = s1 + data[p + 1] * x[indices[p + 1]]
+                    s2 = s2 + data[p + 2] * x[indices[p + 2]]
+                    s3 = s3 + data[p + 3] * x[indices[p + 3]]
+                    p = p + 4
+                while p < p1:
+                    s0 = s0 + data[p] * x[indices[p]]
+                    p = p + 1
+                y[i] = (s0 + s1) + (s2 + s3)
+
+
+def csr_check(const index_t[::1] indptr, const index_t[::1] indices,
+              Py_ssize_t n_cols, int n_threads):
+    """Check a CSR structure in O(nnz).
+
+    Returns 0 when ``indptr`` is nondecreasing from 0 and every stored column
+    index lies in ``[0, n_cols)``; 1 when ``indptr[0] != 0``; 2 when
+    ``indptr`` decreases somewhere; 3 when ``indptr[-1]`` exceeds
+    ``len(indices)``; 4 when a column index is out of range.
+    The caller has checked ``len(indptr) >= 1``.
+    """
+    cdef Py_ssize_t n_rows = indptr.shape[0] - 1
+    cdef Py_ssize_t i, p, nnz
+    cdef int bad = 0
+    if indptr[0] != 0:
+        return 1
+    with nogil:
+        for i in prange(n_rows, num_threads=n_threads, schedule="static"):
+            bad |= indptr[i + 1] < indptr[i]
+    if bad:
+        return 2
+    nnz = indptr[n_rows]
+    if nnz > indices.shape[0]:
+        return 3
+    with nogil:
+        for p in prange(nnz, num_threads=n_threads, schedule="static"):
+            bad |= (indices[p] < 0) | (indices[p] >= n_cols)
+    if bad:
+        return 4
+    return 0

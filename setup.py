@@ -1,0 +1,87 @@
+"""Build script for the Cython/OpenMP kernels of wsesparse.
+
+Every ``_kernels/<name>.pyx`` is compiled into ``wsesparse._kernels.<name>``.
+
+Environment switches (read at build time):
+
+``WSESPARSE_OPENMP=0``
+    build without OpenMP (kernels run on one thread).
+``WSESPARSE_NATIVE=0``
+    do not tune for the build machine (no ``-march=native``); use this when
+    the built package is copied to other machines.
+``WSESPARSE_SANITIZE=address,undefined``
+    build with the given GCC/Clang sanitizers (debug aid; see the README).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from glob import glob
+from pathlib import Path
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+HERE = Path(__file__).resolve().parent
+
+
+def _flag(name: str, default: str) -> bool:
+    return os.environ.get(name, default).strip().lower() not in {"0", "false", "no", "off", ""}
+
+
+def _compile_and_link_args() -> tuple[list[str], list[str]]:
+    compile_args: list[str] = []
+    link_args: list[str] = []
+    if sys.platform == "win32":
+        compile_args += ["/O2"]
+        if _flag("WSESPARSE_OPENMP", "1"):
+            compile_args.append("/openmp")
+        return compile_args, link_args
+    compile_args += ["-O3", "-fno-math-errno", "-fcx-limited-range"]
+    if _flag("WSESPARSE_NATIVE", "1"):
+        # The package is built from source on the machine that runs it, so the
+        # kernels may use every vector extension that machine has.
+        compile_args += ["-march=native"]
+    if _flag("WSESPARSE_OPENMP", "1"):
+        omp = ["-Xpreprocessor", "-fopenmp"] if sys.platform == "darwin" else ["-fopenmp"]
+        compile_args += omp
+        link_args += ["-lomp"] if sys.platform == "darwin" else ["-fopenmp"]
+    sanitize = os.environ.get("WSESPARSE_SANITIZE", "").strip()
+    if sanitize:
+        san = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"]
+        compile_args = [a for a in compile_args if a != "-O3"] + ["-O1"] + san
+        link_args += san
+    return compile_args, link_args
+
+
+def _extensions() -> list[Extension]:
+    compile_args, link_args = _compile_and_link_args()
+    exts = []
+    for pyx in sorted(glob("_kernels/*.pyx")):
+        name = Path(pyx).stem
+        exts.append(
+            Extension(
+                f"wsesparse._kernels.{name}",
+                sources=[pyx],
+                include_dirs=[np.get_include(), "_kernels"],
+                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
+                extra_compile_args=compile_args,
+                extra_link_args=link_args,
+            )
+        )
+    return cythonize(
+        exts,
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "initializedcheck": False,
+            "cdivision": True,
+        },
+        nthreads=os.cpu_count() or 1,
+    )
+
+
+setup(ext_modules=_extensions())

@@ -1,0 +1,11 @@
+"""wsesparse: sparse GEMM/GEMV/TLR-MVM kernels as one AXPY per nonzero.
+
+The same algorithm runs fast on the CPU (``sparse_matmul``) and mapped onto a
+simulated wafer-scale core grid (``wsesparse.wafer``).
+"""
+
+from wsesparse.csr import CSR
+from wsesparse.matmul import sparse_matmul
+
+__all__ = ["CSR", "sparse_matmul"]
+__version__ = "0.1.0"

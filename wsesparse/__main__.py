@@ -1,0 +1,5 @@
+import sys
+
+from wsesparse.cli import main
+
+sys.exit(main())

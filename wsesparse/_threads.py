@@ -1,0 +1,40 @@
+"""How many OpenMP threads a kernel call may use."""
+
+from __future__ import annotations
+
+import numbers
+import os
+
+from wsesparse._kernels import _spmm
+
+# Below this many multiply-adds a call runs on one thread: waking the OpenMP
+# team costs more than it saves.
+_MIN_WORK_PER_THREAD = 32_768
+
+
+def _available_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
+    """Return the number of threads for a kernel doing ``work`` multiply-adds.
+
+    ``None`` means OpenMP's own default, which honours ``OMP_NUM_THREADS`` and
+    ``threadpoolctl.threadpool_limits`` (it limits the OpenMP runtime these
+    kernels are linked against), capped at the cores this process may use.
+    An explicit positive integer is used as given.
+    """
+    if n_threads is None:
+        n = min(int(_spmm.max_threads()), _available_cores())
+    else:
+        if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
+            raise TypeError(f"n_threads must be a positive int or None, got {n_threads!r}")
+        n = int(n_threads)
+        if n < 1:
+            raise ValueError(f"n_threads must be a positive int or None, got {n}")
+    if not _spmm.openmp_enabled():
+        return 1
+    return max(1, min(n, work // _MIN_WORK_PER_THREAD))

@@ -1,0 +1,226 @@
+"""A validated CSR operand, prepared once and multiplied many times."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from wsesparse._checks import check_numeric_dtype, csr_error_message, describe
+from wsesparse._kernels import _spmm
+from wsesparse._threads import resolve_n_threads
+
+# A row costs this many nonzeros' worth of work on top of its nonzeros
+# (writing its output tile), when rows are split among threads.
+_ROW_COST = 2
+
+
+def _l2_bytes() -> int:
+    try:
+        size = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not glibc
+        size = 0
+    return size if size and size > 0 else 1 << 20
+
+
+_L2_BYTES = _l2_bytes()
+_TILE_BYTES = 512  # must match TILE_BYTES in _kernels/_spmm.pyx
+
+
+def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_COST) -> np.ndarray:
+    """Split rows into ``n_parts`` contiguous ranges of about equal work.
+
+    Work of row ``i`` is ``nnz(i) + row_cost``. Returns an int64 array ``b`` of
+    ``n_parts + 1`` nondecreasing boundaries, ``b[0] = 0``, ``b[-1] = n_rows``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> balanced_row_bounds(np.array([0, 10, 10, 10, 20]), 2, row_cost=0).tolist()
+    [0, 1, 4]
+    """
+    n_rows = len(indptr) - 1
+    if n_parts <= 1 or n_rows <= 1:
+        return np.array([0, n_rows], dtype=np.int64)
+    cost = indptr.astype(np.int64) + row_cost * np.arange(n_rows + 1, dtype=np.int64)
+    targets = cost[-1] * np.arange(1, n_parts, dtype=np.float64) / n_parts
+    cuts = np.searchsorted(cost, targets, side="left")
+    return np.concatenate(([0], cuts, [n_rows])).astype(np.int64)
+
+
+class CSR:
+    """A sparse matrix in validated CSR form, ready for repeated products.
+
+    Converting and checking a scipy matrix costs O(nnz); ``sparse_matmul``
+    does it on every call. Wrap the matrix once in ``CSR`` when it is
+    multiplied many times (as weights are in training and inference loops):
+    the structure is checked once and the thread partition is cached.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix or array (any format), or CSR
+        The matrix. Formats other than CSR are converted; duplicate and
+        unsorted indices are kept as they are (duplicates add up in products).
+    copy : bool, default False
+        Copy the arrays instead of referencing the input's. Without a copy,
+        changing ``A``'s arrays afterwards changes this operand without a new
+        check, so only do that if you keep the structure valid.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy.dtype
+    nnz : int
+        Stored entries (duplicates counted).
+    indptr, indices, data : ndarray
+        The CSR arrays (indices are int32 or int64).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from wsesparse import CSR
+    >>> W = CSR(sp.random(50, 40, density=0.1, format="csr", random_state=0))
+    >>> X = np.ones((40, 8))
+    >>> np.allclose(W @ X, W.to_scipy() @ X)
+    True
+    """
+
+    # ndarray @ CSR must call CSR.__rmatmul__ rather than treat CSR as an object scalar.
+    __array_ufunc__ = None
+
+    def __init__(self, A, *, copy: bool = False):
+        if isinstance(A, CSR):
+            self._set(A.indptr, A.indices, A.data, A.shape, check=False, copy=copy)
+            return
+        if not sp.issparse(A):
+            raise TypeError(f"A must be a scipy.sparse matrix or array, got {describe(A)}")
+        if A.ndim != 2:
+            raise ValueError(f"A must be 2-D, got a sparse operand of shape {A.shape}")
+        S = A if A.format == "csr" else A.tocsr()
+        self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
+
+    @classmethod
+    def from_arrays(cls, data, indices, indptr, shape, *, copy: bool = False) -> "CSR":
+        """Build from raw CSR arrays, checking the structure in O(nnz).
+
+        Examples
+        --------
+        >>> CSR.from_arrays([1.0, 2.0], [1, 0], [0, 1, 2], (2, 2)).to_scipy().toarray()
+        array([[0., 1.],
+               [2., 0.]])
+        """
+        obj = cls.__new__(cls)
+        obj._set(np.asarray(indptr), np.asarray(indices), np.asarray(data), shape,
+                 check=True, copy=copy)
+        return obj
+
+    def _set(self, indptr, indices, data, shape, *, check: bool, copy: bool) -> None:
+        try:
+            n_rows, n_cols = (int(s) for s in shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"shape must be a pair of ints, got {shape!r}") from None
+        if n_rows < 0 or n_cols < 0:
+            raise ValueError(f"shape must be nonnegative, got {shape!r}")
+        for name, arr in (("indptr", indptr), ("indices", indices)):
+            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+                raise TypeError(f"A.{name} must be a 1-D integer array, got {describe(arr)}")
+        if data.ndim != 1:
+            raise ValueError(f"A.data must be 1-D, got {describe(data)}")
+        check_numeric_dtype(data.dtype, "A.data")
+        if len(indptr) != n_rows + 1:
+            raise ValueError(
+                f"A has a corrupt compressed structure: indptr has {len(indptr)} entries, "
+                f"expected {n_rows + 1} for shape {(n_rows, n_cols)}")
+        # One index type for both arrays, and one the kernels are compiled for.
+        # (uint64 values beyond int64 wrap negative and fail the check below.)
+        both32 = indptr.dtype == np.int32 and indices.dtype == np.int32
+        itype = np.int32 if both32 else np.int64
+        conv = np.array if copy else np.ascontiguousarray
+        self.indptr = conv(indptr, dtype=itype)
+        self.indices = conv(indices, dtype=itype)
+        self.data = conv(data)
+        self.shape = (n_rows, n_cols)
+        if check:
+            nnz = int(self.indptr[-1])
+            code = _spmm.csr_check(self.indptr, self.indices, n_cols, resolve_n_threads(None, nnz))
+            if code:
+                raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
+            if len(self.data) < nnz:
+                raise ValueError(
+                    f"A has a corrupt compressed structure: indptr[-1] = {nnz} but data "
+                    f"has only {len(self.data)} entries")
+        self._bounds: dict[int, np.ndarray] = {}
+        self._data_as: dict[np.dtype, np.ndarray] = {}
+        self._transpose: CSR | None = None
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
+
+    @property
+    def density(self) -> float:
+        """Stored entries over ``rows * cols`` (duplicates counted)."""
+        size = self.shape[0] * self.shape[1]
+        return self.nnz / size if size else 0.0
+
+    @property
+    def T(self) -> "CSR":
+        """The transpose, as a CSR operand (computed once, then cached)."""
+        if self._transpose is None:
+            t = self.to_scipy().T.tocsr()
+            self._transpose = CSR.__new__(CSR)
+            self._transpose._set(t.indptr, t.indices, t.data, t.shape, check=False, copy=False)
+        return self._transpose
+
+    def to_scipy(self) -> sp.csr_array:
+        """The matrix as a ``scipy.sparse.csr_array`` (shares the arrays)."""
+        nnz = self.nnz
+        return sp.csr_array((self.data[:nnz], self.indices[:nnz], self.indptr), shape=self.shape)
+
+    def __repr__(self) -> str:
+        return (f"<wsesparse.CSR {self.shape[0]}x{self.shape[1]}, nnz={self.nnz}, "
+                f"dtype={self.dtype}, index dtype={self.indices.dtype}>")
+
+    def __matmul__(self, other):
+        from wsesparse.matmul import sparse_matmul
+        return sparse_matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from wsesparse.matmul import sparse_matmul
+        return sparse_matmul(other, self)
+
+    # -- kernel calls (operands already checked by sparse_matmul) ------------
+    def _values(self, dtype: np.dtype) -> np.ndarray:
+        if self.data.dtype == dtype:
+            return self.data
+        vals = self._data_as.get(dtype)
+        if vals is None:
+            vals = self._data_as[dtype] = self.data[: self.nnz].astype(dtype)
+        return vals
+
+    def _row_bounds(self, n_parts: int) -> np.ndarray:
+        b = self._bounds.get(n_parts)
+        if b is None:
+            b = self._bounds[n_parts] = balanced_row_bounds(self.indptr, n_parts)
+        return b
+
+    def _multiply_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
+        """Y = self @ X with X (n_cols,) or (n_cols, N) and Y alike, C-contiguous, same dtype."""
+        N = 1 if X.ndim == 1 else X.shape[1]
+        threads = resolve_n_threads(n_threads, self.nnz * N + self.shape[0])
+        bounds = self._row_bounds(threads)
+        data = self._values(X.dtype)
+        if N == 1:
+            _spmm.csr_spmv(self.indptr, self.indices, data, X.reshape(-1), Y.reshape(-1),
+                           bounds, threads)
+            return
+        itemsize = X.dtype.itemsize
+        tile = _TILE_BYTES // itemsize
+        panel = max(tile, (_L2_BYTES // 2) // max(1, self.shape[1] * itemsize) // tile * tile)
+        _spmm.csr_spmm(self.indptr, self.indices, data, X, Y, bounds, panel, threads)

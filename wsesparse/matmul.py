@@ -1,0 +1,219 @@
+"""``sparse_matmul``: a drop-in for ``A @ B`` with one sparse operand."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from wsesparse._checks import KERNEL_DTYPES, as_dense_operand, check_numeric_dtype, describe
+from wsesparse.csr import CSR
+
+# Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
+# BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A. Dense
+# wins when the density is at least DENSE_DENSITY[dtype] and N is at least
+# DENSE_MIN_TOKENS (measured with benchmarks/crossover.py; see README).
+DENSE_DENSITY = {
+    np.dtype(np.float32): 0.30,
+    np.dtype(np.float64): 0.30,
+    np.dtype(np.complex64): 0.30,
+    np.dtype(np.complex128): 0.30,
+}
+DENSE_MIN_TOKENS = 64
+
+Method = Literal["auto", "sparse", "dense"]
+
+
+def _is_sparse(x) -> bool:
+    return isinstance(x, CSR) or sp.issparse(x)
+
+
+def _as_csr(S, transpose: bool) -> CSR:
+    """The CSR operand of ``S`` (or of ``S.T``) without transposing data needlessly."""
+    if isinstance(S, CSR):
+        return S.T if transpose else S
+    if S.ndim != 2:
+        raise ValueError(f"the sparse operand must be 2-D, got shape {S.shape}")
+    if transpose:
+        # The CSC arrays of S are the CSR arrays of S.T.
+        St = S.T
+        return CSR(St if St.format == "csr" else St.tocsr())
+    return CSR(S)
+
+
+def _check_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {describe(out)}")
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, but the product has shape {shape}")
+    if out.dtype != dtype:
+        raise ValueError(f"out has dtype {out.dtype}, but the product has dtype {dtype}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    return out
+
+
+def _wrap(result: np.ndarray, sparse_op, dense_in) -> np.ndarray:
+    """Give the result the container scipy would: np.matrix only for spmatrix @ np.matrix."""
+    if isinstance(dense_in, np.matrix) and isinstance(sparse_op, sp.spmatrix):
+        return np.asmatrix(result)
+    return result
+
+
+def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int) -> bool:
+    if method == "dense":
+        return True
+    if method == "sparse":
+        return False
+    return (n_tokens >= DENSE_MIN_TOKENS
+            and S.density >= DENSE_DENSITY[X.dtype]
+            # Implicit zeros of a sparse matrix do not meet the dense operand,
+            # so inf/nan in X only propagate where A stores a value; dense
+            # BLAS would turn 0 * inf into nan everywhere.
+            and bool(np.isfinite(X).all()))
+
+
+def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None = None,
+                  method: Method = "auto"):
+    """Matrix product ``A @ B`` where ``A`` or ``B`` is sparse.
+
+    Returns what ``A @ B`` returns in numpy/scipy (shape, dtype, container),
+    computed by the OpenMP AXPY-per-nonzero kernels for float32, float64,
+    complex64 and complex128 results. Other result dtypes (bool, integers,
+    float16 inputs, long double) and sparse @ sparse are computed by scipy.
+
+    Parameters
+    ----------
+    A, B : scipy.sparse matrix/array (any format), wsesparse.CSR, or array-like
+        At least one operand must be sparse. Dense operands may be 1-D or 2-D,
+        in any memory order, strided or read-only.
+    out : ndarray, optional
+        Where to write a dense result. It must have the product's exact shape
+        and dtype and be writeable; it may overlap the inputs (the product is
+        then computed into a temporary first). ``out`` is returned.
+    n_threads : int, optional
+        OpenMP threads for the kernel. Default: all cores this process may
+        use, limited by ``OMP_NUM_THREADS`` and
+        ``threadpoolctl.threadpool_limits``. Results are bitwise identical for
+        every thread count on the sparse path.
+    method : {"auto", "sparse", "dense"}, default "auto"
+        "sparse" always uses the AXPY kernels; "dense" densifies the sparse
+        operand and calls BLAS; "auto" uses dense BLAS only when the density
+        is at least ``DENSE_DENSITY[dtype]``, the dense operand has at least
+        ``DENSE_MIN_TOKENS`` columns and is finite everywhere (a dense product
+        would turn ``0 * inf`` at implicit zeros into nan).
+
+    Returns
+    -------
+    ndarray, numpy.matrix or sparse matrix/array
+        As ``A @ B``.
+
+    Raises
+    ------
+    TypeError
+        No sparse operand, None, or a non-numeric dtype (object, str, ...).
+    ValueError
+        Scalars, operands with more than 2 dimensions, mismatched inner
+        dimensions, a corrupt sparse structure, or a bad ``out``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from wsesparse import sparse_matmul
+    >>> W = sp.random(300, 200, density=0.05, format="csr", random_state=0)
+    >>> X = np.random.default_rng(0).standard_normal((200, 16))
+    >>> Y = sparse_matmul(W, X)
+    >>> Y.shape, np.allclose(Y, W @ X)
+    ((300, 16), True)
+    >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
+    (16, 300)
+    """
+    if method not in ("auto", "sparse", "dense"):
+        raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
+    a_sparse, b_sparse = _is_sparse(A), _is_sparse(B)
+    if A is None or B is None:
+        raise TypeError(f"operands must not be None (A: {describe(A)}, B: {describe(B)})")
+    if not (a_sparse or b_sparse):
+        raise TypeError(
+            "sparse_matmul needs at least one scipy.sparse or wsesparse.CSR operand; "
+            f"got A: {describe(A)}, B: {describe(B)} (use numpy's @ for dense products)")
+    if a_sparse and b_sparse:
+        for name, S in (("A", A), ("B", B)):
+            check_numeric_dtype(S.dtype, name)
+        if out is not None:
+            raise ValueError("out is only supported for dense results; sparse @ sparse is sparse")
+        a = A.to_scipy() if isinstance(A, CSR) else A
+        b = B.to_scipy() if isinstance(B, CSR) else B
+        if a.shape[-1] != b.shape[0]:
+            raise ValueError(
+                f"inner dimensions differ: A is {describe(A)}, B is {describe(B)}")
+        return a @ b
+
+    if a_sparse:
+        S, dense_in, dense_name, transpose = A, B, "B", False
+    else:
+        S, dense_in, dense_name, transpose = B, A, "A", True
+    check_numeric_dtype(S.dtype, "A" if a_sparse else "B")
+    D = as_dense_operand(dense_in, dense_name)
+    if S.ndim != 2:
+        raise ValueError(f"the sparse operand must be 2-D, got {describe(S)}")
+    m, k = S.shape
+    if transpose:
+        ok = D.shape[-1] == m
+        res_shape = (k,) if D.ndim == 1 else (D.shape[0], k)
+    else:
+        ok = D.shape[0] == k
+        res_shape = (m,) if D.ndim == 1 else (m, D.shape[1])
+    if not ok:
+        a_desc, b_desc = (describe(S), describe(D)) if a_sparse else (describe(D), describe(S))
+        raise ValueError(f"inner dimensions differ: A is {a_desc}, B is {b_desc}")
+    dtype = np.result_type(S.dtype, D.dtype)
+    if out is not None:
+        out = _check_out(out, res_shape, dtype)
+
+    if dtype not in KERNEL_DTYPES:
+        # bool/int results follow scipy's own (wrapping, saturating) rules.
+        s = S.to_scipy() if isinstance(S, CSR) else S
+        result = np.asarray(s @ D if a_sparse else D @ s)
+        if out is not None:
+            out[...] = result
+            return out
+        return _wrap(result, S, dense_in)
+
+    # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
+    csr = _as_csr(S, transpose)
+    X = np.ascontiguousarray(D.T if transpose else D, dtype=dtype)
+    n_tokens = 1 if X.ndim == 1 else X.shape[1]
+    target = None
+    if out is not None:
+        view = out.T if transpose else out
+        overlaps = np.may_share_memory(out, D) or np.may_share_memory(out, csr.data)
+        if view.flags.c_contiguous and not overlaps:
+            target = view
+    if target is None:
+        target = np.empty(res_shape[::-1] if transpose else res_shape, dtype=dtype)
+
+    if csr.nnz == 0 or target.size == 0:
+        target[...] = 0
+    elif _use_dense(csr, X, method, n_tokens):
+        _dense_product(csr, X, target, n_threads)
+    else:
+        csr._multiply_into(X, target, n_threads)
+
+    result = target.T if transpose else target
+    if out is not None:
+        if result is not out and not (transpose and target is out.T):
+            out[...] = result
+        return out
+    return _wrap(result, S, dense_in)
+
+
+def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
+    dense = csr.to_scipy().toarray().astype(X.dtype, copy=False)
+    if n_threads is None:
+        np.matmul(dense, X, out=Y)
+        return
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=n_threads, user_api="blas"):
+        np.matmul(dense, X, out=Y)
