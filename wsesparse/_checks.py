@@ -16,6 +16,33 @@ _NON_NUMERIC_KINDS = {"O": "object", "U": "str", "S": "bytes", "V": "void",
                       "M": "datetime64", "m": "timedelta64", "T": "str"}
 
 
+# scipy.sparse's value dtypes, in the order scipy's ``upcast`` tries them.
+_SCIPY_DTYPES = tuple(np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.intc, np.uintc, np.int_, np.uint,
+    np.longlong, np.ulonglong, np.float32, np.float64, np.longdouble,
+    np.complex64, np.complex128, np.clongdouble))
+
+
+def result_dtype(*dtypes) -> np.dtype:
+    """dtype of a sparse product, by scipy's rule (``scipy.sparse._sputils.upcast``).
+
+    numpy's ``result_type``, then the first scipy.sparse dtype it casts to
+    safely: ``float16`` is not a sparse dtype, so ``int8 @ float16`` is
+    float32 (numpy would say float16).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> result_dtype(np.int8, np.float16), result_dtype(np.int32, np.float32)
+    (dtype('float32'), dtype('float64'))
+    """
+    t = np.result_type(*dtypes)
+    for cand in _SCIPY_DTYPES:
+        if np.can_cast(t, cand):
+            return cand
+    raise TypeError(f"no scipy.sparse dtype holds the product of {dtypes}")
+
+
 def describe(x) -> str:
     """Short ``type shape dtype`` description of an operand for error messages."""
     if x is None:

@@ -7,7 +7,9 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import KERNEL_DTYPES, as_dense_operand, check_numeric_dtype, describe
+from wsesparse._checks import (KERNEL_DTYPES, as_dense_operand, check_numeric_dtype, describe,
+                               result_dtype)
+from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 
 # Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
@@ -29,17 +31,55 @@ def _is_sparse(x) -> bool:
     return isinstance(x, CSR) or sp.issparse(x)
 
 
-def _as_csr(S, transpose: bool) -> CSR:
+def _renamed(exc: Exception, name: str) -> Exception:
+    """``exc`` from ``CSR(...)`` (whose messages say "A") naming operand ``name``."""
+    msg = str(exc)
+    if name != "A" and (msg.startswith("A ") or msg.startswith("A.")):
+        msg = name + msg[1:]
+    return type(exc)(msg)
+
+
+def _compressed(S, name: str) -> tuple[CSR, bool] | None:
+    """Validated CSR view of a scipy CSR/CSC operand: ``(op, transposed)``, else None.
+
+    CSR and CSC structures are validated *before* scipy touches them: scipy's
+    own conversions and products index memory with the stored indices
+    unchecked, and crash or return garbage on a corrupt structure.
+    """
+    if S.format not in ("csr", "csc"):
+        return None
+    try:
+        if S.format == "csr":
+            return CSR(S), False
+        # The CSC arrays of S are the CSR arrays of S.T.
+        return CSR(S.T), True
+    except (TypeError, ValueError) as exc:
+        raise _renamed(exc, name) from None
+
+
+def _as_csr(S, transpose: bool, name: str) -> CSR:
     """The CSR operand of ``S`` (or of ``S.T``) without transposing data needlessly."""
     if isinstance(S, CSR):
         return S.T if transpose else S
     if S.ndim != 2:
         raise ValueError(f"the sparse operand must be 2-D, got shape {S.shape}")
-    if transpose:
-        # The CSC arrays of S are the CSR arrays of S.T.
-        St = S.T
-        return CSR(St if St.format == "csr" else St.tocsr())
-    return CSR(S)
+    comp = _compressed(S, name)
+    if comp is not None:
+        op, flipped = comp
+        return op.T if flipped != transpose else op
+    try:
+        return CSR(S.T.tocsr() if transpose else S.tocsr())
+    except (TypeError, ValueError) as exc:
+        raise _renamed(exc, name) from None
+
+
+def _as_checked_scipy(S, name: str):
+    """``S`` as a scipy sparse operand, its structure checked if it is CSR/CSC."""
+    if isinstance(S, CSR):
+        return S.to_scipy()
+    if S.ndim == 2:
+        _compressed(S, name)
+    return S
 
 
 def _check_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -131,6 +171,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     """
     if method not in ("auto", "sparse", "dense"):
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
+    if n_threads is not None:
+        resolve_n_threads(n_threads)  # validate on every path, not only the kernel's
     a_sparse, b_sparse = _is_sparse(A), _is_sparse(B)
     if A is None or B is None:
         raise TypeError(f"operands must not be None (A: {describe(A)}, B: {describe(B)})")
@@ -143,8 +185,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
             check_numeric_dtype(S.dtype, name)
         if out is not None:
             raise ValueError("out is only supported for dense results; sparse @ sparse is sparse")
-        a = A.to_scipy() if isinstance(A, CSR) else A
-        b = B.to_scipy() if isinstance(B, CSR) else B
+        a = _as_checked_scipy(A, "A")
+        b = _as_checked_scipy(B, "B")
         if a.shape[-1] != b.shape[0]:
             raise ValueError(
                 f"inner dimensions differ: A is {describe(A)}, B is {describe(B)}")
@@ -154,7 +196,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         S, dense_in, dense_name, transpose = A, B, "B", False
     else:
         S, dense_in, dense_name, transpose = B, A, "A", True
-    check_numeric_dtype(S.dtype, "A" if a_sparse else "B")
+    sparse_name = "A" if a_sparse else "B"
+    check_numeric_dtype(S.dtype, sparse_name)
     D = as_dense_operand(dense_in, dense_name)
     if S.ndim != 2:
         raise ValueError(f"the sparse operand must be 2-D, got {describe(S)}")
@@ -168,13 +211,13 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     if not ok:
         a_desc, b_desc = (describe(S), describe(D)) if a_sparse else (describe(D), describe(S))
         raise ValueError(f"inner dimensions differ: A is {a_desc}, B is {b_desc}")
-    dtype = np.result_type(S.dtype, D.dtype)
+    dtype = result_dtype(S.dtype, D.dtype)
     if out is not None:
         out = _check_out(out, res_shape, dtype)
 
     if dtype not in KERNEL_DTYPES:
         # bool/int results follow scipy's own (wrapping, saturating) rules.
-        s = S.to_scipy() if isinstance(S, CSR) else S
+        s = _as_checked_scipy(S, sparse_name)
         result = np.asarray(s @ D if a_sparse else D @ s)
         if out is not None:
             out[...] = result
@@ -182,7 +225,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         return _wrap(result, S, dense_in)
 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
-    csr = _as_csr(S, transpose)
+    csr = _as_csr(S, transpose, sparse_name)
     X = np.ascontiguousarray(D.T if transpose else D, dtype=dtype)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
     target = None
