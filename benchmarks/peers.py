@@ -1,0 +1,536 @@
+#!/usr/bin/env python
+"""Peer comparison: ``wsesparse.sparse_matmul`` against the sparse libraries users have today.
+
+Times sparse (M x K) @ dense (K x N) with
+
+* ``wsesparse``      - ``sparse_matmul(A, X)`` on a scipy CSR matrix (validates every call)
+* ``wsesparse.CSR``  - the same with a prepared ``wsesparse.CSR`` operand (validated once)
+* ``scipy``          - ``A @ X`` (the reference every other result is checked against)
+* ``mkl``            - ``sparse_dot_mkl.dot_product_mkl(A, X)``            (if installed)
+* ``graphblas``      - python-graphblas / SuiteSparse:GraphBLAS ``mxm``/``mxv`` (if installed)
+* ``torch``          - ``torch.sparse_csr_tensor(...) @ X``                 (if installed)
+* ``dense``          - numpy BLAS ``A_dense @ X`` (dense matrix built outside the timing)
+
+Every time is the best of a few repeats (fewer for slow points) in one process, every result is
+checked against scipy's (a peer whose result is wrong is reported as FAIL, never with a time),
+and rates are GFLOP/s = 2 * nnz * N / t for every library, dense BLAS included, so the columns
+compare directly. A STREAM-like triad at the top gives the memory bandwidth to compare the
+SpMV (N = 1) rows with.
+
+Run it from the repository root after building the kernels; on machines whose OpenBLAS is
+tuned through environment variables, drop them for the run, e.g.::
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/peers.py            # full grid
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/peers.py --quick    # ~30 s
+    python benchmarks/peers.py --sizes 4096 --tokens 1,64 --densities 0.01 --csv out.csv
+
+The peers are optional (``pip install sparse_dot_mkl python-graphblas torch``); missing
+ones are listed as "not installed" and left out.
+
+This module is import-safe: asv imports every module of ``benchmarks/``, so all work
+happens in ``main()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import glob
+import os
+import sys
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+# The kernels this compares share the machine's cores; peers get the same thread count.
+PEER_ORDER = ("wsesparse", "wse.CSR", "scipy", "mkl", "graphblas", "torch", "dense")
+# Columns that are "peers" (what wsesparse is compared against).
+PEERS = ("scipy", "mkl", "graphblas", "torch", "dense")
+# Relative tolerance on max|Y - Y_scipy| / max|Y_scipy| by real precision.
+TOLERANCE = {"float32": 2e-4, "complex64": 2e-4, "float64": 1e-10, "complex128": 1e-10}
+DENSE_LIMIT_BYTES = 4 * 2**30
+
+
+# --------------------------------------------------------------------------------------
+# environment and optional peers
+# --------------------------------------------------------------------------------------
+def _import_wsesparse():
+    try:
+        import wsesparse  # noqa: F401
+    except ImportError:
+        # Running as `python benchmarks/peers.py` from a source tree built in place.
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import wsesparse
+    return wsesparse
+
+
+def _find_mkl_rt() -> None:
+    """sparse_dot_mkl looks for libmkl_rt.so; pip's mkl ships libmkl_rt.so.<N> only."""
+    if os.environ.get("MKL_RT"):
+        return
+    for prefix in {sys.prefix, sys.base_prefix}:
+        hits = sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
+        if hits:
+            os.environ["MKL_RT"] = hits[0]
+            return
+
+
+def load_peers(n_threads: int) -> tuple[dict, dict]:
+    """Import the optional peers. Returns ({name: module}, {name: reason it is missing})."""
+    mods, missing = {}, {}
+    _find_mkl_rt()
+    # One OpenMP runtime for everybody (the kernels use GNU OpenMP): MKL's own Intel runtime
+    # would spin on the cores after each call and slow whichever library runs next.
+    os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
+    try:
+        import sparse_dot_mkl
+        sparse_dot_mkl.mkl_set_num_threads(n_threads)
+        mods["mkl"] = sparse_dot_mkl
+    except Exception as exc:  # ImportError, or MKL's runtime not loadable
+        missing["mkl"] = f"{type(exc).__name__}: {str(exc)[:60]}"
+    try:
+        import graphblas as gb
+        gb.init("suitesparse", blocking=True)
+        gb.ss.config["nthreads"] = n_threads
+        mods["graphblas"] = gb
+    except Exception as exc:
+        missing["graphblas"] = f"{type(exc).__name__}: {str(exc)[:60]}"
+    try:
+        import torch
+        torch.set_num_threads(n_threads)
+        mods["torch"] = torch
+    except Exception as exc:
+        missing["torch"] = f"{type(exc).__name__}: {str(exc)[:60]}"
+    return mods, missing
+
+
+# --------------------------------------------------------------------------------------
+# problem generation
+# --------------------------------------------------------------------------------------
+def random_csr(m: int, k: int, density: float, dtype, seed: int = 0):
+    """A random CSR matrix with i.i.d. Bernoulli(density) pattern, built in row blocks.
+
+    scipy.sparse.random draws all M*K*density positions at once, which is slow and needs
+    many GB at M = K = 16384, density 0.5; this needs one block of uniforms at a time.
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    block = max(1, min(m, (1 << 24) // max(k, 1)))
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    chunks = []
+    for r0 in range(0, m, block):
+        mask = rng.random((min(block, m - r0), k), dtype=np.float32) < density
+        indptr[r0 + 1:r0 + 1 + mask.shape[0]] = mask.sum(axis=1)
+        chunks.append(np.nonzero(mask)[1].astype(np.int32))
+        del mask
+    np.cumsum(indptr, out=indptr)
+    indices = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
+    nnz = indices.size
+    real = np.float32 if np.dtype(dtype) in (np.float32, np.complex64) else np.float64
+    data = rng.standard_normal(nnz, dtype=real).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        data.imag = rng.standard_normal(nnz)
+    idx_t = np.int32 if nnz < 2**31 else np.int64
+    return sp.csr_matrix((data, indices.astype(idx_t, copy=False), indptr.astype(idx_t)),
+                         shape=(m, k))
+
+
+def random_dense(k: int, n: int, dtype, seed: int = 1):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((k, n), dtype=np.float32 if np.dtype(dtype).itemsize <= 8
+                            else np.float64).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        X.imag = rng.standard_normal((k, n))
+    return X
+
+
+# --------------------------------------------------------------------------------------
+# timing
+# --------------------------------------------------------------------------------------
+def best_time(fn, repeats: int, budget: float):
+    """(result of the warm-up call, best time of the timed calls).
+
+    Repeats are adaptive: a warm-up that takes more than ``2 * budget`` is the only call
+    (and its time is reported); otherwise up to ``repeats`` timed calls run, stopping early
+    once at least two were made and they took more than ``budget`` seconds in total.
+    """
+    t0 = time.perf_counter()
+    result = fn()
+    first = time.perf_counter() - t0
+    if first > 2 * budget:
+        return result, first
+    best, spent = float("inf"), 0.0
+    for i in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        fn()
+        t = time.perf_counter() - t0
+        spent += t
+        best = min(best, t)
+        if i >= 1 and spent > budget:
+            break
+    return result, best
+
+
+def triad_bandwidth(n_threads: int, n_elems: int = 20_000_000, repeats: int = 5) -> float:
+    """STREAM-like triad a = b + s*c (float64) in GB/s, counting 3 arrays per pass.
+
+    numpy has no fused triad, so each thread works through its half of the arrays in
+    L1-sized chunks (multiply then add in cache): DRAM sees one read of b and c and one
+    write of a, as in STREAM.
+    """
+    import numpy as np
+
+    a = np.zeros(n_elems)
+    b = np.ones(n_elems)
+    c = np.full(n_elems, 2.0)
+    s = 3.0
+    chunk = 4096
+    bounds = np.linspace(0, n_elems, n_threads + 1).astype(int)
+
+    def part(i):
+        for j in range(bounds[i], bounds[i + 1], chunk):
+            e = min(j + chunk, bounds[i + 1])
+            np.multiply(c[j:e], s, out=a[j:e])
+            np.add(a[j:e], b[j:e], out=a[j:e])
+
+    best = float("inf")
+    with ThreadPoolExecutor(n_threads) as pool:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            list(pool.map(part, range(n_threads)))
+            best = min(best, time.perf_counter() - t0)
+    assert a[0] == 7.0 and a[-1] == 7.0
+    return 3 * 8 * n_elems / best / 1e9
+
+
+def spmv_bytes(A, x_itemsize: int) -> int:
+    """Bytes an SpMV must move: values + indices + indptr once, plus x and y."""
+    m, k = A.shape
+    return (A.data.nbytes + A.indices.nbytes + A.indptr.nbytes
+            + k * x_itemsize + m * x_itemsize)
+
+
+# --------------------------------------------------------------------------------------
+# the peers at one point
+# --------------------------------------------------------------------------------------
+def make_calls(A, X, mods, n_threads, dense_ok):
+    """{name: zero-argument callable returning a numpy array} for every peer present.
+
+    Conversions to each library's own format happen here, outside the timed region.
+    """
+    import numpy as np
+    wse = _import_wsesparse()
+    calls = {}
+    Xv = X[:, 0].copy() if X.shape[1] == 1 else X
+    one = X.shape[1] == 1
+
+    calls["wsesparse"] = lambda: wse.sparse_matmul(A, Xv, n_threads=n_threads)
+    P = wse.CSR(A)
+    calls["wse.CSR"] = lambda: wse.sparse_matmul(P, Xv, n_threads=n_threads)
+    calls["scipy"] = lambda: A @ Xv
+
+    if "mkl" in mods:
+        dot = mods["mkl"].dot_product_mkl
+        calls["mkl"] = lambda: dot(A, Xv)
+
+    if "graphblas" in mods:
+        gb = mods["graphblas"]
+        Ag = gb.io.from_scipy_sparse(A)
+        if one:
+            xg = gb.Vector.from_dense(Xv)
+            calls["graphblas"] = _GraphBLASCall(lambda: Ag.mxv(xg).new(), Xv.shape)
+        else:
+            # C = A*B with B full by row (GraphBLAS "dot F = F*S" / saxpy). The result stays a
+            # GraphBLAS matrix inside the timed call; converting it back is not timed.
+            Xg = gb.Matrix.from_dense(X)
+            calls["graphblas"] = _GraphBLASCall(lambda: Ag.mxm(Xg).new(), X.shape)
+
+    if "torch" in mods:
+        torch = mods["torch"]
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
+                                     torch.from_numpy(A.data), size=A.shape, check_invariants=False)
+        Xt = torch.from_numpy(np.ascontiguousarray(X))
+        calls["torch"] = _TorchCall(At, Xt, one)
+
+    if dense_ok:
+        Ad = A.toarray()
+        calls["dense"] = lambda: Ad @ Xv
+    return calls
+
+
+class _GraphBLASCall:
+    """Timed part: the mxm/mxv; ``to_numpy`` converts the last result for the check."""
+
+    def __init__(self, fn, shape):
+        self.fn, self.shape = fn, shape
+
+    def __call__(self):
+        return self.fn()
+
+    @staticmethod
+    def to_numpy(r):
+        return r.to_dense(fill_value=0)
+
+
+class _TorchCall:
+    def __init__(self, At, Xt, one):
+        self.At, self.Xt, self.one = At, Xt, one
+
+    def __call__(self):
+        Y = self.At @ self.Xt
+        return Y[:, 0] if self.one else Y
+
+    @staticmethod
+    def to_numpy(r):
+        return r.numpy()
+
+
+def check(name, Y, R, dtype_name) -> tuple[bool, float]:
+    import numpy as np
+    Y = np.asarray(Y)
+    if Y.shape != R.shape:
+        Y = Y.reshape(R.shape) if Y.size == R.size else Y
+    if Y.shape != R.shape:
+        return False, float("inf")
+    scale = float(np.abs(R).max()) if R.size else 0.0
+    err = float(np.abs(Y - R).max()) / max(scale, np.finfo(R.dtype).tiny) if R.size else 0.0
+    return bool(err <= TOLERANCE[dtype_name]), err
+
+
+def check_reference(A, X, R, dtype_name, rows: int = 32) -> bool:
+    """scipy's result on a sample of rows against a higher-precision dense product."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    idx = rng.choice(A.shape[0], size=min(rows, A.shape[0]), replace=False)
+    hi = np.complex128 if np.iscomplexobj(R) else np.float64
+    exact = A[idx].toarray().astype(hi) @ X.astype(hi)
+    got = R.reshape(A.shape[0], -1)[idx]
+    scale = max(float(np.abs(exact).max()), 1e-300)
+    return float(np.abs(got - exact).max()) / scale <= TOLERANCE[dtype_name]
+
+
+def run_point(M, N, density, dtype_name, mods, args):
+    import numpy as np
+    dtype = np.dtype(dtype_name)
+    row = {"M": M, "K": M, "N": N, "density": density, "dtype": dtype_name}
+    dense_bytes = M * M * dtype.itemsize
+    if dense_bytes > DENSE_LIMIT_BYTES:
+        row["skipped"] = "too large"
+        return row
+    A = random_csr(M, M, density, dtype, seed=args.seed)
+    X = random_dense(M, N, dtype, seed=args.seed + 1)
+    row["nnz"] = A.nnz
+    flops = 2.0 * A.nnz * N
+    calls = make_calls(A, X, mods, args.threads, dense_ok=True)
+    results = {}
+    # scipy first: its result is the reference.
+    order = ["scipy"] + [p for p in PEER_ORDER if p != "scipy" and p in calls]
+    ref = None
+    for name in order:
+        fn = calls[name]
+        try:
+            out, t = best_time(fn, args.repeats, args.budget)
+        except Exception as exc:  # a peer that cannot do this dtype, for example
+            results[name] = ("error", f"{type(exc).__name__}: {str(exc)[:50]}")
+            continue
+        conv = getattr(fn, "to_numpy", None)
+        out = conv(out) if conv else out
+        if name == "scipy":
+            ref = np.asarray(out).reshape(M, N)
+            if not check_reference(A, X, ref, dtype_name):
+                results[name] = ("FAIL", "scipy disagrees with a float64 dense product")
+                ref = None
+                break
+            results[name] = ("ok", t)
+            continue
+        out = np.asarray(out)
+        ok, err = check(name, out.reshape(M, N) if out.size == M * N else out, ref, dtype_name)
+        results[name] = ("ok", t) if ok else ("FAIL", f"max rel err {err:.2e}")
+        del out
+    del calls
+    gc.collect()
+    for name, (status, val) in results.items():
+        row[name] = flops / val / 1e9 if status == "ok" else status
+        if status == "ok":
+            row[name + "_t"] = val
+    peer_rates = {p: row[p] for p in PEERS if isinstance(row.get(p), float)}
+    if peer_rates:
+        best = max(peer_rates, key=peer_rates.get)
+        row["best_peer"] = best
+        for w in ("wsesparse", "wse.CSR"):
+            if isinstance(row.get(w), float):
+                row["ratio" if w == "wsesparse" else "ratio_csr"] = row[w] / peer_rates[best]
+        if isinstance(row.get("scipy"), float) and isinstance(row.get("wsesparse"), float):
+            row["vs_scipy"] = row["wsesparse"] / row["scipy"]
+    if N == 1 and isinstance(row.get("wsesparse_t"), float):
+        row["spmv_GBs"] = spmv_bytes(A, dtype.itemsize) / row["wse.CSR_t"] / 1e9 \
+            if isinstance(row.get("wse.CSR_t"), float) else \
+            spmv_bytes(A, dtype.itemsize) / row["wsesparse_t"] / 1e9
+    return row
+
+
+# --------------------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------------------
+def _fmt(v, width=8):
+    if isinstance(v, float):
+        return f"{v:{width}.1f}" if v >= 0.05 else f"{v:{width}.3f}"
+    if v is None:
+        return f"{'-':>{width}}"
+    return f"{str(v)[:width]:>{width}}"
+
+
+def header(present):
+    cols = " ".join(f"{c:>8}" for c in present)
+    return (f"{'M':>6} {'N':>5} {'density':>7} {'dtype':>7} {'nnz':>10} | {cols} | "
+            f"{'best':>9} {'ratio':>6} {'r_CSR':>6} {'vs_scipy':>8}")
+
+
+def format_row(row, present):
+    lead = f"{row['M']:>6} {row['N']:>5} {row['density']:>7g} {row['dtype']:>7}"
+    if "skipped" in row:
+        return f"{lead} skipped: {row['skipped']}"
+    cols = " ".join(_fmt(row.get(c)) for c in present)
+    extra = ""
+    if "spmv_GBs" in row:
+        extra = f"  SpMV {row['spmv_GBs']:.1f} GB/s"
+    return (f"{lead} {row['nnz']:>10} | {cols} | {row.get('best_peer', '-'):>9} "
+            f"{_fmt(row.get('ratio'), 6)} {_fmt(row.get('ratio_csr'), 6)} "
+            f"{_fmt(row.get('vs_scipy'), 8)}{extra}")
+
+
+def summary(rows, triad):
+    done = [r for r in rows if "skipped" not in r and isinstance(r.get("ratio"), float)]
+    lines = ["", "Summary (ratio = wsesparse GFLOP/s / best peer GFLOP/s; > 1 means wsesparse "
+             "is faster)"]
+    for key, label in (("ratio", "sparse_matmul (one-shot)"),
+                       ("ratio_csr", "sparse_matmul (prepared CSR)")):
+        rr = [r for r in done if isinstance(r.get(key), float)]
+        if not rr:
+            continue
+        below = [r for r in rr if r[key] < 1.0]
+        lines.append(f"  {label}: slower than the best peer at {len(below)} of {len(rr)} points")
+        for r in below:
+            lines.append(f"      M={r['M']} N={r['N']} density={r['density']:g} {r['dtype']}: "
+                         f"{r[key]:.2f}x vs {r['best_peer']}")
+        sub = [r for r in rr if r["N"] >= 8 and r["density"] <= 0.01]
+        if sub:
+            w = min(sub, key=lambda r: r[key])
+            lines.append(f"  {label}: min ratio to best peer for N>=8, density<=1%: "
+                         f"{w[key]:.2f} (M={w['M']} N={w['N']} d={w['density']:g} "
+                         f"{w['dtype']}, best peer {w['best_peer']})")
+        sub = [r for r in rr if r["N"] >= 8 and r["density"] <= 0.1]
+        if sub:
+            w = min(sub, key=lambda r: r[key])
+            lines.append(f"  {label}: min ratio to best peer for N>=8, density<=10%: "
+                         f"{w[key]:.2f} (M={w['M']} N={w['N']} d={w['density']:g} {w['dtype']})")
+    sub = [r for r in done if r["N"] >= 8 and isinstance(r.get("vs_scipy"), float)]
+    if sub:
+        w = min(sub, key=lambda r: r["vs_scipy"])
+        lines.append(f"  min ratio sparse_matmul / scipy for N>=8: {w['vs_scipy']:.2f} "
+                     f"(M={w['M']} N={w['N']} d={w['density']:g} {w['dtype']})")
+    spmv = [r for r in done if "spmv_GBs" in r]
+    if spmv and triad:
+        lines.append(f"  SpMV (N=1) bandwidth, prepared CSR: "
+                     + ", ".join(f"{r['M']}/{r['density']:g}/{r['dtype']}: "
+                                 f"{r['spmv_GBs']:.0f} GB/s ({100 * r['spmv_GBs'] / triad:.0f}%)"
+                                 for r in spmv)
+                     + f"  [triad {triad:.1f} GB/s; small matrices run from cache]")
+    return "\n".join(lines)
+
+
+def _floats(s):
+    return [float(x) for x in s.split(",") if x]
+
+
+def _ints(s):
+    return [int(x) for x in s.split(",") if x]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="Time wsesparse.sparse_matmul against scipy, sparse_dot_mkl, "
+                    "python-graphblas, torch.sparse and dense numpy BLAS.",
+        epilog="Example: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "
+               "python benchmarks/peers.py --sizes 4096 --csv peers.csv")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny grid (M=K=4096, N in 1,64, density in 0.1,0.01, float32 and float64), "
+                        "under 30 s")
+    p.add_argument("--sizes", type=_ints, default=[4096, 16384], help="M = K values")
+    p.add_argument("--tokens", type=_ints, default=[1, 8, 64, 256, 1024], help="N values")
+    p.add_argument("--densities", type=_floats, default=[0.5, 0.1, 0.01, 0.001])
+    p.add_argument("--dtypes", type=lambda s: s.split(","), default=["float32", "float64"])
+    p.add_argument("--repeats", type=int, default=5,
+                   help="timed repeats after the warm-up call (fewer for slow points)")
+    p.add_argument("--budget", type=float, default=0.6,
+                   help="seconds of repeats per library and point before stopping early")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for every library (default: all cores)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-triad", action="store_true", help="skip the bandwidth measurement")
+    p.add_argument("--csv", metavar="FILE", help="also write every point as CSV")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sizes, args.tokens, args.densities = [4096], [1, 64], [0.1, 0.01]
+        args.dtypes, args.repeats = ["float32", "float64"], 3
+    if args.threads is None:
+        try:
+            args.threads = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            args.threads = os.cpu_count() or 1
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    mods, missing = load_peers(args.threads)
+    import numpy as np
+    wse = _import_wsesparse()
+    start = time.time()
+    print(f"wsesparse {wse.__version__}  numpy {np.__version__}  threads {args.threads}  "
+          f"started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    for name, mod in mods.items():
+        print(f"  peer {name}: {getattr(mod, '__version__', '?')}")
+    for name, why in missing.items():
+        print(f"  peer {name}: not installed ({why})")
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS"):
+        if var in os.environ:
+            print(f"  note: {var}={os.environ[var]} is set")
+    triad = None
+    if not args.no_triad:
+        triad = triad_bandwidth(args.threads)
+        print(f"STREAM-like triad (float64, {args.threads} threads): {triad:.1f} GB/s")
+    print("Rates in GFLOP/s = 2*nnz*N/t (best of repeats); ratio = wsesparse / best peer; "
+          "r_CSR = prepared wsesparse.CSR / best peer; vs_scipy = wsesparse / scipy.")
+    present = [p for p in PEER_ORDER if p in ("wsesparse", "wse.CSR", "scipy", "dense")
+               or p in mods]
+    print(header(present))
+    rows = []
+    for dtype_name in args.dtypes:
+        for M in args.sizes:
+            for density in args.densities:
+                for N in args.tokens:
+                    row = run_point(M, N, density, dtype_name, mods, args)
+                    rows.append(row)
+                    print(format_row(row, present), flush=True)
+    print(summary(rows, triad))
+    print(f"total {time.time() - start:.0f} s")
+    if args.csv:
+        keys = []
+        for r in rows:
+            keys += [k for k in r if k not in keys]
+        with open(args.csv, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=keys)
+            w.writeheader()
+            w.writerows(rows)
+        print(f"wrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
