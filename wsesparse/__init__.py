@@ -6,6 +6,7 @@ simulated wafer-scale core grid (``wsesparse.wafer``).
 
 from wsesparse.csr import CSR
 from wsesparse.matmul import sparse_matmul
+from wsesparse.tlr import TLRBatch, TLRMatrix
 
-__all__ = ["CSR", "sparse_matmul"]
+__all__ = ["CSR", "sparse_matmul", "TLRMatrix", "TLRBatch"]
 __version__ = "0.1.0"

@@ -1,0 +1,77 @@
+"""The synthetic seismic frequency slice and the Hilbert ordering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from wsesparse.datasets import hilbert_order, seismic_slice
+
+
+@settings(max_examples=30, deadline=None)
+@given(nx=st.integers(1, 40), ny=st.integers(1, 40))
+def test_hilbert_order_is_a_local_permutation(nx, ny):
+    p = hilbert_order(nx, ny)
+    assert sorted(p.tolist()) == list(range(nx * ny))
+    if nx == ny and nx & (nx - 1) == 0:
+        # On a full power-of-two square consecutive points are grid neighbours.
+        ix, iy = p // ny, p % ny
+        steps = np.abs(np.diff(ix)) + np.abs(np.diff(iy))
+        assert (steps == 1).all()
+
+
+def test_matches_the_image_source_formula():
+    """Entry (r, s) by hand: one reflector, primaries and first multiple."""
+    kw = dict(nx=3, ny=2, spacing=10.0, frequency=7.0, velocity=1500.0, depths=[300.0],
+              reflectivity=[0.4], n_multiples=2, receiver_depth=5.0, attenuation=0.01,
+              order="row", dtype=np.complex128)
+    A = seismic_slice(**kw)
+    xs = np.array([[i * 10.0, j * 10.0] for i in range(3) for j in range(2)])
+    k = 2 * np.pi * 7.0 / 1500.0 * (1 - 0.01j)
+    r, s = 4, 1
+    h = np.linalg.norm(xs[r] - xs[s])
+    want = 0
+    for p, amp in [(1, 0.4), (2, -0.16)]:
+        rho = np.hypot(h, 2 * p * 300.0 - 5.0)
+        want += 1000 * amp * np.exp(-1j * k * rho) / rho
+    assert A[r, s] == pytest.approx(want, rel=1e-12)
+    np.testing.assert_allclose(A, A.T, rtol=1e-12)  # reciprocity
+
+
+def test_orders_are_permutations_of_each_other():
+    Ah = seismic_slice(nx=8, ny=5, order="hilbert", dtype=np.complex128)
+    Ar = seismic_slice(nx=8, ny=5, order="row", dtype=np.complex128)
+    p = hilbert_order(8, 5)
+    np.testing.assert_allclose(Ah, Ar[np.ix_(p, p)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_dtypes_and_function_form(dtype):
+    A = seismic_slice(nx=9, ny=7, dtype=dtype)
+    assert A.dtype == np.dtype(dtype) and A.shape == (63, 63)
+    assert np.isfinite(A).all()
+    f, shape = seismic_slice(nx=9, ny=7, dtype=dtype, return_function=True)
+    assert shape == (63, 63)
+    np.testing.assert_array_equal(f(slice(10, 40), slice(0, 63)), A[10:40])
+    ref = seismic_slice(nx=9, ny=7, dtype=np.complex128)
+    want = ref if np.dtype(dtype).kind == "c" else ref.real
+    np.testing.assert_allclose(A, want, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(nx=0), "nx must be a positive int"),
+    (dict(frequency=-1.0), "frequency must be a positive"),
+    (dict(depths=[100.0], reflectivity=[0.1, 0.2]), "equal length"),
+    (dict(reflectivity=[0.1, 1.5, 0.2]), "reflectivity must lie"),
+    (dict(order="zorder"), "order must be"),
+    (dict(depths=[5.0, 10.0, 20.0]), "below receiver_depth"),
+])
+def test_bad_arguments(kw, match):
+    with pytest.raises(ValueError, match=match):
+        seismic_slice(**kw)
+
+
+def test_bad_dtype():
+    with pytest.raises(TypeError, match="dtype"):
+        seismic_slice(nx=3, ny=3, dtype=np.int32)
