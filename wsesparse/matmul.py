@@ -110,8 +110,11 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int) -> bool:
             and S.density >= DENSE_DENSITY[X.dtype]
             # Implicit zeros of a sparse matrix do not meet the dense operand,
             # so inf/nan in X only propagate where A stores a value; dense
-            # BLAS would turn 0 * inf into nan everywhere.
-            and bool(np.isfinite(X).all()))
+            # BLAS would turn 0 * inf into nan everywhere. And BLAS's complex
+            # arithmetic places nan/inf differently from scipy's when A
+            # stores infinities, so A must be finite too.
+            and bool(np.isfinite(X).all())
+            and bool(np.isfinite(S.data[:S.nnz]).all()))
 
 
 def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None = None,
@@ -141,8 +144,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         "sparse" always uses the AXPY kernels; "dense" densifies the sparse
         operand and calls BLAS; "auto" uses dense BLAS only when the density
         is at least ``DENSE_DENSITY[dtype]``, the dense operand has at least
-        ``DENSE_MIN_TOKENS`` columns and is finite everywhere (a dense product
-        would turn ``0 * inf`` at implicit zeros into nan).
+        ``DENSE_MIN_TOKENS`` columns and both operands are finite everywhere
+        (a dense product would turn ``0 * inf`` at implicit zeros into nan,
+        and BLAS's complex arithmetic places nan/inf unlike scipy's).
 
     Returns
     -------
@@ -156,6 +160,16 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     ValueError
         Scalars, operands with more than 2 dimensions, mismatched inner
         dimensions, a corrupt sparse structure, or a bad ``out``.
+
+    Notes
+    -----
+    Non-finite values follow scipy's CSR product: inf/nan in the dense
+    operand propagate only through stored entries, and a stored (explicit)
+    zero meeting inf gives nan (IEEE ``0 * inf``). Two scipy formats are
+    inconsistent about stored zeros and are not imitated: DIA's padding zeros
+    are treated as implicit (scipy's DIA product multiplies them), and COO's
+    explicit zeros count as stored (scipy's COO multi-vector product skips
+    them, its vector product does not).
 
     Examples
     --------
