@@ -1,0 +1,5 @@
+"""asv benchmarks for wsesparse (see asv.conf.json and the README's "Benchmarks" section).
+
+``bench_*.py`` hold the asv suite. ``peers.py`` and ``crossover.py`` are standalone scripts
+(run with ``python benchmarks/peers.py``); asv imports them too, so they do no work at import.
+"""

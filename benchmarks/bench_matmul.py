@@ -1,0 +1,161 @@
+"""asv benchmarks for ``wsesparse.sparse_matmul`` and the prepared ``wsesparse.CSR`` operand.
+
+The parameter grids straddle the regime boundaries (SpMV vs SpMM, cache- vs DRAM-resident
+matrices, the sparse/dense dispatch crossover), so a regression shows up there first.
+Matrices are random with a fixed seed; every benchmark uses all cores (as users do).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+
+try:
+    import wsesparse
+except ImportError:  # `asv run --python=same` from a source tree built in place
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import wsesparse
+
+from wsesparse import CSR, sparse_matmul
+
+
+def random_csr(m, k, density, dtype, seed=0):
+    """Random m x k CSR matrix (canonical: sorted, no duplicates) with normal values."""
+    rng = np.random.default_rng(seed)
+    real = np.float32 if np.dtype(dtype) in (np.float32, np.complex64) else np.float64
+    A = sp.random(m, k, density=density, format="csr", random_state=rng, dtype=real)
+    A = A.astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        A.data = A.data + 1j * rng.standard_normal(A.nnz)
+    return sp.csr_matrix(A)
+
+
+def random_dense(k, n, dtype, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((k, n)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        X = X + 1j * rng.standard_normal((k, n)).astype(dtype)
+    return X
+
+
+class SparseMatmul:
+    """Y = A @ X, one-shot (scipy CSR in, validated every call), M = K = 4096."""
+
+    params = ([0.1, 0.01, 0.001], [8, 64, 256], ["float32", "float64"])
+    param_names = ["density", "n_tokens", "dtype"]
+    timeout = 120
+
+    def setup(self, density, n_tokens, dtype):
+        self.A = random_csr(4096, 4096, density, dtype)
+        self.X = random_dense(4096, n_tokens, dtype)
+        self.P = CSR(self.A)
+
+    def time_sparse_matmul(self, density, n_tokens, dtype):
+        sparse_matmul(self.A, self.X)
+
+    def time_csr_prepared(self, density, n_tokens, dtype):
+        self.P @ self.X
+
+
+class SparseMatmulComplex:
+    """Complex products (the TLR/seismic use case) at one density."""
+
+    params = ([8, 64], ["complex64", "complex128"])
+    param_names = ["n_tokens", "dtype"]
+
+    def setup(self, n_tokens, dtype):
+        self.P = CSR(random_csr(4096, 4096, 0.01, dtype))
+        self.X = random_dense(4096, n_tokens, dtype)
+
+    def time_csr_prepared(self, n_tokens, dtype):
+        self.P @ self.X
+
+
+class GEMV:
+    """SpMV (N = 1): memory-bound; 4096 fits in cache, 16384 streams from DRAM."""
+
+    params = ([4096, 16384], [0.01, 0.001], ["float32", "float64"])
+    param_names = ["size", "density", "dtype"]
+    timeout = 120
+
+    def setup(self, size, density, dtype):
+        self.A = random_csr(size, size, density, dtype)
+        self.P = CSR(self.A)
+        self.x = random_dense(size, 1, dtype)[:, 0].copy()
+
+    def time_spmv(self, size, density, dtype):
+        sparse_matmul(self.A, self.x)
+
+    def time_spmv_csr_prepared(self, size, density, dtype):
+        self.P @ self.x
+
+
+class Dispatch:
+    """Around the sparse/dense crossover: method="auto" must track the faster of the two."""
+
+    params = ([0.1, 0.3, 0.5], ["auto", "sparse", "dense"])
+    param_names = ["density", "method"]
+    timeout = 120
+
+    def setup(self, density, method):
+        self.A = random_csr(2048, 2048, density, "float32")
+        self.X = random_dense(2048, 256, "float32")
+
+    def time_sparse_matmul(self, density, method):
+        sparse_matmul(self.A, self.X, method=method)
+
+
+class DenseTimesSparse:
+    """Z = X @ W (activations times weights) without materialising a transpose."""
+
+    params = ([64, 256], ["float32"])
+    param_names = ["n_tokens", "dtype"]
+
+    def setup(self, n_tokens, dtype):
+        self.W = random_csr(4096, 4096, 0.01, dtype)
+        self.Xt = np.ascontiguousarray(random_dense(4096, n_tokens, dtype).T)
+
+    def time_dense_times_sparse(self, n_tokens, dtype):
+        sparse_matmul(self.Xt, self.W)
+
+
+class PrepareAndOverhead:
+    """Fixed costs: preparing a CSR operand, and a call on a tiny problem."""
+
+    def setup(self):
+        self.A = random_csr(4096, 4096, 0.01, "float32")
+        self.small = random_csr(64, 64, 0.1, "float64")
+        self.small_P = CSR(self.small)
+        self.x = np.ones(64)
+
+    def time_prepare_csr(self):
+        CSR(self.A)
+
+    def time_tiny_call(self):
+        sparse_matmul(self.small, self.x)
+
+    def time_tiny_call_prepared(self):
+        self.small_P @ self.x
+
+
+class PeakMemory:
+    """Peak memory of a big product: M = K = 16384, density 1 %, N = 256, float32.
+
+    A holds 2.7 M nonzeros (~21 MB), X and Y 16 MB each: the product should add about one
+    output array to the process, not a densified A (1 GB) or a copy of X.
+    """
+
+    timeout = 300
+
+    def setup(self):
+        self.A = random_csr(16384, 16384, 0.01, "float32")
+        self.X = random_dense(16384, 256, "float32")
+
+    def peakmem_sparse_matmul_big(self):
+        sparse_matmul(self.A, self.X)
+
+    def peakmem_gemv_big(self):
+        sparse_matmul(self.A, self.X[:, 0])
