@@ -187,6 +187,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
     if n_threads is not None:
         resolve_n_threads(n_threads)  # validate on every path, not only the kernel's
+        n_threads = int(n_threads)  # numpy integers too (threadpoolctl takes int only)
     a_sparse, b_sparse = _is_sparse(A), _is_sparse(B)
     if A is None or B is None:
         raise TypeError(f"operands must not be None (A: {describe(A)}, B: {describe(B)})")
@@ -223,7 +224,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         ok = D.shape[0] == k
         res_shape = (m,) if D.ndim == 1 else (m, D.shape[1])
     if not ok:
-        a_desc, b_desc = (describe(S), describe(D)) if a_sparse else (describe(D), describe(S))
+        # D's shape and dtype, but the type the caller passed (list, np.matrix, ...).
+        d_desc = f"{type(dense_in).__name__}{describe(D)[len(type(D).__name__):]}"
+        a_desc, b_desc = (describe(S), d_desc) if a_sparse else (d_desc, describe(S))
         raise ValueError(f"inner dimensions differ: A is {a_desc}, B is {b_desc}")
     dtype = result_dtype(S.dtype, D.dtype)
     if out is not None:

@@ -1,0 +1,144 @@
+"""Threads: bitwise-identical results for every thread count, ``threadpool_limits``,
+``n_threads`` validation, and concurrent calls from Python threads."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from conftest import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
+from wsesparse import CSR, sparse_matmul
+from wsesparse._kernels import _spmm
+from wsesparse._threads import resolve_n_threads
+
+THREAD_COUNTS = (1, 2, 3, 4)
+
+
+@pytest.fixture(scope="module")
+def big():
+    """A skewed 3000 x 3000 operand with ~150k nonzeros: even N = 1 is enough work
+    (>= 4 * the per-thread minimum) for 4 threads."""
+    rng = np.random.default_rng(1234)
+    return random_sparse(rng, 3000, 3000, 0.017, pattern="skewed") + \
+        random_sparse(rng, 3000, 3000, 0.012)
+
+
+def _really_parallel(work: int) -> None:
+    """The kernel would use all 4 threads for ``work`` multiply-adds."""
+    if not _spmm.openmp_enabled():
+        pytest.skip("wsesparse was built without OpenMP")
+    assert resolve_n_threads(4, work) == 4
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
+@pytest.mark.parametrize("n", [None, 1, 24, 130])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_bitwise_identical_across_thread_counts(big, dtype, n, side):
+    """Results are bitwise identical for n_threads = 1, 2, 3, 4 and under
+    threadpool_limits(1), for the GEMV (1-D and N = 1) and GEMM kernels, both sides."""
+    A = big.astype(dtype)
+    rng = np.random.default_rng(7)
+    _really_parallel(A.nnz * (1 if n is None else n))
+    if side == "left":
+        X = random_dense(rng, (3000,) if n is None else (3000, n), dtype)
+        args = (A, X)
+    else:
+        X = random_dense(rng, (3000,) if n is None else (n, 3000), dtype)
+        args = (X, A)
+    ref = sparse_matmul(*args, n_threads=1, method="sparse")
+    assert_matches(ref, A @ X if side == "left" else X @ A, *args)
+    for t in THREAD_COUNTS[1:]:
+        got = sparse_matmul(*args, n_threads=t, method="sparse")
+        assert got.tobytes() == ref.tobytes(), f"n_threads={t} differs from n_threads=1"
+    got = sparse_matmul(*args, method="sparse")  # default: all cores
+    assert got.tobytes() == ref.tobytes()
+    with threadpool_limits(limits=1):
+        got = sparse_matmul(*args, method="sparse")
+    assert got.tobytes() == ref.tobytes()
+
+
+def test_bitwise_identical_noncanonical_and_prepared(big):
+    """Duplicates/unsorted indices and a reused CSR operand: still identical per thread count."""
+    rng = np.random.default_rng(3)
+    A = sp.csr_array((np.concatenate([big.data, big.data[:5000]]),
+                      np.concatenate([big.indices[::-1], big.indices[:5000]]),
+                      big.indptr.copy()), shape=big.shape)
+    # Rebuild a valid indptr for the appended duplicates: put them all in the last row.
+    A.indptr[-1] = len(A.indices)
+    W = CSR(A)
+    X = random_dense(rng, (3000, 16), np.float32)
+    ref = W @ X
+    for t in THREAD_COUNTS:
+        assert sparse_matmul(W, X, n_threads=t).tobytes() == ref.tobytes()
+        assert sparse_matmul(A, X, n_threads=t).tobytes() == ref.tobytes()
+
+
+def test_threadpool_limits_reaches_the_kernels():
+    """threadpool_limits(1) limits the OpenMP runtime the kernels use."""
+    if not _spmm.openmp_enabled():
+        pytest.skip("wsesparse was built without OpenMP")
+    with threadpool_limits(limits=1):
+        assert _spmm.max_threads() == 1
+        assert resolve_n_threads(None) == 1
+    with threadpool_limits(limits=2):
+        assert resolve_n_threads(None) <= 2
+
+
+def test_more_threads_than_cores(big):
+    X = np.ones((3000, 4))
+    assert_matches(sparse_matmul(big, X, n_threads=64), big @ X, big, X)
+
+
+BAD_N_THREADS = [(0, ValueError), (-1, ValueError), (-8, ValueError), (1.5, TypeError),
+                 (2.0, TypeError), (True, TypeError), (False, TypeError), ("2", TypeError),
+                 (np.float64(2), TypeError)]
+
+
+@pytest.mark.parametrize("value,exc", BAD_N_THREADS, ids=repr)
+@pytest.mark.parametrize("case", ["kernel", "gemv", "dense", "int", "empty", "sparse_sparse",
+                                  "csr_operand"])
+def test_bad_n_threads(rng, value, exc, case):
+    """Invalid n_threads is rejected on every path, naming the argument, even where no
+    OpenMP kernel would run (integer dtypes, nnz = 0, dense BLAS, sparse @ sparse)."""
+    A = random_sparse(rng, 10, 8, 0.5)
+    X = np.ones((8, 3))
+    args = {
+        "kernel": (A, X), "gemv": (A, X[:, 0]), "dense": (A, X),
+        "int": (A.astype(np.int32), X.astype(np.int32)),
+        "empty": (sp.csr_array((10, 8)), X), "sparse_sparse": (A, A.T),
+        "csr_operand": (X.T, CSR(A.T)),
+    }[case]
+    kw = {"method": "dense"} if case == "dense" else {}
+    with pytest.raises(exc, match="n_threads must be a positive int or None"):
+        sparse_matmul(*args, n_threads=value, **kw)
+
+
+@pytest.mark.parametrize("value", [1, 2, np.int64(3), np.int32(2)], ids=repr)
+def test_good_n_threads(rng, value):
+    """Python and numpy integers are accepted, on the kernel and the dense path."""
+    A = random_sparse(rng, 10, 8, 0.5)
+    X = random_dense(rng, (8, 70))
+    for method in ("sparse", "dense"):
+        assert_matches(sparse_matmul(A, X, n_threads=value, method=method), A @ X, A, X)
+
+
+def test_concurrent_calls_share_an_operand(big):
+    """Python threads calling the kernels at once (the GIL is released) on one shared
+    CSR operand get the right, deterministic results."""
+    W = CSR(big)
+    rng = np.random.default_rng(5)
+    Xs = [random_dense(rng, (3000, n)) for n in (1, 3, 8, 17, 32, 5, 2, 9)]
+    refs = [sparse_matmul(W, X, n_threads=1) for X in Xs]
+
+    def job(i):
+        return sparse_matmul(W, Xs[i], n_threads=2)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(job, range(len(Xs))))
+    for got, ref, X in zip(results, refs, Xs):
+        assert got.tobytes() == ref.tobytes()
+    assert_matches(refs[2], big @ Xs[2], big, Xs[2])
