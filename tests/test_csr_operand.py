@@ -1,0 +1,241 @@
+"""``wsesparse.CSR``: the validated, prepared operand (construction, products, transpose,
+``to_scipy``, ``from_arrays`` validation, row partition)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import (FORMATS, KERNEL_DTYPES, KINDS, SPARSE_DTYPES, assert_matches,
+                      random_dense, random_sparse, to_format)
+from wsesparse import CSR, sparse_matmul
+from wsesparse.csr import balanced_row_bounds
+
+
+# -- construction ----------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", SPARSE_DTYPES, ids=str)
+def test_construct_from_every_format(rng, fmt, kind, dtype):
+    """CSR(S) holds S's values, shape and dtype for every format, class and dtype."""
+    A = random_sparse(rng, 10, 8, 0.3, dtype)
+    S = to_format(A, fmt, kind)
+    W = CSR(S)
+    assert W.shape == S.shape and W.dtype == S.dtype
+    assert W.indices.dtype in (np.int32, np.int64) and W.indptr.dtype == W.indices.dtype
+    T = W.to_scipy()
+    assert isinstance(T, sp.csr_array)
+    np.testing.assert_array_equal(T.toarray(), S.toarray())
+    assert_matches(W @ np.ones((8, 2), dtype), S @ np.ones((8, 2), dtype), exact_type=False)
+
+
+def test_construct_from_csr_and_copy(rng):
+    A = random_sparse(rng, 10, 8, 0.3)
+    W = CSR(A)
+    assert np.shares_memory(W.data, A.data) and np.shares_memory(W.indices, A.indices)
+    C = CSR(A, copy=True)
+    assert not np.shares_memory(C.data, A.data)
+    A.data[:] = 0  # the copy is independent
+    assert C.to_scipy().count_nonzero() == C.nnz
+    W2 = CSR(W)
+    assert W2.shape == W.shape and np.shares_memory(W2.data, W.data)
+    W3 = CSR(W, copy=True)
+    assert not np.shares_memory(W3.data, W.data)
+
+
+def test_construct_keeps_noncanonical(rng):
+    """Duplicates and unsorted indices are kept as stored (they add up in products)."""
+    A = sp.csr_array((np.array([1.0, 2.0, 3.0]), np.array([2, 0, 2]), np.array([0, 3, 3])),
+                     shape=(2, 3))
+    W = CSR(A)
+    assert W.nnz == 3
+    np.testing.assert_array_equal(W.indices, [2, 0, 2])
+    np.testing.assert_array_equal(W @ np.array([1.0, 10.0, 100.0]), [402.0, 0.0])
+
+
+@pytest.mark.parametrize("bad", [np.ones((2, 2)), [[1, 0]], None, 3.0])
+def test_construct_rejects_non_sparse(bad):
+    with pytest.raises(TypeError, match="A must be a scipy.sparse matrix or array"):
+        CSR(bad)
+
+
+def test_construct_rejects_1d_sparse():
+    with pytest.raises(ValueError, match="2-D"):
+        CSR(sp.coo_array(np.array([1.0, 0.0, 2.0])))
+
+
+@pytest.mark.parametrize("how", ["decreasing", "negative", "too_large", "short_indptr"])
+def test_construct_rejects_corrupt_csr(rng, how):
+    A = random_sparse(rng, 20, 10, 0.3)
+    if how == "decreasing":
+        A.indptr[5] = A.indptr[6] + 1
+    elif how == "negative":
+        A.indices[3] = -1
+    elif how == "too_large":
+        A.indices[3] = 10
+    else:
+        A.indptr = A.indptr[:-1]
+    with pytest.raises(ValueError, match="corrupt compressed structure"):
+        CSR(A)
+
+
+def test_properties_and_repr(rng):
+    A = random_sparse(rng, 20, 10, 0.3, np.float32)
+    W = CSR(A)
+    assert W.nnz == A.nnz and W.ndim == 2
+    assert W.density == pytest.approx(A.nnz / 200)
+    assert CSR(sp.csr_array((0, 5))).density == 0.0
+    r = repr(W)
+    assert "20x10" in r and f"nnz={A.nnz}" in r and "float32" in r
+
+
+# -- products -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES + (np.dtype(np.int32), np.dtype(np.bool_)),
+                         ids=str)
+def test_repeated_products(rng, dtype):
+    """One prepared operand, many products (1-D, N = 1, small and large N, other dtypes):
+    each equal to scipy's, and repeating a product gives identical bits."""
+    A = random_sparse(rng, 50, 40, 0.2, dtype)
+    W = CSR(A)
+    for shape in [(40,), (40, 1), (40, 7), (40, 130), (40, 70)]:
+        for xdtype in (dtype, np.float32, np.complex128):
+            X = random_dense(rng, shape, xdtype)
+            first = W @ X
+            assert_matches(first, A @ X, A, X)
+            assert (W @ X).tobytes() == first.tobytes()
+            assert_matches(sparse_matmul(W, X, method="sparse"), A @ X, A, X)
+
+
+def test_rmatmul(rng):
+    """X @ CSR goes to CSR.__rmatmul__ (ndarray, np.matrix, list, 1-D), like csr_array."""
+    A = random_sparse(rng, 12, 9, 0.3)
+    W = CSR(A)
+    X = random_dense(rng, (5, 12))
+    for left in (X, X[0], np.asmatrix(X), X.tolist(), np.asfortranarray(X), X[::-1]):
+        got = left @ W
+        assert_matches(got, left @ A, np.asarray(left), A)
+        assert type(got) is np.ndarray
+
+
+def test_matmul_sparse_and_csr(rng):
+    """CSR @ sparse and sparse @ CSR give scipy's sparse product."""
+    A = random_sparse(rng, 12, 9, 0.3)
+    B = random_sparse(rng, 9, 4, 0.3)
+    assert_matches(CSR(A) @ B, A @ B, A, B)
+    assert_matches(sparse_matmul(A, CSR(B)), A @ B, A, B)
+    assert_matches(CSR(A) @ CSR(B), A @ B, A, B)
+
+
+def test_transpose(rng):
+    """.T is the transpose, cached, and products with it match scipy's."""
+    A = random_sparse(rng, 12, 9, 0.3, np.complex64)
+    W = CSR(A)
+    T = W.T
+    assert T.shape == (9, 12) and T.dtype == A.dtype
+    assert W.T is T
+    np.testing.assert_array_equal(T.to_scipy().toarray(), A.T.toarray())
+    np.testing.assert_array_equal(T.T.to_scipy().toarray(), A.toarray())
+    X = random_dense(rng, (12, 5), np.complex64)
+    assert_matches(T @ X, A.T @ X, A.T, X)
+    Y = random_dense(rng, (5, 9), np.complex64)
+    assert_matches(Y @ T, Y @ A.T, Y, A.T)
+
+
+def test_to_scipy(rng):
+    """to_scipy is a csr_array sharing the arrays, trimmed to nnz."""
+    A = random_sparse(rng, 12, 9, 0.3)
+    W = CSR(A)
+    S = W.to_scipy()
+    assert isinstance(S, sp.csr_array) and S.shape == A.shape
+    assert np.shares_memory(S.data, W.data)
+    np.testing.assert_array_equal(S.toarray(), A.toarray())
+    # trailing entries beyond indptr[-1] are not part of the matrix
+    W2 = CSR.from_arrays([1.0, 2.0, 99.0], [0, 1, 7], [0, 1, 2], (2, 2))
+    assert W2.to_scipy().nnz == 2
+    np.testing.assert_array_equal(W2 @ np.ones(2), [1.0, 2.0])
+    np.testing.assert_array_equal(sparse_matmul(np.ones(2), W2), [1.0, 2.0])
+
+
+# -- from_arrays --------------------------------------------------------------------------------------
+def test_from_arrays_basic():
+    W = CSR.from_arrays([1.0, 2.0], [1, 0], [0, 1, 2], (2, 2))
+    np.testing.assert_array_equal(W.to_scipy().toarray(), [[0.0, 1.0], [2.0, 0.0]])
+    np.testing.assert_array_equal(W @ np.array([3.0, 4.0]), [4.0, 6.0])
+
+
+@pytest.mark.parametrize("ptr_dtype,idx_dtype,expect", [
+    (np.int32, np.int32, np.int32), (np.int64, np.int64, np.int64),
+    (np.int32, np.int64, np.int64), (np.int64, np.int32, np.int64),
+    (np.uint32, np.int32, np.int64), (np.int16, np.uint8, np.int64)])
+def test_from_arrays_index_dtypes(ptr_dtype, idx_dtype, expect):
+    """Mixed/small/unsigned index dtypes become one kernel index type (int32 or int64)."""
+    W = CSR.from_arrays(np.array([1.0, 2.0, 3.0]), np.array([2, 0, 1], idx_dtype),
+                        np.array([0, 2, 3], ptr_dtype), (2, 3))
+    assert W.indices.dtype == expect and W.indptr.dtype == expect
+    np.testing.assert_array_equal(W @ np.array([1.0, 10.0, 100.0]), [102.0, 30.0])
+
+
+def test_from_arrays_copy():
+    data, indices, indptr = np.array([1.0, 2.0]), np.array([1, 0]), np.array([0, 1, 2])
+    W = CSR.from_arrays(data, indices, indptr, (2, 2), copy=True)
+    data[:] = 7
+    indices[:] = 5
+    np.testing.assert_array_equal(W @ np.ones(2), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("args,exc,match", [
+    (([1.0], [0], [0, 1, 0], (2, 2)), ValueError, "indptr decreases"),
+    (([1.0], [0], [1, 1, 1], (2, 2)), ValueError, r"indptr\[0\] is not 0"),
+    (([1.0], [-1], [0, 1, 1], (2, 2)), ValueError, "negative or not below 2"),
+    (([1.0], [2], [0, 1, 1], (2, 2)), ValueError, "negative or not below 2"),
+    (([1.0], [0], [0, 1, 2], (2, 2)), ValueError, r"indptr\[-1\] exceeds"),
+    (([1.0], [0, 1], [0, 1, 2], (2, 2)), ValueError, "data has only 1 entries"),
+    (([1.0], [0], [0, 1], (2, 2)), ValueError, "indptr has 2 entries, expected 3"),
+    (([1.0], [0], [0, 1, 1, 1], (2, 2)), ValueError, "indptr has 4 entries, expected 3"),
+    (([1.0], [0], np.zeros(0, np.int64), (0, 2)), ValueError, "indptr has 0 entries, expected 1"),
+    (([1.0], [0.0], [0, 1, 1], (2, 2)), TypeError, "A.indices must be a 1-D integer array"),
+    (([1.0], [0], [0.0, 1.0, 1.0], (2, 2)), TypeError, "A.indptr must be a 1-D integer array"),
+    (([1.0], [[0]], [0, 1, 1], (2, 2)), TypeError, "A.indices must be a 1-D integer array"),
+    (([[1.0]], [0], [0, 1, 1], (2, 2)), ValueError, "A.data must be 1-D"),
+    ((np.array(["a"]), [0], [0, 1, 1], (2, 2)), TypeError, r"A.data has dtype .*str"),
+    ((np.array([None]), [0], [0, 1, 1], (2, 2)), TypeError, "object"),
+    (([1.0], [0], [0, 1, 1], (2,)), ValueError, "shape must be a pair of ints"),
+    (([1.0], [0], [0, 1, 1], None), ValueError, "shape must be a pair of ints"),
+    (([1.0], [0], [0, 1, 1], ("a", 2)), ValueError, "shape must be a pair of ints"),
+    (([1.0], [0], [0, 1, 1], (2, -1)), ValueError, "shape must be nonnegative"),
+    (([1.0], np.array([2**63], np.uint64), [0, 1, 1], (2, 2)), ValueError,
+     "negative or not below 2"),
+])
+def test_from_arrays_validation(args, exc, match):
+    with pytest.raises(exc, match=match):
+        CSR.from_arrays(*args)
+
+
+def test_from_arrays_empty():
+    W = CSR.from_arrays(np.zeros(0), np.zeros(0, np.int32), np.zeros(4, np.int32), (3, 5))
+    assert W.nnz == 0
+    np.testing.assert_array_equal(W @ np.ones((5, 2)), np.zeros((3, 2)))
+    np.testing.assert_array_equal(np.ones((2, 3)) @ W, np.zeros((2, 5)))
+    W0 = CSR.from_arrays([], np.zeros(0, np.int64), [0], (0, 0))
+    assert (W0 @ np.ones((0, 4))).shape == (0, 4)
+
+
+# -- row partition ---------------------------------------------------------------------------------
+@given(lengths=st.lists(st.integers(0, 50), max_size=200), n_parts=st.integers(1, 16),
+       row_cost=st.integers(0, 4))
+def test_balanced_row_bounds_is_a_partition(lengths, n_parts, row_cost):
+    """Bounds: n_parts + 1 (or 2) nondecreasing int64 boundaries from 0 to n_rows; no part's
+    work exceeds the mean by more than one row's work."""
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n_rows = len(lengths)
+    b = balanced_row_bounds(indptr, n_parts, row_cost)
+    assert b.dtype == np.int64 and b[0] == 0 and b[-1] == n_rows
+    assert np.all(np.diff(b) >= 0)
+    if n_parts > 1 and n_rows > 1:
+        assert len(b) == n_parts + 1
+        cost = np.asarray(lengths) + row_cost
+        work = np.array([cost[b[i]:b[i + 1]].sum() for i in range(n_parts)])
+        assert work.max() <= cost.sum() / n_parts + (cost.max() if n_rows else 0)
