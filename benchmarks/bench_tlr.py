@@ -1,0 +1,148 @@
+"""TLR-MVM benchmarks: compression, kernel bandwidth, wafer estimate.
+
+asv suites below; run this file directly for the full report of issue 4
+(Hilbert-ordered 9801 x 9801 complex64 seismic slice, nb=256, tol=1e-3)::
+
+    python benchmarks/bench_tlr.py            # full size (about 1-2 minutes)
+    python benchmarks/bench_tlr.py --nx 40    # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+
+from wsesparse import TLRMatrix
+from wsesparse.datasets import seismic_slice
+
+
+def stream_triad_bytes_per_s(n: int = 1 << 25, repeats: int = 5) -> float:
+    """STREAM-like triad a = b + s*c with numpy in 2 thread halves (bytes: 3 arrays).
+
+    numpy's ufuncs are single-threaded, so the triad runs on chunks from a
+    thread pool to use every core, as STREAM does with OpenMP. Counts 24
+    bytes per float64 element (read b, read c, write a; no write-allocate).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    import os
+
+    workers = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                  else os.cpu_count() or 1)
+    a, b, c = np.zeros(n), np.ones(n), np.full(n, 2.0)
+    bounds = np.linspace(0, n, workers + 1).astype(int)
+
+    def part(k: int) -> None:
+        s = slice(bounds[k], bounds[k + 1])
+        np.multiply(c[s], 3.0, out=a[s])
+        np.add(a[s], b[s], out=a[s])
+
+    best = np.inf
+    with ThreadPoolExecutor(workers) as pool:
+        for _ in range(repeats):
+            t = time.perf_counter()
+            list(pool.map(part, range(workers)))
+            best = min(best, time.perf_counter() - t)
+    # two passes over a (multiply writes a, add reads and writes a): 5 arrays of traffic
+    return 5 * 8 * n / best
+
+
+def time_best(f, repeats: int = 20) -> float:
+    f()
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+class TLRMVM:
+    """asv: TLR-MVM on a Hilbert-ordered seismic slice."""
+
+    params = (["complex64", "float32", "complex128"], [1, 8])
+    param_names = ["dtype", "n_rhs"]
+    timeout = 300
+
+    def setup(self, dtype, n_rhs):
+        A = seismic_slice(nx=50, ny=50, frequency=15.0, dtype=dtype)
+        self.T = TLRMatrix.from_dense(A, nb=256, tol=1e-3)
+        rng = np.random.default_rng(0)
+        self.X = rng.standard_normal((A.shape[1], n_rhs)).astype(dtype)
+        self.Y = rng.standard_normal((A.shape[0], n_rhs)).astype(dtype)
+
+    def time_matmat(self, dtype, n_rhs):
+        self.T @ self.X
+
+    def time_adjoint(self, dtype, n_rhs):
+        self.T.H @ self.Y
+
+    def track_compression_ratio(self, dtype, n_rhs):
+        return self.T.compression_ratio
+
+
+class TLRCompress:
+    """asv: compression time of a 2500 x 2500 slice."""
+
+    params = [1e-2, 1e-3, 1e-4]
+    param_names = ["tol"]
+    timeout = 300
+
+    def setup(self, tol):
+        self.A = seismic_slice(nx=50, ny=50, frequency=15.0)
+
+    def time_from_dense(self, tol):
+        TLRMatrix.from_dense(self.A, nb=256, tol=tol)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--nx", type=int, default=99, help="grid side (matrix is nx^2 x nx^2)")
+    ap.add_argument("--nb", type=int, default=256)
+    ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument("--frequency", type=float, default=10.0)
+    args = ap.parse_args()
+
+    from wsesparse.wafer.machine import WSE2
+    from wsesparse.wafer.tlr import estimate_tlrmvm
+
+    n = args.nx * args.nx
+    t = time.perf_counter()
+    A = seismic_slice(nx=args.nx, ny=args.nx, frequency=args.frequency, order="hilbert",
+                      dtype=np.complex64)
+    print(f"seismic_slice {n}x{n} complex64 (Hilbert, {args.frequency} Hz): "
+          f"{time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    T = TLRMatrix.from_dense(A, nb=args.nb, tol=args.tol)
+    tc = time.perf_counter() - t
+    err = np.linalg.norm(A - T.toarray()) / np.linalg.norm(A)
+    print(f"compression nb={args.nb} tol={args.tol:g}: {tc:.1f} s, error {err:.3e}, {T!r}")
+    print(f"  ranks: mean {T.ranks.mean():.2f}, median {np.median(T.ranks):.0f}, "
+          f"max {T.ranks.max()}, diagonal mean {np.diag(T.ranks).mean():.1f}")
+    print(f"  storage {T.nbytes / 1e6:.1f} MB vs dense {T.dense_nbytes / 1e6:.1f} MB "
+          f"({T.compression_ratio:.1f}x)")
+
+    x = np.random.default_rng(0).standard_normal(n).astype(np.complex64)
+    t_tlr = time_best(lambda: T @ x, 50)
+    t_dense = time_best(lambda: A @ x, 10)
+    triad = stream_triad_bytes_per_s()
+    bw = T.mvm_bytes() / t_tlr
+    print(f"TLR-MVM: {t_tlr * 1e3:.3f} ms, {bw / 1e9:.2f} GB/s sustained "
+          f"(U+V+x+y = {T.mvm_bytes() / 1e6:.1f} MB)")
+    t_adj = time_best(lambda: T.H @ x, 50)
+    print(f"adjoint: {t_adj * 1e3:.3f} ms, {T.mvm_bytes() / t_adj / 1e9:.2f} GB/s")
+    print(f"dense GEMV (numpy/OpenBLAS): {t_dense * 1e3:.2f} ms, "
+          f"{A.nbytes / t_dense / 1e9:.2f} GB/s; TLR speedup {t_dense / t_tlr:.1f}x")
+    print(f"STREAM-like triad: {triad / 1e9:.2f} GB/s; TLR-MVM reaches {bw / triad:.0%} of it")
+
+    for systems in (1, 48):
+        est = estimate_tlrmvm(T, WSE2, systems=systems)
+        print(est.summary())
+    est2 = estimate_tlrmvm(T, dataclasses.replace(WSE2, fmac_fp32=2), systems=48)
+    print(f"  with 2 fp32 FMAC/cycle/core: {est2.bandwidth_bytes_per_s / 1e15:.2f} PB/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Wafer estimate of TLR-MVM: golden cycle counts derived by hand, published figure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from wsesparse import TLRBatch, TLRMatrix
+from wsesparse.datasets import seismic_slice
+from wsesparse.wafer.machine import WSE2
+from wsesparse.wafer.tlr import PUBLISHED_TLRMVM_BYTES_PER_S, estimate_tlrmvm
+
+TINY = dataclasses.replace(WSE2, name="tiny", rows=2, cols=2, sram_bytes=4096, fmac_fp32=1,
+                           payload_bits=32, cycles_per_hop=1, clock_hz=1e9)
+
+
+def _rank_one_tiles(dtype=np.complex64) -> TLRMatrix:
+    # 8x8 matrix, nb=4: 2x2 tiles, every tile rank 1.
+    u = np.ones((4, 1))
+    return TLRMatrix.from_tiles((8, 8), 4, lambda i, j: (u, u), dtype=dtype)
+
+
+def test_golden_one_core_per_tile_column():
+    """Both tiles of a column fit one core.
+
+    Per core: 2 tiles x 1 rank x (4 V + 4 U) = 16 complex values; a complex
+    multiply-add is 4 fp32 FMAC cycles -> phase 1 = 8 * 4 = 32 cycles (x
+    receive: 4 values x 2 words = 8 cycles, overlapped), phase 3 = 32.
+    Broadcast latency rows + cols = 4. Reduction of y_i (4 values, 2 words
+    each) over 2 chunks: 8 + 1 hop = 9. Total 77 cycles. 2 cores per matrix,
+    4 cores -> 2 copies; bytes per copy = U + V (4 tiles x 8 values) * 8 B = 256
+    plus x and y once (8 + 8) * 8 B = 128 -> 384.
+    """
+    est = estimate_tlrmvm(_rank_one_tiles(), TINY, reserved_bytes=0)
+    assert (est.phase1_cycles, est.phase2_cycles, est.phase3_cycles) == (32, 0, 32)
+    assert (est.broadcast_cycles, est.reduction_cycles, est.total_cycles) == (4, 9, 77)
+    assert est.cores_per_matrix == 2 and est.copies == 2 and est.fits
+    assert est.bytes_per_product == 384
+    assert est.bandwidth_bytes_per_s == pytest.approx(2 * 384 / 77e-9)
+
+
+def test_golden_split_by_sram():
+    """SRAM for one tile per core: 200 B - x_j (32 B) leaves 168 B; a tile needs
+    y buffer 32 B + one rank (4 + 4 + 1) * 8 = 72 B = 104 B, two would need 208 B.
+    4 cores of 8 values: phase 1 = phase 3 = 4 * 4 = 16; total 16+16+4+9 = 45."""
+    m = dataclasses.replace(TINY, sram_bytes=200)
+    est = estimate_tlrmvm(_rank_one_tiles(), m, reserved_bytes=0)
+    assert est.cores_per_matrix == 4 and est.copies == 1
+    assert est.total_cycles == 45
+    assert est.max_chunk_bytes == 32 + 104
+
+
+def test_real_dtype_costs_one_fmac_per_value():
+    est = estimate_tlrmvm(_rank_one_tiles(np.float32), TINY, reserved_bytes=0)
+    # 8 values per phase at 1 cycle; x receive 4 values x 1 word = 4 cycles
+    assert (est.phase1_cycles, est.phase3_cycles) == (8, 8)
+    assert est.reduction_cycles == 4 + 1
+
+
+def test_rank_too_large_for_sram_and_bad_args():
+    with pytest.raises(ValueError, match="smaller nb"):
+        estimate_tlrmvm(_rank_one_tiles(), dataclasses.replace(TINY, sram_bytes=100),
+                        reserved_bytes=0)
+    with pytest.raises(ValueError, match="systems must be"):
+        estimate_tlrmvm(_rank_one_tiles(), TINY, systems=0)
+    with pytest.raises(ValueError, match="copies must be"):
+        estimate_tlrmvm(_rank_one_tiles(), TINY, copies=0)
+    with pytest.raises(TypeError, match="TLRMatrix or TLRBatch"):
+        estimate_tlrmvm(np.ones((3, 3)), TINY)
+    est = estimate_tlrmvm(_rank_one_tiles(), TINY, copies=5, reserved_bytes=0)
+    assert not est.fits and est.notes
+
+
+def test_seismic_on_48_systems_within_a_factor_two_of_published():
+    """The model's ceiling is 2 B/core/cycle (complex fp32 at 1 FMAC/cycle);
+    the record is 3.04 B/core/cycle. The estimate must land between 40 % and
+    100 % of 92.58 PB/s and scale linearly with systems."""
+    T = TLRMatrix.from_dense(seismic_slice(nx=30, ny=30, frequency=15.0), nb=128, tol=1e-3)
+    e1 = estimate_tlrmvm(T, WSE2, systems=1)
+    e48 = estimate_tlrmvm(T, WSE2, systems=48)
+    assert 0.4 < e48.bandwidth_bytes_per_s / PUBLISHED_TLRMVM_BYTES_PER_S < 1.0
+    assert e48.bandwidth_bytes_per_s == pytest.approx(48 * e1.bandwidth_bytes_per_s, rel=1e-3)
+    assert e48.bytes_per_core_cycle <= 2.0
+    assert e48.max_chunk_bytes <= WSE2.sram_bytes
+    batch = TLRBatch([T, T])
+    eb = estimate_tlrmvm(batch, WSE2, copies=1)
+    assert eb.cores_per_matrix == 2 * e1.cores_per_matrix
