@@ -339,8 +339,17 @@ def run_point(M, N, density, dtype_name, mods, args):
     ref = None
     for name in order:
         fn = calls[name]
+        # Skip a library whose last time at this (M, density, dtype), scaled by N, predicts a
+        # call slower than --max-call (scipy, the reference, and wsesparse are never skipped).
+        key = (name, M, density, dtype_name)
+        if name not in ("scipy", "wsesparse", "wse.CSR") and key in args.history:
+            n_prev, t_prev = args.history[key]
+            if t_prev * N / n_prev > args.max_call:
+                results[name] = ("slow", f"predicted {t_prev * N / n_prev:.0f} s per call")
+                continue
         try:
             out, t = best_time(fn, args.repeats, args.budget)
+            args.history[key] = (N, t)
         except Exception as exc:  # a peer that cannot do this dtype, for example
             results[name] = ("error", f"{type(exc).__name__}: {str(exc)[:50]}")
             continue
@@ -353,6 +362,9 @@ def run_point(M, N, density, dtype_name, mods, args):
                 ref = None
                 break
             results[name] = ("ok", t)
+            continue
+        if ref is None:
+            results[name] = ("unverif", "no scipy reference")
             continue
         out = np.asarray(out)
         ok, err = check(name, out.reshape(M, N) if out.size == M * N else out, ref, dtype_name)
@@ -477,6 +489,9 @@ def parse_args(argv=None):
                    help="seconds of timed calls per library and point (adaptive repeats)")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for every library (default: all cores)")
+    p.add_argument("--max-call", type=float, default=20.0,
+                   help="skip a library (except scipy) where one call is predicted to take "
+                        "longer than this many seconds (shown as 'slow')")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-triad", action="store_true", help="skip the bandwidth measurement")
     p.add_argument("--csv", metavar="FILE", help="also write every point as CSV")
@@ -484,6 +499,7 @@ def parse_args(argv=None):
     if args.quick:
         args.sizes, args.tokens, args.densities = [4096], [1, 64], [0.1, 0.01]
         args.dtypes, args.repeats = ["float32", "float64"], 3
+    args.history = {}
     if args.threads is None:
         try:
             args.threads = len(os.sched_getaffinity(0))
