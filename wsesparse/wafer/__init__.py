@@ -1,0 +1,18 @@
+"""Wafer-scale execution model of the streamed sparse GEMM.
+
+The pipeline reads in module order: ``machine`` (what the hardware is) ->
+``layout`` (where activations live, SRAM, passes) -> ``balance`` (which row each
+input feature lives on) -> ``estimate`` (event-level cycles, compiled) and
+``execute`` (the same dataflow with real numbers) -> ``report``.
+"""
+
+from wsesparse.wafer.balance import BALANCERS, Assignment, balance
+from wsesparse.wafer.estimate import estimate_gemm, random_weights
+from wsesparse.wafer.execute import execute_gemm
+from wsesparse.wafer.layout import Layout, make_layout
+from wsesparse.wafer.machine import PRESETS, WSE2, WSE3, Machine
+from wsesparse.wafer.report import GemmReport
+
+__all__ = ["Machine", "WSE2", "WSE3", "PRESETS", "Layout", "make_layout", "Assignment",
+           "balance", "BALANCERS", "estimate_gemm", "execute_gemm", "random_weights",
+           "GemmReport"]

@@ -1,0 +1,185 @@
+"""Machine description of a wafer-scale engine: the first stage of the pipeline.
+
+``Machine`` holds every number the cost model uses; nothing in the layout,
+balancer, estimator or executor is a hidden constant. ``WSE2`` and ``WSE3`` are
+presets whose fields cite their source (``../shared/DESIGN.md`` has the table);
+figures marked *inferred* are our reading, not a vendor statement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+# Operand dtypes the model knows how to cost: name -> bytes per value.
+DTYPE_BYTES = {"float16": 2, "float32": 4}
+
+
+def _check_positive_int(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"Machine.{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"Machine.{name} must be >= 1, got {value}")
+
+
+def _check_nonneg_int(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"Machine.{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"Machine.{name} must be >= 0, got {value}")
+
+
+def _check_positive_float(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Machine.{name} must be a number, got {type(value).__name__} {value!r}")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"Machine.{name} must be a finite number > 0, got {value}")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A wafer-scale engine as the cost model sees it.
+
+    Parameters
+    ----------
+    name : str
+        Label printed in reports.
+    rows, cols : int
+        Usable core grid. Input features map to rows, token groups to columns.
+    sram_bytes : int
+        SRAM per core in bytes; the activation layout must fit in it.
+    clock_hz : float
+        Clock used to convert cycles to seconds.
+    fmac_fp16, fmac_fp32 : int
+        Fused multiply-accumulates per cycle per core (SIMD width) for each dtype.
+    payload_bits : int
+        Fabric payload per link per direction per cycle.
+    cycles_per_hop : int
+        Latency of one fabric hop (also one logical step of the reduction ring).
+    psum_copy_cycles, psum_reset_cycles : int
+        Compute-thread cost per output feature of moving the accumulator to the
+        partial-sum thread and zeroing it.
+    psum_add_cycles : int
+        Minimum reduction-thread occupancy per output feature (the double-wide add).
+    weight_message_bytes : int
+        Bytes per streamed sparse weight (value + index) and per control message.
+    weight_intake_bytes_per_s : float
+        Weight intake bandwidth of one engine (system).
+    psum_buffer_depth : int
+        Partial sums a row may have waiting for the ring; a fast row runs at most
+        this many outputs ahead of its own reduction.
+    psum_on_wire : bool
+        True: a partial sum of L tokens occupies a ring link for
+        ``ceil(L * dtype_bytes / payload_bytes)`` cycles (our reading of the fabric).
+        False: the reduction costs only ``psum_add_cycles`` per output whatever L is
+        (the seed's literal "four cycles"); useful to compare the two readings.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from wsesparse.wafer import WSE2
+    >>> small = dataclasses.replace(WSE2, rows=8, cols=4)
+    >>> small.cores, small.fmac("float16")
+    (32, 4)
+    >>> dataclasses.replace(WSE2, rows=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: Machine.rows must be >= 1, got 0
+    """
+
+    name: str
+    rows: int
+    cols: int
+    sram_bytes: int
+    clock_hz: float
+    fmac_fp16: int
+    fmac_fp32: int
+    payload_bits: int
+    cycles_per_hop: int
+    psum_copy_cycles: int
+    psum_reset_cycles: int
+    psum_add_cycles: int
+    weight_message_bytes: int
+    weight_intake_bytes_per_s: float
+    psum_buffer_depth: int
+    psum_on_wire: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"Machine.name must be a str, got {type(self.name).__name__}")
+        for f in ("rows", "cols", "sram_bytes", "fmac_fp16", "fmac_fp32", "payload_bits",
+                  "weight_message_bytes", "psum_buffer_depth"):
+            _check_positive_int(getattr(self, f), f)
+        for f in ("cycles_per_hop", "psum_copy_cycles", "psum_reset_cycles", "psum_add_cycles"):
+            _check_nonneg_int(getattr(self, f), f)
+        for f in ("clock_hz", "weight_intake_bytes_per_s"):
+            _check_positive_float(getattr(self, f), f)
+        if not isinstance(self.psum_on_wire, bool):
+            raise TypeError(f"Machine.psum_on_wire must be a bool, got {self.psum_on_wire!r}")
+        if self.payload_bits % 8:
+            raise ValueError(f"Machine.payload_bits must be a multiple of 8, got {self.payload_bits}")
+
+    @property
+    def cores(self) -> int:
+        """Number of cores in the grid."""
+        return self.rows * self.cols
+
+    @property
+    def payload_bytes(self) -> int:
+        """Fabric payload bytes per link per direction per cycle."""
+        return self.payload_bits // 8
+
+    @property
+    def intake_messages_per_cycle(self) -> float:
+        """Weight (or control) messages the intake delivers per cycle."""
+        return self.weight_intake_bytes_per_s / self.clock_hz / self.weight_message_bytes
+
+    def fmac(self, dtype: str) -> int:
+        """FMACs per cycle per core for ``dtype`` ('float16' or 'float32')."""
+        dtype = check_dtype(dtype)
+        return self.fmac_fp16 if dtype == "float16" else self.fmac_fp32
+
+
+def check_dtype(dtype) -> str:
+    """Normalise a dtype argument to 'float16' or 'float32', or raise naming ``dtype``."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"dtype must be a numpy dtype or its name, got {dtype!r}") from None
+    if name not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPE_BYTES)} for the wafer model, got {name}")
+    return name
+
+
+WSE2 = Machine(
+    name="WSE-2",
+    rows=750,            # vendor SDK examples run on a 750 x 994 rectangle
+    cols=994,            # (same source) -> 745,500 usable cores
+    sram_bytes=48 * 1024,  # 48 KB per core: vendor SDK examples, Hot Chips 2022
+    clock_hz=0.85e9,     # SDK examples convert cycles to time at 850 MHz (1.1 GHz design clock)
+    fmac_fp16=4,         # 3.4 M FPUs / 850 k cores = SIMD-4 for fp16
+    fmac_fp32=1,         # inferred: fp32 at a quarter of the fp16 rate
+    payload_bits=32,     # seed 003: 38-bit messages = 32-bit payload + routing bits
+    cycles_per_hop=1,    # inferred: one cycle per router hop
+    psum_copy_cycles=1,  # seed 003: "one cycle to copy the accumulated sum to another thread"
+    psum_reset_cycles=1,  # seed 003: "one cycle to reset the accumulator to zero"
+    psum_add_cycles=2,   # seed 003: "two cycles to run a double-wide add ... on the partial sum chain"
+    weight_message_bytes=4,  # SDK sparse-tensor tutorial: fp16 value + 16-bit index per payload
+    weight_intake_bytes_per_s=150e9,  # vendor SwarmX description: 1.2 Tb/s per system
+    psum_buffer_depth=2,  # inferred: double buffering of the partial-sum thread
+    psum_on_wire=True,   # inferred: partial sums are real fabric traffic (fp16: 2 per payload)
+)
+
+WSE3 = dataclasses.replace(
+    WSE2,
+    name="WSE-3",
+    rows=762,            # vendor announcements: ~900 k cores, 762 x 1172 compiled grid
+    cols=1172,
+    sram_bytes=48 * 1024,  # inferred: 44 GB / 900 k cores ~ 48 KB per core, as on WSE-2
+    # clock, SIMD width, fabric and partial-sum costs: inferred unchanged from WSE-2.
+)
+
+PRESETS = {"wse2": WSE2, "wse3": WSE3}
