@@ -572,3 +572,14 @@ def test_property_nonfinite(op, n, data):
     X = sprinkle(rng, random_dense(rng, (k,) if n is None else (k, n), S.dtype),
                  count=data.draw(st.integers(0, 5)))
     assert_matches(product(S, X), scipy_product(S, X), S, X)
+
+
+@pytest.mark.parametrize("n", [None, 4])
+def test_coo_explicit_zero_counts_as_stored(n):
+    """A COO explicit zero meeting inf gives nan, as in scipy's CSR (and COO vector)
+    product; scipy's COO multi-vector product skips stored zeros, which is not imitated."""
+    C = sp.coo_array((np.array([0.0, 1.0]), (np.array([0, 1]), np.array([0, 1]))), shape=(2, 2))
+    X = np.full((2,) if n is None else (2, n), np.inf)
+    got = product(C, X)
+    assert_matches(got, scipy_product(C.tocsr(), X))
+    assert np.isnan(got[0]).all() and np.isposinf(got[1]).all()

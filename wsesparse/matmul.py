@@ -250,7 +250,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         view = out.T if transpose else out
         overlaps = np.may_share_memory(out, D) or np.may_share_memory(out, csr.data)
         if view.flags.c_contiguous and not overlaps:
-            target = view
+            target = view  # the kernel writes straight into out
     if target is None:
         target = np.empty(res_shape[::-1] if transpose else res_shape, dtype=dtype)
 
@@ -263,7 +263,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
 
     result = target.T if transpose else target
     if out is not None:
-        if result is not out and not (transpose and target is out.T):
+        if target is not view:
             out[...] = result
         return out
     return _wrap(result, S, dense_in)
