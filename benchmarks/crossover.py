@@ -137,9 +137,12 @@ def main(argv=None) -> int:
     print("times in ms; x_cvt = density above which densify+BLAS beats the sparse kernel, "
           "x_dense = same without the densify cost")
     table = {}
+    from threadpoolctl import threadpool_limits
     for dtype_name in dtypes:
         for n in tokens:
-            rows = measure(args.size, n, dtype_name, densities, args, peers, wse)
+            # --threads limits BLAS (the "dense" column) as well as the kernels.
+            with threadpool_limits(limits=args.threads, user_api="blas"):
+                rows = measure(args.size, n, dtype_name, densities, args, peers, wse)
             ds = [r[0] for r in rows]
             x_cvt = crossing(ds, [r[2] for r in rows], [r[3] for r in rows])
             x_dense = crossing(ds, [r[2] for r in rows], [r[4] for r in rows])
