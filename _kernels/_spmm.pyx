@@ -21,6 +21,16 @@ cdef extern from "_omp_compat.h" nogil:
     int omp_get_max_threads()
     int wsesparse_has_openmp()
 
+cdef extern from "_axpy_tiles.h" nogil:
+    Py_ssize_t ws_span_float_int32_t(const int32_t*, const float*, Py_ssize_t, Py_ssize_t,
+                                     const float*, Py_ssize_t, float*, Py_ssize_t)
+    Py_ssize_t ws_span_float_int64_t(const int64_t*, const float*, Py_ssize_t, Py_ssize_t,
+                                     const float*, Py_ssize_t, float*, Py_ssize_t)
+    Py_ssize_t ws_span_double_int32_t(const int32_t*, const double*, Py_ssize_t, Py_ssize_t,
+                                      const double*, Py_ssize_t, double*, Py_ssize_t)
+    Py_ssize_t ws_span_double_int64_t(const int64_t*, const double*, Py_ssize_t, Py_ssize_t,
+                                      const double*, Py_ssize_t, double*, Py_ssize_t)
+
 ctypedef fused value_t:
     float
     double
@@ -90,6 +100,30 @@ cdef inline void _row_tile(const index_t* indices, const value_t* data,
         y[t] = acc[t]
 
 
+cdef inline void _row_span(const index_t* indices, const value_t* data,
+                           Py_ssize_t p0, Py_ssize_t p1,
+                           const value_t* X, Py_ssize_t ldx,
+                           value_t* y, Py_ssize_t nt) noexcept nogil:
+    """y[0:nt] = sum_p data[p] * X[indices[p], 0:nt]: vector tiles, then the rest."""
+    cdef Py_ssize_t t = 0
+    cdef Py_ssize_t T = TILE_BYTES // sizeof(value_t)
+    if value_t is float:
+        if index_t is int32_t:
+            t = ws_span_float_int32_t(indices, data, p0, p1, X, ldx, y, nt)
+        else:
+            t = ws_span_float_int64_t(indices, data, p0, p1, X, ldx, y, nt)
+    elif value_t is double:
+        if index_t is int32_t:
+            t = ws_span_double_int32_t(indices, data, p0, p1, X, ldx, y, nt)
+        else:
+            t = ws_span_double_int64_t(indices, data, p0, p1, X, ldx, y, nt)
+    while t + T <= nt:
+        _row_tile(indices, data, p0, p1, X + t, ldx, y + t, T)
+        t = t + T
+    if t < nt:
+        _row_tile(indices, data, p0, p1, X + t, ldx, y + t, nt - t)
+
+
 def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
              const value_t[::1] data, const value_t[:, ::1] X,
              value_t[:, ::1] Y, const int64_t[::1] row_bounds,
@@ -106,11 +140,11 @@ def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
     cdef Py_ssize_t ldx = X.shape[1]
     cdef Py_ssize_t ldy = Y.shape[1]
     cdef Py_ssize_t T = TILE_BYTES // sizeof(value_t)
-    cdef Py_ssize_t part, i, c0, c1, t
+    cdef Py_ssize_t part, i, c0, c1
     if N == 0 or n_parts <= 0:
         return
-    if panel < T:
-        panel = T
+    if panel < 1:
+        panel = N
     with nogil:
         for part in prange(n_parts, num_threads=n_threads, schedule="static", chunksize=1):
             c0 = 0
@@ -119,14 +153,8 @@ def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
                 if c1 > N:
                     c1 = N
                 for i in range(row_bounds[part], row_bounds[part + 1]):
-                    t = c0
-                    while t + T <= c1:
-                        _row_tile(&indices[0], &data[0], indptr[i], indptr[i + 1],
-                                  &X[0, t], ldx, &Y[i, t], T)
-                        t = t + T
-                    if t < c1:
-                        _row_tile(&indices[0], &data[0], indptr[i], indptr[i + 1],
-                                  &X[0, t], ldx, &Y[i, t], c1 - t)
+                    _row_span(&indices[0], &data[0], indptr[i], indptr[i + 1],
+                              &X[0, c0], ldx, &Y[i, c0], c1 - c0)
                 c0 = c1
 
 

@@ -88,6 +88,7 @@ class CSR:
 
     # ndarray @ CSR must call CSR.__rmatmul__ rather than treat CSR as an object scalar.
     __array_ufunc__ = None
+    ndim = 2
 
     def __init__(self, A, *, copy: bool = False):
         if isinstance(A, CSR):
