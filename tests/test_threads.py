@@ -31,7 +31,8 @@ def _really_parallel(work: int) -> None:
     """The kernel would use all 4 threads for ``work`` multiply-adds."""
     if not _spmm.openmp_enabled():
         pytest.skip("wsesparse was built without OpenMP")
-    assert resolve_n_threads(4, work) == 4
+    assert resolve_n_threads(4, work) == 4, (
+        "the determinism test no longer exercises 4 threads: enlarge its operands")
 
 
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
@@ -142,3 +143,21 @@ def test_concurrent_calls_share_an_operand(big):
     for got, ref, X in zip(results, refs, Xs):
         assert got.tobytes() == ref.tobytes()
     assert_matches(refs[2], big @ Xs[2], big, Xs[2])
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+@pytest.mark.parametrize("n", [None, 1, 8])
+def test_fewer_rows_than_threads(m, n):
+    """1-3 long dense rows and up to 4 threads (empty row ranges): identical bits, and
+    X @ A.T (the transposed path) too."""
+    rng = np.random.default_rng(m)
+    A = sp.csr_array(rng.standard_normal((m, 60000)))
+    X = rng.standard_normal((60000,) if n is None else (60000, n))
+    ref = sparse_matmul(A, X, n_threads=1)
+    assert_matches(ref, A @ X, A, X)
+    Y = X.T
+    refT = sparse_matmul(Y, A.T, n_threads=1)
+    assert_matches(refT, Y @ A.T, Y, A.T)
+    for t in (2, 3, 4):
+        assert sparse_matmul(A, X, n_threads=t).tobytes() == ref.tobytes()
+        assert sparse_matmul(Y, A.T, n_threads=t).tobytes() == refT.tobytes()
