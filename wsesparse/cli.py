@@ -15,6 +15,7 @@ from collections.abc import Sequence
 # Modules that contribute subcommands, in the order --help lists them.
 _SUBCOMMAND_MODULES = (
     "wsesparse.demo",
+    "wsesparse.wafer.cli",
 )
 
 
