@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import (FORMATS, KERNEL_DTYPES, KINDS, SPARSE_DTYPES, assert_matches,
+from matmul_helpers import (FORMATS, KERNEL_DTYPES, KINDS, SPARSE_DTYPES, assert_matches,
                       random_dense, random_sparse, to_format)
 from wsesparse import CSR, sparse_matmul
 from wsesparse.csr import balanced_row_bounds

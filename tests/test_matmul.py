@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import (DENSE_DTYPES, FORMATS, KERNEL_DTYPES, KINDS, SPARSE_DTYPES,
+from matmul_helpers import (DENSE_DTYPES, FORMATS, KERNEL_DTYPES, KINDS, SPARSE_DTYPES,
                       assert_matches, random_dense, random_sparse, sparse_operands,
                       to_format, tolerance)
 from wsesparse import CSR, sparse_matmul

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import random_sparse
+from matmul_helpers import random_sparse
 from wsesparse import CSR, sparse_matmul
 
 

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from conftest import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
+from matmul_helpers import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
 from wsesparse._threads import resolve_n_threads
