@@ -9,6 +9,7 @@ input feature lives on) -> ``estimate`` (event-level cycles, compiled) and
 from wsesparse.wafer.balance import BALANCERS, Assignment, balance
 from wsesparse.wafer.estimate import estimate_gemm, random_weights
 from wsesparse.wafer.execute import execute_gemm
+from wsesparse.wafer.gradient import GradientReport, delta, estimate_gradient, sddmm
 from wsesparse.wafer.gemv import REDUCTIONS, GemvReport, estimate_gemv, execute_gemv
 from wsesparse.wafer.layout import Layout, make_layout
 from wsesparse.wafer.machine import PRESETS, WSE2, WSE3, Machine
@@ -16,4 +17,5 @@ from wsesparse.wafer.report import GemmReport
 
 __all__ = ["Machine", "WSE2", "WSE3", "PRESETS", "Layout", "make_layout", "Assignment",
            "balance", "BALANCERS", "estimate_gemm", "execute_gemm", "random_weights",
-           "GemmReport", "estimate_gemv", "execute_gemv", "GemvReport", "REDUCTIONS"]
+           "GemmReport", "estimate_gemv", "execute_gemv", "GemvReport", "REDUCTIONS",
+           "estimate_gradient", "GradientReport", "delta", "sddmm"]
