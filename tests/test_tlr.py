@@ -281,6 +281,12 @@ def test_bad_matrix_arguments():
         TLRMatrix.from_dense(np.ones((4, 4)), nb=2, rank=0)
     with pytest.raises(ValueError, match=r"expected shape \(4, 4\)"):
         TLRMatrix.from_function(lambda r, c: np.ones((3, 3)), (8, 8), nb=4)
+    with pytest.raises(TypeError, match="drop the imaginary part"):
+        TLRMatrix.from_dense(np.ones((4, 4), dtype=complex), nb=2, dtype=np.float64)
+    with pytest.raises(ValueError, match=r"tile \(0, 1\) needs U of shape"):
+        TLRMatrix.from_tiles((4, 4), 2, {(0, 1): (np.ones((2, 1)), np.ones((3, 1)))})
+    with pytest.raises(ValueError, match="contain NaN"):
+        TLRMatrix.from_tiles((4, 4), 2, {(0, 1): (np.ones((2, 1)), np.full((2, 1), np.nan))})
     with pytest.raises(TypeError, match="f must be callable"):
         TLRMatrix.from_function(np.ones((3, 3)), (8, 8), nb=4)
 

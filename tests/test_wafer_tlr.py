@@ -70,7 +70,10 @@ def test_rank_too_large_for_sram_and_bad_args():
     with pytest.raises(TypeError, match="TLRMatrix or TLRBatch"):
         estimate_tlrmvm(np.ones((3, 3)), TINY)
     est = estimate_tlrmvm(_rank_one_tiles(), TINY, copies=5, reserved_bytes=0)
-    assert not est.fits and est.notes
+    assert not est.fits and "3 waves" in est.notes[0]
+    # 3 waves of 77 cycles plus 2/3 of 5 x 384 bytes through the 150 GB/s intake
+    want = 3 * 77e-9 + 5 * 384 * 2 / 3 / 150e9
+    assert est.time_s == pytest.approx(want)
 
 
 def test_seismic_on_48_systems_within_a_factor_two_of_published():
@@ -87,3 +90,14 @@ def test_seismic_on_48_systems_within_a_factor_two_of_published():
     batch = TLRBatch([T, T])
     eb = estimate_tlrmvm(batch, WSE2, copies=1)
     assert eb.cores_per_matrix == 2 * e1.cores_per_matrix
+
+
+def test_chunk_bytes_spreads_over_more_cores():
+    T = TLRMatrix.from_dense(seismic_slice(nx=20, ny=20), nb=100, tol=1e-3)
+    big = estimate_tlrmvm(T, WSE2, copies=1)
+    small = estimate_tlrmvm(T, WSE2, copies=1, chunk_bytes=8 * 1024)
+    assert small.cores_per_matrix > big.cores_per_matrix
+    assert small.max_chunk_bytes <= 8 * 1024
+    assert small.phase1_cycles < big.phase1_cycles
+    with pytest.raises(ValueError, match="chunk_bytes must be"):
+        estimate_tlrmvm(T, WSE2, chunk_bytes=10**6)

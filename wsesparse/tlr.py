@@ -393,6 +393,10 @@ class TLRMatrix:
                         or Uij.shape[1] != Vij.shape[1]:
                     raise ValueError(f"tile ({i}, {j}) needs U of shape ({hh}, k) and V of shape "
                                      f"({ww}, k), got U {describe(Uij)}, V {describe(Vij)}")
+                check_numeric_dtype(Uij.dtype, f"U of tile ({i}, {j})")
+                check_numeric_dtype(Vij.dtype, f"V of tile ({i}, {j})")
+                if not (np.isfinite(Uij).all() and np.isfinite(Vij).all()):
+                    raise ValueError(f"the factors of tile ({i}, {j}) contain NaN or inf")
                 factors[(i, j)] = (Uij, Vij)
         if dtype is None:
             dtype = np.result_type(*([f for uv in factors.values() for f in uv] or [np.float64]))
@@ -489,6 +493,9 @@ class TLRMatrix:
         if arr.size == 0:
             raise ValueError(f"A must not be empty, got {describe(arr)}")
         dtype = _kernel_dtype(arr.dtype if dtype is None else dtype, "A" if dtype is None else "dtype")
+        if arr.dtype.kind == "c" and dtype.kind != "c":
+            raise TypeError(f"A is complex ({describe(arr)}) but dtype={dtype} is real; "
+                            "storing it would drop the imaginary part")
         if not np.isfinite(arr).all():
             raise ValueError(f"A contains NaN or inf ({describe(arr)}); a low-rank "
                              "approximation of non-finite values is undefined")
@@ -576,30 +583,32 @@ class TLRMatrix:
             blk = blk.astype(wd, copy=False)
             rng = np.random.default_rng(seeds[idx])
             if rank is not None:
-                return _fixed_rank_factors(blk, rank, rng)
+                U, sv, Vh = _fixed_rank_factors(blk, rank, rng)
+                return (U * sv).astype(dtype), sv, Vh.astype(dtype)
             t2 = float(np.vdot(blk, blk).real)
             if norm2 is None:
                 stop2 = _RANGE_FRACTION * tol**2 * t2
             else:
                 stop2 = 0.5 * _RANGE_FRACTION * tol**2 * (t2 + norm2 / n_tiles)
-            U, s, Vh, res2 = _adaptive_factors(blk, stop2, rng)
-            return U, s, Vh, res2, t2
+            U, sv, Vh, res2 = _adaptive_factors(blk, stop2, rng)
+            # Keep the factors in the storage dtype right away (scaled by the
+            # singular values, as stored): halves peak memory for complex64.
+            return (U * sv).astype(dtype), sv, Vh.astype(dtype), res2, t2
 
         bar = _Progress(n_tiles, progress)
         results = _map_tiles(tile, range(n_tiles), n_threads, bar)
         factors = {}
         if rank is not None:
-            for key, (U, s, Vh) in zip(keys, results):
-                if s.size:
-                    factors[key] = ((U * s).astype(dtype), Vh.T.astype(dtype))
+            for key, (Us, sv, Vh) in zip(keys, results):
+                if sv.size:
+                    factors[key] = (Us, Vh.T)
             return cls._assemble((m, n), nb, factors, dtype, None)
 
         total2 = sum(r[4] for r in results) if norm2 is None else norm2
         keep = _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, nb)
         for key, res, k in zip(keys, results, keep):
             if k:
-                U, s, Vh = res[0], res[1], res[2]
-                factors[key] = ((U[:, :k] * s[:k]).astype(dtype), Vh[:k].T.astype(dtype))
+                factors[key] = (res[0][:, :k], res[2][:k].T)
         return cls._assemble((m, n), nb, factors, dtype, tol)
 
     # --------------------------------------------------------------- products
@@ -838,6 +847,9 @@ class _TLRAdjoint:
 
     def matvec(self, y, n_threads: int | None = None) -> np.ndarray:
         return self._p.rmatvec(y, n_threads)
+
+    def rmatvec(self, x, n_threads: int | None = None) -> np.ndarray:
+        return self._p.matvec(x, n_threads)
 
     def __matmul__(self, y):
         return self._p.rmatvec(y)

@@ -27,7 +27,9 @@ Costs per core (cycles), all parameters from :class:`Machine` or arguments:
   phase 1 (the larger of the two counts);
 - broadcast latency: ``rows + cols`` hops to reach the farthest core once;
 - y reduction: ``h * itemsize / payload_bytes + (p - 1) * cycles_per_hop``
-  for a pipelined chain over the p chunks of a tile row.
+  for a pipelined chain over the p chunks of a tile row;
+- if the copies do not fit the cores at once they run in waves, and the
+  bases of all but one wave stream in through ``weight_intake_bytes_per_s``.
 
 Sustained bandwidth = (bytes of U and V + x and y once) / modelled time, the
 measure of the 92.58 PB/s record (48 CS-2, 35,784,000 cores).
@@ -154,7 +156,8 @@ def _pack(T, itemsize: int, budget: int):
 
 
 def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int | None = None,
-                    reserved_bytes: int = DEFAULT_RESERVED_BYTES) -> TLRMVMEstimate:
+                    reserved_bytes: int = DEFAULT_RESERVED_BYTES,
+                    chunk_bytes: int | None = None) -> TLRMVMEstimate:
     """Estimate one TLR-MVM (``y = A x``) on ``systems`` wafer-scale engines.
 
     Parameters
@@ -176,6 +179,10 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         which is how a full frequency batch fills the machines.
     reserved_bytes : int
         SRAM per core kept back for code and queues (assumption: 8 KB).
+    chunk_bytes : int, optional
+        Cap on the data bytes per core (default: all SRAM left after
+        ``reserved_bytes``). Smaller chunks spread a matrix over more cores:
+        shorter phases, but the fixed broadcast and reduction costs weigh more.
 
     Returns
     -------
@@ -212,6 +219,12 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
     cyc_per_elem = (4 if complex_ else 1) / machine.fmac_fp32
     words_per_value = itemsize / machine.payload_bytes
     budget = machine.sram_bytes - reserved_bytes
+    if chunk_bytes is not None:
+        if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
+                or not 0 < chunk_bytes <= budget:
+            raise ValueError(f"chunk_bytes must be an int in (0, {budget}] (SRAM left after "
+                             f"reserved_bytes), got {chunk_bytes!r}")
+        budget = int(chunk_bytes)
 
     cores_avail = machine.cores * int(systems)
     cores_per_matrix = 0
@@ -238,11 +251,19 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
     if copies is None:
         copies = max(1, cores_avail // max(cores_per_matrix, 1))
     fits = copies * cores_per_matrix <= cores_avail
-    if not fits:
-        notes.append(f"needs {copies * cores_per_matrix} cores, only {cores_avail} available")
     bcast = (machine.rows + machine.cols) * machine.cycles_per_hop
     total = p1 + 0 + p3 + bcast + red
     time_s = total / machine.clock_hz
+    if not fits:
+        # The copies run in waves; every wave but the one left resident must
+        # stream its bases in through the weight intake of the systems.
+        waves = -(-copies * cores_per_matrix // cores_avail)
+        streamed = copies * bytes_one * (waves - 1) / waves
+        time_s = waves * time_s + streamed / (systems * machine.weight_intake_bytes_per_s)
+        total = int(math.ceil(time_s * machine.clock_hz))
+        notes.append(f"needs {copies * cores_per_matrix} cores, only {cores_avail} available: "
+                     f"{waves} waves, {streamed / 1e9:.2f} GB of bases streamed through the "
+                     "weight intake per product")
     bw = copies * bytes_one / time_s
     cores_used = min(copies * cores_per_matrix, cores_avail)
     return TLRMVMEstimate(
