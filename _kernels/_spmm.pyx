@@ -130,10 +130,12 @@ def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
              Py_ssize_t panel, int n_threads):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
-    X is (n_cols, N) and Y is (n_rows, N), both C-contiguous. Thread ``k``
-    computes rows ``row_bounds[k]:row_bounds[k+1]``. ``panel`` (a multiple of
+    X is (n_cols, N) and Y is (n_rows, N), both C-contiguous. Part ``k`` is
+    rows ``row_bounds[k]:row_bounds[k+1]``. ``panel`` (a multiple of
     the tile width) is the number of token columns processed per sweep over
-    the rows, chosen so that ``X[:, panel]`` stays in cache.
+    the rows, chosen so that ``X[:, panel]`` stays in cache. Parts are handed
+    out dynamically (a thread that lost its core to another process does not
+    hold the others up); which thread computes a row never changes its value.
     """
     cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
     cdef Py_ssize_t N = X.shape[1]
@@ -146,7 +148,7 @@ def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
     if panel < 1:
         panel = N
     with nogil:
-        for part in prange(n_parts, num_threads=n_threads, schedule="static", chunksize=1):
+        for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
             c0 = 0
             while c0 < N:
                 c1 = c0 + panel
@@ -168,7 +170,7 @@ def csr_spmv(const index_t[::1] indptr, const index_t[::1] indices,
     if n_parts <= 0:
         return
     with nogil:
-        for part in prange(n_parts, num_threads=n_threads, schedule="static", chunksize=1):
+        for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
             for i in range(row_bounds[part], row_bounds[part + 1]):
                 # Four independent partial sums hide the add latency; the way
                 # they are combined is fixed, so the result does not depend on
@@ -206,8 +208,9 @@ def csr_check(const index_t[::1] indptr, const index_t[::1] indices,
     cdef int bad = 0
     if indptr[0] != 0:
         return 1
+    # Serial: this pass is cheap and one more parallel region costs more.
     with nogil:
-        for i in prange(n_rows, num_threads=n_threads, schedule="static"):
+        for i in range(n_rows):
             bad |= indptr[i + 1] < indptr[i]
     if bad:
         return 2

@@ -14,6 +14,9 @@ from wsesparse._threads import resolve_n_threads
 # A row costs this many nonzeros' worth of work on top of its nonzeros
 # (writing its output tile), when rows are split among threads.
 _ROW_COST = 2
+# Rows are cut into this many parts per thread, handed out dynamically, so a
+# thread whose core is busy with another process delays the call only a little.
+_PARTS_PER_THREAD = 4
 
 
 def _l2_bytes() -> int:
@@ -98,6 +101,12 @@ class CSR:
             raise TypeError(f"A must be a scipy.sparse matrix or array, got {describe(A)}")
         if A.ndim != 2:
             raise ValueError(f"A must be 2-D, got a sparse operand of shape {A.shape}")
+        if A.format == "csc":
+            # scipy's conversion trusts the stored indices: check the CSC
+            # arrays (the CSR arrays of A.T) before converting them.
+            S = CSR(A.T).to_scipy().T.tocsr()
+            self._set(S.indptr, S.indices, S.data, S.shape, check=False, copy=False)
+            return
         S = A if A.format == "csr" else A.tocsr()
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
 
@@ -144,7 +153,9 @@ class CSR:
         self.shape = (n_rows, n_cols)
         if check:
             nnz = int(self.indptr[-1])
-            code = _spmm.csr_check(self.indptr, self.indices, n_cols, resolve_n_threads(None, nnz))
+            # The check streams the indices once; threads pay off only for big matrices.
+            code = _spmm.csr_check(self.indptr, self.indices, n_cols,
+                                   resolve_n_threads(None, nnz // 16))
             if code:
                 raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
             if len(self.data) < nnz:
@@ -215,7 +226,7 @@ class CSR:
         """Y = self @ X with X (n_cols,) or (n_cols, N) and Y alike, C-contiguous, same dtype."""
         N = 1 if X.ndim == 1 else X.shape[1]
         threads = resolve_n_threads(n_threads, self.nnz * N + self.shape[0])
-        bounds = self._row_bounds(threads)
+        bounds = self._row_bounds(1 if threads == 1 else threads * _PARTS_PER_THREAD)
         data = self._values(X.dtype)
         if N == 1:
             _spmm.csr_spmv(self.indptr, self.indices, data, X.reshape(-1), Y.reshape(-1),
