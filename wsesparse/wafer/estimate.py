@@ -137,7 +137,7 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
     """Cycle estimate of ``Y = W @ X`` streamed through the wafer, without the arithmetic.
 
     Event-level (per output feature x physical row, see the module docstring),
-    compiled; a GPT-3 FFN layer (60 M nonzeros) on the full WSE-2 takes about a second.
+    compiled; a GPT-3 FFN layer (60 M nonzeros) on the full WSE-2 takes a few seconds.
 
     Parameters
     ----------
