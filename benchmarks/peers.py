@@ -567,6 +567,9 @@ def main(argv=None) -> int:
     start = time.time()
     print(f"wsesparse {wse.__version__}  numpy {np.__version__}  threads {args.threads}  "
           f"started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    if hasattr(os, "getloadavg"):
+        print("  load average %.2f %.2f %.2f on %d cores (other work on the machine makes "
+              "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
     for name, mod in mods.items():
         print(f"  peer {name}: {getattr(mod, '__version__', '?')}")
     for name, why in missing.items():
