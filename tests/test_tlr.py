@@ -335,3 +335,9 @@ def test_batch_matches_individual_products():
         B @ xs[:2]
     with pytest.raises(TypeError, match=r"matrices\[0\] must be a TLRMatrix"):
         TLRBatch([np.ones((3, 3))])
+
+
+def test_progress_bar_on_stderr(capsys):
+    TLRMatrix.from_dense(np.eye(40), nb=10, tol=1e-3, progress=True)
+    err = capsys.readouterr().err
+    assert "16/16 tiles" in err and err.endswith("\n")

@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from wsesparse import TLRBatch, TLRMatrix
 from wsesparse.datasets import seismic_slice
@@ -101,3 +102,28 @@ def test_chunk_bytes_spreads_over_more_cores():
     assert small.phase1_cycles < big.phase1_cycles
     with pytest.raises(ValueError, match="chunk_bytes must be"):
         estimate_tlrmvm(T, WSE2, chunk_bytes=10**6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 60), n=st.integers(1, 60), nb=st.integers(4, 24), seed=st.integers(0, 999),
+       budget=st.integers(600, 6000))
+def test_packing_conserves_work_and_respects_sram(m, n, nb, seed, budget):
+    """Every rank of every tile lands on exactly one core and no chunk exceeds the budget."""
+    from wsesparse.wafer.tlr import _pack
+
+    rng = np.random.default_rng(seed)
+    rp = list(range(0, m, nb)) + [m]
+    cp = list(range(0, n, nb)) + [n]
+    ranks = {(i, j): int(rng.integers(0, 1 + min(rp[i + 1] - rp[i], cp[j + 1] - cp[j])))
+             for i in range(len(rp) - 1) for j in range(len(cp) - 1)}
+    T = TLRMatrix.from_tiles(
+        (m, n), nb, lambda i, j: (np.ones((rp[i + 1] - rp[i], ranks[i, j])),
+                                  np.ones((cp[j + 1] - cp[j], ranks[i, j]))), dtype=np.complex64)
+    try:
+        elems, xlen, contrib, max_bytes = _pack(T, 8, budget)
+    except ValueError as exc:
+        assert "smaller nb" in str(exc)
+        return
+    assert elems.sum() == T.U.size + T.V.size
+    assert max_bytes <= budget
+    assert (contrib >= (T.ranks.sum(axis=1) > 0)).all()

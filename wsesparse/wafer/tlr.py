@@ -122,7 +122,7 @@ def _pack(T, itemsize: int, budget: int):
             k = int(R[i, j])
             per_rank = (int(h[i]) + int(w[j]) + 1) * itemsize   # U row, V column, yv value
             y_buf = int(h[i]) * itemsize                         # partial y_i
-            if y_buf + per_rank > cap:
+            if k and y_buf + per_rank > cap:
                 raise ValueError(
                     f"one rank of a {h[i]}x{w[j]} tile ({y_buf + per_rank + fixed} bytes with its "
                     f"vectors) does not fit the {budget} bytes of SRAM per core available for "
