@@ -1,0 +1,222 @@
+"""wsesparse.dask on a real distributed.LocalCluster (2 worker processes, 1 thread each).
+
+Every product is compared with the single-machine result of
+``wsesparse.sparse_matmul`` / ``TLRMatrix.matvec`` on the same numpy data.
+"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+distributed = pytest.importorskip("distributed")  # dask is an optional extra
+da = pytest.importorskip("dask.array")
+import cloudpickle  # noqa: E402  (comes with distributed)
+import dask  # noqa: E402
+
+from wsesparse import CSR, TLRBatch, TLRMatrix, sparse_matmul  # noqa: E402
+from wsesparse import dask as wd  # noqa: E402
+from wsesparse.datasets import seismic_slice  # noqa: E402
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+TOL = {np.float32: 1e-5, np.complex64: 1e-5, np.float64: 1e-12, np.complex128: 1e-12}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def _weights(m, k, dtype, density=0.05, seed=0):
+    rng = np.random.default_rng(seed)
+    W = sp.random(m, k, density=density, format="csr", dtype=np.float64, random_state=rng)
+    if np.dtype(dtype).kind == "c":
+        W = W + 1j * sp.random(m, k, density=density, format="csr", random_state=rng)
+    return sp.csr_array(W.astype(dtype))
+
+
+def _dense(shape, dtype, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        X = X + 1j * rng.standard_normal(shape)
+    return X.astype(dtype)
+
+
+def _csr_per_worker(client):
+    return client.run(lambda dask_worker: sum(isinstance(v, CSR)
+                                              for v in dask_worker.data.values()))
+
+
+# ------------------------------------------------------------------ W @ X
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("chunks", [(300, 37), (300, 1000), (100, 64)],
+                         ids=["tokens37", "one-chunk", "K-and-tokens"])
+def test_w_at_x_matches_single_machine(client, dtype, chunks):
+    W = _weights(250, 300, dtype)
+    Xn = _dense((300, 203), dtype)
+    X = da.from_array(Xn, chunks=chunks)
+    Y = wd.sparse_matmul(W, X)
+    assert isinstance(Y, da.Array)
+    assert Y.shape == (250, 203) and Y.dtype == np.dtype(dtype)
+    assert Y.numblocks[0] == 1 and Y.chunks[1] == X.chunks[1]   # token chunks preserved
+    got = Y.compute()
+    want = sparse_matmul(W, Xn)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+def test_mixed_dtypes_follow_sparse_matmul(client):
+    W = _weights(60, 40, np.float32)
+    Xn = _dense((40, 50), np.float64)
+    Y = wd.sparse_matmul(W, da.from_array(Xn, chunks=(40, 20)))
+    assert Y.dtype == sparse_matmul(W, Xn).dtype == np.float64
+    np.testing.assert_allclose(Y.compute(), sparse_matmul(W, Xn), rtol=1e-6)
+
+
+def test_vector_and_csr_and_coo_inputs(client):
+    W = _weights(80, 70, np.float64)
+    x = _dense((70,), np.float64)
+    y = wd.sparse_matmul(CSR(W), da.from_array(x, chunks=20))
+    assert y.shape == (80,)
+    np.testing.assert_allclose(y.compute(), W @ x, rtol=1e-12, atol=1e-12)
+    Xn = _dense((70, 30), np.float64)
+    Y = wd.sparse_matmul(W.tocoo(), da.from_array(Xn, chunks=(70, 8)))
+    np.testing.assert_allclose(Y.compute(), W @ Xn, rtol=1e-12, atol=1e-12)
+
+
+def test_weights_broadcast_once_and_reused(client):
+    W = _weights(500, 400, np.float64, density=0.1)
+    Wd = wd.scatter_weights(W)
+    assert distributed.Future is type(Wd.ref) or isinstance(Wd.ref, distributed.Future)
+    # broadcast=True: one copy on each of the two workers, before any compute
+    assert len(client.who_has(Wd.ref)[Wd.ref.key]) == 2
+    Xn = _dense((400, 256), np.float64)
+    for chunk in (16, 64):
+        Y = wd.sparse_matmul(Wd, da.from_array(Xn, chunks=(400, chunk)), n_threads=1)
+        # Not embedded in the tasks: no task of the graph pickles to W's size.
+        sizes = [len(cloudpickle.dumps(t)) for k, t in dict(Y.__dask_graph__()).items()
+                 if "wsesparse" in str(k)]
+        assert len(sizes) == 256 // chunk and max(sizes) < W.data.nbytes / 10
+        np.testing.assert_allclose(Y.compute(), W @ Xn, rtol=1e-12, atol=1e-12)
+    # still exactly one CSR per worker after 20 block tasks
+    assert list(_csr_per_worker(client).values()) == [1, 1]
+    del Wd, Y
+
+
+def test_local_scheduler_single_graph_key():
+    """Without a client (client=False), W is one key of the graph, not in every task."""
+    W = _weights(300, 200, np.float64, density=0.2)
+    Xn = _dense((200, 120), np.float64)
+    Y = wd.sparse_matmul(W, da.from_array(Xn, chunks=(200, 10)), client=False)
+    graph = dict(Y.__dask_graph__())
+    big = [k for k, t in graph.items() if len(cloudpickle.dumps(t)) > W.data.nbytes / 2]
+    assert len(big) == 1 and "wsesparse-W" in str(big[0])
+    got = Y.compute(scheduler="threads")
+    np.testing.assert_allclose(got, sparse_matmul(W, Xn), rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------ X @ W
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("chunks", [(41, 90), (200, 30)], ids=["rows41", "rows-and-K"])
+def test_x_at_w_matches_single_machine(client, dtype, chunks):
+    W = _weights(90, 75, dtype)              # K x M
+    Xn = _dense((200, 90), dtype)            # tokens x K
+    Z = wd.sparse_matmul(da.from_array(Xn, chunks=chunks), W)
+    assert Z.shape == (200, 75) and Z.chunks[0] == da.from_array(Xn, chunks=chunks).chunks[0]
+    assert Z.numblocks[1] == 1
+    np.testing.assert_allclose(Z.compute(), sparse_matmul(Xn, W), rtol=TOL[dtype],
+                               atol=TOL[dtype])
+
+
+# ------------------------------------------------------------------ errors
+
+def test_errors_are_clear(client):
+    W = _weights(30, 20, np.float64)
+    X = da.ones((21, 10), chunks=(21, 5))
+    with pytest.raises(ValueError, match=r"W @ X: W has shape \(30, 20\).*inner dimensions 20 and 21"):
+        wd.sparse_matmul(W, X)
+    with pytest.raises(ValueError, match=r"X @ W: W has shape \(30, 20\).*inner dimensions 30 and 20"):
+        wd.sparse_matmul(da.ones((4, 20)), W)
+    with pytest.raises(TypeError, match="exactly one dask array"):
+        wd.sparse_matmul(W, np.ones((20, 3)))
+    with pytest.raises(TypeError, match="exactly one dask array"):
+        wd.sparse_matmul(da.ones((3, 30)), da.ones((30, 3)))
+    with pytest.raises(TypeError, match="A must be a scipy.sparse"):
+        wd.sparse_matmul(np.ones((30, 20)), da.ones((20, 3)))
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        wd.sparse_matmul(W, da.ones((20, 3, 2)))
+    with pytest.raises(ValueError, match="n_threads must be >= 1"):
+        wd.sparse_matmul(W, da.ones((20, 3)), n_threads=0)
+    with pytest.raises(TypeError, match="n_threads must be a positive int"):
+        wd.sparse_matmul(W, da.ones((20, 3)), n_threads=1.5)
+    with pytest.raises(ValueError, match="method must be"):
+        wd.sparse_matmul(W, da.ones((20, 3)), method="fast")
+    with pytest.raises(TypeError, match="W must be a scipy.sparse"):
+        wd.scatter_weights(np.eye(3))
+    with pytest.raises(TypeError):
+        wd.sparse_matmul(W, da.from_array(np.full((20, 3), "a")))
+
+
+# ------------------------------------------------------------------ TLR-MVM batches
+
+@pytest.fixture(scope="module")
+def tlr_batch():
+    As = [seismic_slice(nx=10, ny=10, frequency=f) for f in (4.0, 7.0, 10.0)]
+    return TLRBatch.from_dense(As, nb=32, tol=1e-3)
+
+
+def test_tlr_batch_on_workers(client, tlr_batch):
+    xs = _dense((3, 100), np.complex64)
+    futs = wd.scatter_tlr(tlr_batch.matrices)
+    assert len(futs) == 3
+    # spread over the workers, not copied to all of them
+    holders = client.who_has(futs)
+    assert all(len(v) == 1 for v in holders.values())
+    assert len({w for v in holders.values() for w in v}) == 2
+    ys = wd.tlr_matvec_batch(futs, xs)
+    assert [y.shape for y in ys] == [(100,)] * 3 and ys[0].dtype == np.complex64
+    got = dask.compute(*ys)
+    want = tlr_batch.matvec(list(xs), n_threads=1)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    # adjoint, several right-hand sides, plain TLRMatrix objects
+    Ys = _dense((3, 100, 4), np.complex128)
+    got = dask.compute(*wd.tlr_matvec_batch(tlr_batch, Ys, adjoint=True))
+    for T, g, y in zip(tlr_batch.matrices, got, Ys):
+        assert g.shape == (100, 4) and g.dtype == np.complex128
+        np.testing.assert_allclose(g, T.rmatvec(y), rtol=1e-10, atol=1e-10)
+
+
+def test_tlr_batch_errors(client, tlr_batch):
+    with pytest.raises(ValueError, match="xs has 2 right-hand sides for 3 matrices"):
+        wd.tlr_matvec_batch(tlr_batch, [np.ones(100)] * 2)
+    with pytest.raises(ValueError, match=r"xs\[1\] has shape \(99,\)"):
+        wd.tlr_matvec_batch(tlr_batch, [np.ones(100), np.ones(99), np.ones(100)])
+    with pytest.raises(TypeError, match=r"matrices\[0\] must be a TLRMatrix"):
+        wd.tlr_matvec_batch([np.eye(3)], [np.ones(3)])
+    with pytest.raises(TypeError, match=r"matrices\[1\] must be a TLRMatrix"):
+        wd.scatter_tlr([tlr_batch[0], "x"])
+
+
+# ------------------------------------------------------------------ optional import
+
+def test_core_package_never_imports_dask():
+    code = ("import sys, wsesparse, wsesparse.wafer, wsesparse.tlr, wsesparse.cli;"
+            "assert 'dask' not in sys.modules and 'distributed' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_clear_import_error_without_dask():
+    code = ("import sys; sys.modules['dask'] = None; sys.modules['dask.array'] = None\n"
+            "try:\n    import wsesparse.dask\nexcept ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    assert "pip install 'wsesparse[dask]'" in out
