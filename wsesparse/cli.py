@@ -16,6 +16,7 @@ from collections.abc import Sequence
 _SUBCOMMAND_MODULES = (
     "wsesparse.demo",
     "wsesparse.wafer.cli",
+    "wsesparse.curve",
 )
 
 

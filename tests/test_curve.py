@@ -1,0 +1,45 @@
+"""``wsesparse curve``: sparsity sweep of the wafer estimate to CSV and PNG."""
+
+import csv
+
+import pytest
+
+from wsesparse.cli import main
+from wsesparse.curve import parse_floats, sweep
+
+
+def test_curve_writes_csv_and_png(tmp_path):
+    out, png = tmp_path / "c.csv", tmp_path / "c.png"
+    rc = main(["curve", "--shape", "512x2048", "--tokens", "20000", "--sparsities",
+               "0.5,0.9,0.99", "--engines", "1,4", "--csv", str(out), "--plot", str(png),
+               "--quiet"])
+    assert rc == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["sparsity"], r["engines"]) for r in rows] == [
+        ("0.5", "1"), ("0.5", "4"), ("0.9", "1"), ("0.9", "4"), ("0.99", "1"), ("0.99", "4")]
+    sp1 = [float(r["speedup"]) for r in rows if r["engines"] == "1"]
+    assert 1 < sp1[0] < sp1[1] <= sp1[2] * 1.001          # grows with sparsity
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_curve_matches_sweep(capsys):
+    assert main(["curve", "--shape", "128x512", "--tokens", "4096", "--sparsities", "0.9",
+                 "--engines", "2", "--quiet"]) == 0
+    printed = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    want = sweep((128, 512), [0.9], 4096, [2])[0]
+    assert int(printed[0]["cycles"]) == want["cycles"]
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--sparsities", "0.5,1.0"], "--sparsities needs values in"),
+    (["--sparsities", "a"], "--sparsities must be comma-separated"),
+    (["--engines", "0"], "--engines must be >= 1"),
+    (["--shape", "12x"], "--shape must look like"),
+])
+def test_curve_errors(argv, msg, capsys):
+    assert main(["curve", "--quiet", "--shape", "64x64", *argv]) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_parse_floats():
+    assert parse_floats("0,0.5") == [0.0, 0.5]
