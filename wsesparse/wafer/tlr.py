@@ -16,8 +16,9 @@ k' intermediate values and a partial y_i per tile it touches. Every core then
 
 The alternative with V and U on different cores moves every phase-1 output
 over the fabric; with ranks << nb that is cheap in bytes but needs a global
-permutation, so this estimator uses the local layout above (the choice the
-SC23 TLR-MVM paper describes as embarrassingly parallel).
+permutation, so this estimator uses the local layout above. (The SC23 paper's
+abstract calls its TLR-MVM "embarrassingly parallel", which suggests a layout
+without a fabric reshuffle; its exact mapping is not in our sources.)
 
 Costs per core (cycles), all parameters from :class:`Machine` or arguments:
 
