@@ -341,3 +341,22 @@ def test_progress_bar_on_stderr(capsys):
     TLRMatrix.from_dense(np.eye(40), nb=10, tol=1e-3, progress=True)
     err = capsys.readouterr().err
     assert "16/16 tiles" in err and err.endswith("\n")
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 90), n=st.integers(1, 90), nb=st.integers(1, 50),
+       dtype=st.sampled_from(DTYPES), log_tol=st.floats(-4, -0.5), noise=st.sampled_from([0, 1e-4, 1e-1]),
+       seed=st.integers(0, 2**16))
+def test_frobenius_guarantee_property(m, n, nb, dtype, log_tol, noise, seed):
+    tol = 10.0 ** log_tol
+    rng = np.random.default_rng(seed)
+    A = _lowrank_plus_noise(rng, m, n, 6, noise, dtype)
+    T = TLRMatrix.from_dense(A, nb=nb, tol=tol, seed=seed)
+    assert _rel_err(A, T) <= tol
+
+
+def test_zero_matrix_has_rank_zero_everywhere():
+    T = TLRMatrix.from_dense(np.zeros((5, 7)), nb=2)
+    assert T.ranks.sum() == 0 and T.nbytes == 0
+    np.testing.assert_array_equal(T @ np.ones(7), np.zeros(5))
+    np.testing.assert_array_equal(T.H @ np.ones(5), np.zeros(7))
