@@ -30,6 +30,10 @@ cdef extern from "_axpy_tiles.h" nogil:
                                       const double*, Py_ssize_t, double*, Py_ssize_t)
     Py_ssize_t ws_span_double_int64_t(const int64_t*, const double*, Py_ssize_t, Py_ssize_t,
                                       const double*, Py_ssize_t, double*, Py_ssize_t)
+    float ws_dot_float_int32_t(const int32_t*, const float*, Py_ssize_t, Py_ssize_t, const float*)
+    float ws_dot_float_int64_t(const int64_t*, const float*, Py_ssize_t, Py_ssize_t, const float*)
+    double ws_dot_double_int32_t(const int32_t*, const double*, Py_ssize_t, Py_ssize_t, const double*)
+    double ws_dot_double_int64_t(const int64_t*, const double*, Py_ssize_t, Py_ssize_t, const double*)
 
 ctypedef fused value_t:
     float
@@ -160,37 +164,48 @@ def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
                 c0 = c1
 
 
+cdef inline value_t _row_dot(const index_t* indices, const value_t* data,
+                            Py_ssize_t p0, Py_ssize_t p1, const value_t* x) noexcept nogil:
+    """sum_p data[p] * x[indices[p]] for p in [p0, p1)."""
+    cdef value_t s0 = 0, s1 = 0, s2 = 0, s3 = 0
+    cdef Py_ssize_t p = p0
+    if value_t is float:
+        if index_t is int32_t:
+            return ws_dot_float_int32_t(indices, data, p0, p1, x)
+        else:
+            return ws_dot_float_int64_t(indices, data, p0, p1, x)
+    elif value_t is double:
+        if index_t is int32_t:
+            return ws_dot_double_int32_t(indices, data, p0, p1, x)
+        else:
+            return ws_dot_double_int64_t(indices, data, p0, p1, x)
+    # Complex: four independent partial sums hide the add latency; the way
+    # they are combined is fixed, so the result does not depend on the thread
+    # count.
+    while p + 4 <= p1:
+        s0 = s0 + data[p] * x[indices[p]]
+        s1 = s1 + data[p + 1] * x[indices[p + 1]]
+        s2 = s2 + data[p + 2] * x[indices[p + 2]]
+        s3 = s3 + data[p + 3] * x[indices[p + 3]]
+        p = p + 4
+    while p < p1:
+        s0 = s0 + data[p] * x[indices[p]]
+        p = p + 1
+    return (s0 + s1) + (s2 + s3)
+
+
 def csr_spmv(const index_t[::1] indptr, const index_t[::1] indices,
              const value_t[::1] data, const value_t[::1] x, value_t[::1] y,
              const int64_t[::1] row_bounds, int n_threads):
     """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries."""
     cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
-    cdef Py_ssize_t part, i, p, p1
-    cdef value_t s0, s1, s2, s3
+    cdef Py_ssize_t part, i
     if n_parts <= 0:
         return
     with nogil:
         for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
             for i in range(row_bounds[part], row_bounds[part + 1]):
-                # Four independent partial sums hide the add latency; the way
-                # they are combined is fixed, so the result does not depend on
-                # the thread count.
-                s0 = 0
-                s1 = 0
-                s2 = 0
-                s3 = 0
-                p = indptr[i]
-                p1 = indptr[i + 1]
-                while p + 4 <= p1:
-                    s0 = s0 + data[p] * x[indices[p]]
-                    s1 = s1 + data[p + 1] * x[indices[p + 1]]
-                    s2 = s2 + data[p + 2] * x[indices[p + 2]]
-                    s3 = s3 + data[p + 3] * x[indices[p + 3]]
-                    p = p + 4
-                while p < p1:
-                    s0 = s0 + data[p] * x[indices[p]]
-                    p = p + 1
-                y[i] = (s0 + s1) + (s2 + s3)
+                y[i] = _row_dot(&indices[0], &data[0], indptr[i], indptr[i + 1], &x[0])
 
 
 def csr_check(const index_t[::1] indptr, const index_t[::1] indices,
