@@ -391,9 +391,10 @@ def run_point(M, N, density, dtype_name, mods, args):
     for name in order:
         fn = calls[name]
         # Skip a library whose last time at this (M, density, dtype), scaled by N, predicts a
-        # call slower than --max-call (scipy, the reference, and wsesparse are never skipped).
+        # call slower than --max-call (wsesparse never is; where scipy is, the others are
+        # checked on sampled rows against a float64 dense product instead).
         key = (name, M, density, dtype_name)
-        if name not in ("scipy", "wsesparse", "wse.CSR") and key in args.history:
+        if name not in ("wsesparse", "wse.CSR") and key in args.history:
             n_prev, t_prev = args.history[key]
             if t_prev * N / n_prev > args.max_call:
                 results[name] = ("slow", f"predicted {t_prev * N / n_prev:.0f} s per call")
@@ -414,10 +415,15 @@ def run_point(M, N, density, dtype_name, mods, args):
                 break
             results[name] = ("ok", t)
             continue
-        if ref is None:
-            results[name] = ("unverif", "no scipy reference")
-            continue
         out = np.asarray(out)
+        if ref is None:
+            if results.get("scipy", ("",))[0] != "slow":
+                results[name] = ("unverif", "no scipy reference")
+                continue
+            # scipy was too slow to run here: check sampled rows against a float64 product.
+            ok = out.size == M * N and check_reference(A, X, out.reshape(M, N), dtype_name)
+            results[name] = ("ok", t) if ok else ("FAIL", "sampled rows off")
+            continue
         ok, err = check(name, out.reshape(M, N) if out.size == M * N else out, ref, dtype_name)
         results[name] = ("ok", t) if ok else ("FAIL", f"max rel err {err:.2e}")
         del out
@@ -540,9 +546,9 @@ def parse_args(argv=None):
                    help="seconds of timed calls per library and point (adaptive repeats)")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for every library (default: all cores)")
-    p.add_argument("--max-call", type=float, default=20.0,
-                   help="skip a library (except scipy) where one call is predicted to take "
-                        "longer than this many seconds (shown as 'slow')")
+    p.add_argument("--max-call", type=float, default=10.0,
+                   help="skip a peer where one call is predicted to take longer than this "
+                        "many seconds (shown as 'slow')")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-triad", action="store_true", help="skip the bandwidth measurement")
     p.add_argument("--csv", metavar="FILE", help="also write every point as CSV")
