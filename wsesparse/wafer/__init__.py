@@ -14,8 +14,10 @@ from wsesparse.wafer.gemv import REDUCTIONS, GemvReport, estimate_gemv, execute_
 from wsesparse.wafer.layout import Layout, make_layout
 from wsesparse.wafer.machine import PRESETS, WSE2, WSE3, Machine
 from wsesparse.wafer.report import GemmReport
+from wsesparse.wafer.tlr import PUBLISHED_TLRMVM_BYTES_PER_S, TLRMVMEstimate, estimate_tlrmvm
 
 __all__ = ["Machine", "WSE2", "WSE3", "PRESETS", "Layout", "make_layout", "Assignment",
            "balance", "BALANCERS", "estimate_gemm", "execute_gemm", "random_weights",
            "GemmReport", "estimate_gemv", "execute_gemv", "GemvReport", "REDUCTIONS",
-           "estimate_gradient", "GradientReport", "delta", "sddmm"]
+           "estimate_gradient", "GradientReport", "delta", "sddmm",
+           "estimate_tlrmvm", "TLRMVMEstimate", "PUBLISHED_TLRMVM_BYTES_PER_S"]
