@@ -208,6 +208,36 @@ def csr_spmv(const index_t[::1] indptr, const index_t[::1] indices,
                 y[i] = _row_dot(&indices[0], &data[0], indptr[i], indptr[i + 1], &x[0])
 
 
+def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_cost):
+    """Cut rows into ``n_parts`` ranges of about equal ``nnz + row_cost * rows``.
+
+    Returns an int64 array of ``n_parts + 1`` nondecreasing boundaries from 0
+    to ``n_rows``; O(n_parts * log(n_rows)) by bisection on the cumulative
+    cost ``indptr[i] + row_cost * i`` (nondecreasing once indptr is valid).
+    """
+    import numpy as np
+    cdef Py_ssize_t n_rows = indptr.shape[0] - 1
+    out = np.empty(n_parts + 1, dtype=np.int64)
+    cdef int64_t[::1] b = out
+    cdef double total = <double>indptr[n_rows] + <double>row_cost * n_rows
+    cdef double target
+    cdef Py_ssize_t k, lo, hi, mid
+    b[0] = 0
+    for k in range(1, n_parts):
+        target = total * k / n_parts
+        lo = b[k - 1]
+        hi = n_rows
+        while lo < hi:  # first i with cost(i) >= target
+            mid = (lo + hi) // 2
+            if <double>indptr[mid] + <double>row_cost * mid < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        b[k] = lo
+    b[n_parts] = n_rows
+    return out
+
+
 def csr_check(const index_t[::1] indptr, const index_t[::1] indices,
               Py_ssize_t n_cols, int n_threads):
     """Check a CSR structure in O(nnz).

@@ -29,11 +29,11 @@ def stream_triad_bytes_per_s(n: int = 1 << 26, repeats: int = 10) -> float:
 
     a, b, c = np.zeros(n), np.ones(n), np.full(n, 2.0)
     nt = resolve_n_threads(None)
-    best = time_best(lambda: _tlrmvm.stream_triad(a, b, c, 3.0, nt), repeats)
+    best = _time_best(lambda: _tlrmvm.stream_triad(a, b, c, 3.0, nt), repeats)
     return 24 * n / best
 
 
-def time_best(f, repeats: int = 20) -> float:
+def _time_best(f, repeats: int = 20) -> float:
     f()
     best = np.inf
     for _ in range(repeats):
@@ -141,8 +141,8 @@ def main() -> None:
         compare_allocations(A, args.nb, args.tol)
 
     x = np.random.default_rng(0).standard_normal(n).astype(np.complex64)
-    t_tlr = time_best(lambda: T @ x, 50)
-    t_dense = time_best(lambda: A @ x, 10)
+    t_tlr = _time_best(lambda: T @ x, 50)
+    t_dense = _time_best(lambda: A @ x, 10)
     triad = stream_triad_bytes_per_s()
     bw = T.mvm_bytes() / t_tlr
     print(f"TLR-MVM: {t_tlr * 1e3:.3f} ms, {bw / 1e9:.2f} GB/s sustained "
@@ -160,7 +160,7 @@ def main() -> None:
     t_cold = min(cold)
     print(f"TLR-MVM after cache flush: {t_cold * 1e3:.3f} ms, "
           f"{T.mvm_bytes() / t_cold / 1e9:.2f} GB/s")
-    t_adj = time_best(lambda: T.H @ x, 50)
+    t_adj = _time_best(lambda: T.H @ x, 50)
     print(f"adjoint: {t_adj * 1e3:.3f} ms, {T.mvm_bytes() / t_adj / 1e9:.2f} GB/s")
     print(f"dense GEMV (numpy/OpenBLAS): {t_dense * 1e3:.2f} ms, "
           f"{A.nbytes / t_dense / 1e9:.2f} GB/s; TLR speedup {t_dense / t_tlr:.1f}x")

@@ -23,13 +23,15 @@ from wsesparse.matmul import DENSE_MIN_TOKENS
 
 
 def _dia_as_csr(X):
-    return X.tocsr() if sp.issparse(X) and X.format == "dia" else X
+    return X.tocsr() if sp.issparse(X) and X.format in ("dia", "dok") else X
 
 
 def scipy_product(A, B):
-    # DIA operands are compared with scipy's product on their CSR form: scipy's
-    # own DIA kernel multiplies padding zeros (documented difference, see
-    # sparse_matmul's Notes) and raises for bool DIA @ float16 operands.
+    # DIA and DOK operands are compared with scipy's product on their CSR form:
+    # scipy's own DIA kernel multiplies padding zeros (documented difference,
+    # see sparse_matmul's Notes) and raises for bool DIA @ float16 operands;
+    # its DOK matvec is a Python loop that rounds each int8 * float16 product
+    # to float16 before adding it to the float32 result (found by hypothesis).
     A, B = _dia_as_csr(A), _dia_as_csr(B)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # inf/nan arithmetic

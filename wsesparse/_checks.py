@@ -37,6 +37,8 @@ def result_dtype(*dtypes) -> np.dtype:
     (dtype('float32'), dtype('float64'))
     """
     t = np.result_type(*dtypes)
+    if t in KERNEL_DTYPES:  # the common case, without the scan below
+        return t
     for cand in _SCIPY_DTYPES:
         if np.can_cast(t, cand):
             return cand

@@ -46,10 +46,9 @@ def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_C
     n_rows = len(indptr) - 1
     if n_parts <= 1 or n_rows <= 1:
         return np.array([0, n_rows], dtype=np.int64)
-    cost = indptr.astype(np.int64) + row_cost * np.arange(n_rows + 1, dtype=np.int64)
-    targets = cost[-1] * np.arange(1, n_parts, dtype=np.float64) / n_parts
-    cuts = np.searchsorted(cost, targets, side="left")
-    return np.concatenate(([0], cuts, [n_rows])).astype(np.int64)
+    if indptr.dtype not in (np.int32, np.int64):
+        indptr = indptr.astype(np.int64)
+    return _spmm.balanced_bounds(np.ascontiguousarray(indptr), n_parts, row_cost)
 
 
 class CSR:

@@ -15,12 +15,16 @@ from wsesparse.csr import CSR
 # Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
 # BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A. Dense
 # wins when the density is at least DENSE_DENSITY[dtype] and N is at least
-# DENSE_MIN_TOKENS (measured with benchmarks/crossover.py; see README).
+# DENSE_MIN_TOKENS. Measured with `python benchmarks/crossover.py` (M = K = 4096,
+# 2 threads, densify cost included): the crossover densities for N = 64 / 256
+# were float32 0.52 / 0.19, float64 0.31 / 0.20, complex64 0.09 / 0.08,
+# complex128 0.18 / 0.15, and dense never won at N = 1 or 8. The N = 64
+# values are used (the safe side: dense wins earlier at larger N).
 DENSE_DENSITY = {
-    np.dtype(np.float32): 0.30,
-    np.dtype(np.float64): 0.30,
-    np.dtype(np.complex64): 0.30,
-    np.dtype(np.complex128): 0.30,
+    np.dtype(np.float32): 0.53,
+    np.dtype(np.float64): 0.32,
+    np.dtype(np.complex64): 0.09,
+    np.dtype(np.complex128): 0.18,
 }
 DENSE_MIN_TOKENS = 64
 
