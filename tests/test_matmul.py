@@ -604,3 +604,20 @@ def test_dia_bool_times_float16_regression():
     expected = X @ A.tocsr()
     assert got.dtype == expected.dtype == np.float32
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+@pytest.mark.parametrize("n", [8, 64, 255, 256, 1024])
+def test_auto_dispatch_rule(dtype, n):
+    """method="auto" picks dense BLAS exactly where the documented thresholds say."""
+    from wsesparse.matmul import (DENSE_DENSITY, DENSE_DENSITY_WIDE, DENSE_WIDE_TOKENS,
+                                  _use_dense)
+    threshold = (DENSE_DENSITY_WIDE if n >= DENSE_WIDE_TOKENS else DENSE_DENSITY)[np.dtype(dtype)]
+    X = np.ones((100, n), dtype)
+    for density, expect in ((threshold + 0.01, n >= DENSE_MIN_TOKENS),
+                            (threshold - 0.01, False)):
+        A = CSR(sp.random(100, 100, density=density, format="csr", random_state=0, dtype=dtype))
+        assert _use_dense(A, X, "auto", n) == expect, (density, n)
+    X[0, 0] = np.inf  # implicit zeros must not meet inf: stay sparse
+    A = CSR(sp.random(100, 100, density=0.9, format="csr", random_state=0, dtype=dtype))
+    assert not _use_dense(A, X, "auto", n)

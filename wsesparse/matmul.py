@@ -13,20 +13,27 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 
 # Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
-# BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A. Dense
-# wins when the density is at least DENSE_DENSITY[dtype] and N is at least
-# DENSE_MIN_TOKENS. Measured with `python benchmarks/crossover.py` (M = K = 4096,
-# 2 threads, densify cost included): the crossover densities for N = 64 / 256
-# were float32 0.52 / 0.19, float64 0.31 / 0.20, complex64 0.09 / 0.08,
-# complex128 0.18 / 0.15, and dense never won at N = 1 or 8. The N = 64
-# values are used (the safe side: dense wins earlier at larger N).
+# BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A (which
+# weighs less as N grows). Dense is used when N >= DENSE_MIN_TOKENS and the
+# density is at least DENSE_DENSITY[dtype], or DENSE_DENSITY_WIDE[dtype] once
+# N >= DENSE_WIDE_TOKENS. Measured with `python benchmarks/crossover.py`
+# (M = K = 4096, 2 threads, densify cost included): the crossover densities
+# for N = 64 / 256 were float32 0.52 / 0.19, float64 0.31 / 0.20, complex64
+# 0.09 / 0.08, complex128 0.18 / 0.15; dense never won at N = 1 or 8.
+DENSE_MIN_TOKENS = 64
 DENSE_DENSITY = {
     np.dtype(np.float32): 0.53,
     np.dtype(np.float64): 0.32,
     np.dtype(np.complex64): 0.09,
     np.dtype(np.complex128): 0.18,
 }
-DENSE_MIN_TOKENS = 64
+DENSE_WIDE_TOKENS = 256
+DENSE_DENSITY_WIDE = {
+    np.dtype(np.float32): 0.20,
+    np.dtype(np.float64): 0.20,
+    np.dtype(np.complex64): 0.08,
+    np.dtype(np.complex128): 0.15,
+}
 
 Method = Literal["auto", "sparse", "dense"]
 
@@ -111,7 +118,8 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int) -> bool:
     if method == "sparse":
         return False
     return (n_tokens >= DENSE_MIN_TOKENS
-            and S.density >= DENSE_DENSITY[X.dtype]
+            and S.density >= (DENSE_DENSITY_WIDE if n_tokens >= DENSE_WIDE_TOKENS
+                              else DENSE_DENSITY)[X.dtype]
             # Implicit zeros of a sparse matrix do not meet the dense operand,
             # so inf/nan in X only propagate where A stores a value; dense
             # BLAS would turn 0 * inf into nan everywhere. And BLAS's complex
@@ -147,7 +155,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     method : {"auto", "sparse", "dense"}, default "auto"
         "sparse" always uses the AXPY kernels; "dense" densifies the sparse
         operand and calls BLAS; "auto" uses dense BLAS only when the density
-        is at least ``DENSE_DENSITY[dtype]``, the dense operand has at least
+        is at least ``DENSE_DENSITY[dtype]`` (``DENSE_DENSITY_WIDE[dtype]``
+        from ``DENSE_WIDE_TOKENS`` columns on), the dense operand has at least
         ``DENSE_MIN_TOKENS`` columns and both operands are finite everywhere
         (a dense product would turn ``0 * inf`` at implicit zeros into nan,
         and BLAS's complex arithmetic places nan/inf unlike scipy's).
