@@ -239,3 +239,20 @@ def test_balanced_row_bounds_is_a_partition(lengths, n_parts, row_cost):
         cost = np.asarray(lengths) + row_cost
         work = np.array([cost[b[i]:b[i + 1]].sum() for i in range(n_parts)])
         assert work.max() <= cost.sum() / n_parts + (cost.max() if n_rows else 0)
+
+
+def test_prepared_operand_keeps_its_dense_copy_for_dense_dispatch():
+    """A prepared CSR sent to dense BLAS densifies once (cached), stays correct
+    after a change of dtype, and one-shot scipy operands leave nothing behind."""
+    rng = np.random.default_rng(0)
+    A = sp.random(120, 90, density=0.9, format="csr", random_state=1, dtype=np.float64)
+    W = CSR(A)
+    X = rng.standard_normal((90, 300))
+    np.testing.assert_allclose(sparse_matmul(W, X, method="dense"), A @ X, rtol=1e-12, atol=1e-10)
+    cached = W._dense
+    assert cached is not None and cached.dtype == np.float64
+    np.testing.assert_allclose(sparse_matmul(W, X, method="dense"), A @ X, rtol=1e-12, atol=1e-10)
+    assert W._dense is cached
+    Xc = X.astype(np.complex128)
+    np.testing.assert_allclose(sparse_matmul(W, Xc, method="dense"), A @ Xc, rtol=1e-12, atol=1e-10)
+    assert W._dense.dtype == np.complex128

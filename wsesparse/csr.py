@@ -14,6 +14,8 @@ from wsesparse._threads import resolve_n_threads
 # A row costs this many nonzeros' worth of work on top of its nonzeros
 # (writing its output tile), when rows are split among threads.
 _ROW_COST = 2
+# A prepared CSR keeps its densified form (for dense dispatch) up to this size.
+_KEEP_DENSE_BYTES = 256 << 20
 # Rows are cut into this many parts per thread, handed out dynamically, so a
 # thread whose core is busy with another process delays the call only a little.
 _PARTS_PER_THREAD = 4
@@ -163,6 +165,7 @@ class CSR:
                     f"has only {len(self.data)} entries")
         self._bounds: dict[int, np.ndarray] = {}
         self._data_as: dict[np.dtype, np.ndarray] = {}
+        self._dense: np.ndarray | None = None
         self._transpose: CSR | None = None
 
     # -- properties ---------------------------------------------------------
@@ -214,6 +217,20 @@ class CSR:
         if vals is None:
             vals = self._data_as[dtype] = self.data[: self.nnz].astype(dtype)
         return vals
+
+    def _densified(self, dtype: np.dtype, keep: bool) -> np.ndarray:
+        """The matrix as a dense array of ``dtype`` (duplicates summed).
+
+        With ``keep``, the latest one is cached, if it takes at most
+        ``_KEEP_DENSE_BYTES``: a prepared operand that auto-dispatch sends to
+        dense BLAS again and again then pays the densify cost once.
+        """
+        if self._dense is not None and self._dense.dtype == dtype:
+            return self._dense
+        dense = self.to_scipy().toarray().astype(dtype, copy=False)
+        if keep and dense.nbytes <= _KEEP_DENSE_BYTES:
+            self._dense = dense
+        return dense
 
     def _row_bounds(self, n_parts: int) -> np.ndarray:
         b = self._bounds.get(n_parts)

@@ -270,7 +270,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     if csr.nnz == 0 or target.size == 0:
         target[...] = 0
     elif _use_dense(csr, X, method, n_tokens):
-        _dense_product(csr, X, target, n_threads)
+        _dense_product(csr, X, target, n_threads, prepared=isinstance(S, CSR))
     else:
         csr._multiply_into(X, target, n_threads)
 
@@ -282,8 +282,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     return _wrap(result, S, dense_in)
 
 
-def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
-    dense = csr.to_scipy().toarray().astype(X.dtype, copy=False)
+def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None,
+                   prepared: bool) -> None:
+    # Only a CSR the caller prepared lives on to reuse a cached dense copy.
+    dense = csr._densified(X.dtype, keep=prepared)
     if n_threads is None:
         np.matmul(dense, X, out=Y)
         return
