@@ -511,7 +511,7 @@ def summary(rows, triad):
                      f"(M={w['M']} N={w['N']} d={w['density']:g} {w['dtype']})")
     spmv = [r for r in done if "spmv_GBs" in r]
     if spmv and triad:
-        lines.append(f"  SpMV (N=1) bandwidth, prepared CSR: "
+        lines.append("  SpMV (N=1) bandwidth, prepared CSR: "
                      + ", ".join(f"{r['M']}/{r['density']:g}/{r['dtype']}: "
                                  f"{r['spmv_GBs']:.0f} GB/s ({100 * r['spmv_GBs'] / triad:.0f}%)"
                                  for r in spmv)

@@ -16,7 +16,7 @@ da = pytest.importorskip("dask.array")
 import cloudpickle  # noqa: E402  (comes with distributed)
 import dask  # noqa: E402
 
-from wsesparse import CSR, TLRBatch, TLRMatrix, sparse_matmul  # noqa: E402
+from wsesparse import CSR, TLRBatch, sparse_matmul  # noqa: E402
 from wsesparse import dask as wd  # noqa: E402
 from wsesparse.datasets import seismic_slice  # noqa: E402
 

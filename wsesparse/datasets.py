@@ -10,7 +10,7 @@ from __future__ import annotations
 import numbers
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 

@@ -8,7 +8,6 @@ model output: every number is computed by ``estimate_gemm``.
 import dataclasses
 import time
 
-import numpy as np
 import pytest
 
 from wsesparse import wafer
