@@ -53,6 +53,10 @@ cdef enum:
     TILE_MAX = 128   # TILE_BYTES // sizeof(float)
 
 
+# The Python layer sizes column panels in whole tiles.
+TILE_BYTES_PER_ROW = TILE_BYTES
+
+
 def openmp_enabled():
     """Whether the kernels were compiled with OpenMP."""
     return bool(wsesparse_has_openmp())
@@ -144,8 +148,6 @@ def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
     cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
     cdef Py_ssize_t N = X.shape[1]
     cdef Py_ssize_t ldx = X.shape[1]
-    cdef Py_ssize_t ldy = Y.shape[1]
-    cdef Py_ssize_t T = TILE_BYTES // sizeof(value_t)
     cdef Py_ssize_t part, i, c0, c1
     if N == 0 or n_parts <= 0:
         return

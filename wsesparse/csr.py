@@ -30,7 +30,6 @@ def _l2_bytes() -> int:
 
 
 _L2_BYTES = _l2_bytes()
-_TILE_BYTES = 512  # must match TILE_BYTES in _kernels/_spmm.pyx
 
 
 def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_COST) -> np.ndarray:
@@ -249,6 +248,6 @@ class CSR:
                            bounds, threads)
             return
         itemsize = X.dtype.itemsize
-        tile = _TILE_BYTES // itemsize
+        tile = _spmm.TILE_BYTES_PER_ROW // itemsize
         panel = max(tile, (_L2_BYTES // 2) // max(1, self.shape[1] * itemsize) // tile * tile)
         _spmm.csr_spmm(self.indptr, self.indices, data, X, Y, bounds, panel, threads)
