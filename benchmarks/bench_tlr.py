@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from wsesparse import TLRMatrix
+from wsesparse._timing import best_time
 from wsesparse.datasets import seismic_slice
 
 
@@ -29,18 +30,8 @@ def stream_triad_bytes_per_s(n: int = 1 << 26, repeats: int = 10) -> float:
 
     a, b, c = np.zeros(n), np.ones(n), np.full(n, 2.0)
     nt = resolve_n_threads(None)
-    best = _time_best(lambda: _tlrmvm.stream_triad(a, b, c, 3.0, nt), repeats)
+    _, best = best_time(lambda: _tlrmvm.stream_triad(a, b, c, 3.0, nt), repeats)
     return 24 * n / best
-
-
-def _time_best(f, repeats: int = 20) -> float:
-    f()
-    best = np.inf
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 class TLRMVM:
@@ -128,7 +119,7 @@ def main() -> None:
     print(f"seismic_slice {n}x{n} complex64 (Hilbert, {args.frequency} Hz): "
           f"{time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    T = TLRMatrix.from_dense(A, nb=args.nb, tol=args.tol)
+    T = TLRMatrix.from_dense(A, nb=args.nb, tol=args.tol, progress=None)  # bar on a terminal
     tc = time.perf_counter() - t
     err = np.linalg.norm(A - T.toarray()) / np.linalg.norm(A)
     print(f"compression nb={args.nb} tol={args.tol:g}: {tc:.1f} s, error {err:.3e}, {T!r}")
@@ -141,8 +132,8 @@ def main() -> None:
         compare_allocations(A, args.nb, args.tol)
 
     x = np.random.default_rng(0).standard_normal(n).astype(np.complex64)
-    t_tlr = _time_best(lambda: T @ x, 50)
-    t_dense = _time_best(lambda: A @ x, 10)
+    _, t_tlr = best_time(lambda: T @ x, 50)
+    _, t_dense = best_time(lambda: A @ x, 10)
     triad = stream_triad_bytes_per_s()
     bw = T.mvm_bytes() / t_tlr
     print(f"TLR-MVM: {t_tlr * 1e3:.3f} ms, {bw / 1e9:.2f} GB/s sustained "
@@ -160,7 +151,7 @@ def main() -> None:
     t_cold = min(cold)
     print(f"TLR-MVM after cache flush: {t_cold * 1e3:.3f} ms, "
           f"{T.mvm_bytes() / t_cold / 1e9:.2f} GB/s")
-    t_adj = _time_best(lambda: T.H @ x, 50)
+    _, t_adj = best_time(lambda: T.H @ x, 50)
     print(f"adjoint: {t_adj * 1e3:.3f} ms, {T.mvm_bytes() / t_adj / 1e9:.2f} GB/s")
     print(f"dense GEMV (numpy/OpenBLAS): {t_dense * 1e3:.2f} ms, "
           f"{A.nbytes / t_dense / 1e9:.2f} GB/s; TLR speedup {t_dense / t_tlr:.1f}x")

@@ -17,6 +17,7 @@ _SUBCOMMAND_MODULES = (
     "wsesparse.demo",
     "wsesparse.wafer.cli",
     "wsesparse.curve",
+    "wsesparse.bench",
 )
 
 

@@ -6,6 +6,7 @@ import argparse
 import csv
 import sys
 
+from wsesparse._progress import Progress, add_progress_argument, progress_enabled
 from wsesparse.wafer.balance import BALANCERS
 from wsesparse.wafer.cli import parse_shape
 from wsesparse.wafer.estimate import estimate_gemm, random_weights
@@ -37,6 +38,8 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
           seed: int = 0, progress: bool = False) -> list[dict]:
     """Wafer estimates of a random ``shape`` layer over ``sparsities`` x ``engines``.
 
+    ``progress=True`` draws a progress bar over the points on stderr.
+
     Examples
     --------
     >>> rows = sweep((256, 1024), [0.5, 0.9], 4096, [1, 16])
@@ -48,20 +51,17 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
     if machine not in PRESETS:
         raise ValueError(f"machine must be one of {sorted(PRESETS)}, got {machine!r}")
     out = []
-    for i, s in enumerate(sparsities):
-        W = random_weights(shape[0], shape[1], s, seed=seed)
-        for e in engines:
-            r = estimate_gemm(W, tokens, machine=PRESETS[machine], balance=balance, engines=e,
-                              dtype=dtype)
-            out.append({"sparsity": s, "engines": e, "speedup": r.speedup, "cycles": r.cycles,
-                        "dense_cycles": r.dense_cycles, "bound": r.bound,
-                        "saturation_density": r.saturation_density,
-                        "tokens_per_core": r.tokens_per_core, "imbalance": r.imbalance})
-        if progress:
-            print(f"\rcurve: {i + 1}/{len(sparsities)} sparsities", end="", file=sys.stderr,
-                  flush=True)
-    if progress:
-        print(file=sys.stderr)
+    with Progress(len(sparsities) * len(engines), progress, label="curve", unit="points") as bar:
+        for s in sparsities:
+            W = random_weights(shape[0], shape[1], s, seed=seed)
+            for e in engines:
+                r = estimate_gemm(W, tokens, machine=PRESETS[machine], balance=balance,
+                                  engines=e, dtype=dtype)
+                out.append({"sparsity": s, "engines": e, "speedup": r.speedup,
+                            "cycles": r.cycles, "dense_cycles": r.dense_cycles, "bound": r.bound,
+                            "saturation_density": r.saturation_density,
+                            "tokens_per_core": r.tokens_per_core, "imbalance": r.imbalance})
+                bar.step()
     return out
 
 
@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     if any(e < 1 for e in engines):
         raise ValueError(f"--engines must be >= 1, got {args.engines!r}")
     rows = sweep(shape, sparsities, args.tokens, engines, args.machine, args.balance,
-                 args.dtype, args.seed, progress=not args.quiet)
+                 args.dtype, args.seed,
+                 progress=progress_enabled(False if args.quiet else args.progress))
     if args.csv == "-":
         w = csv.DictWriter(sys.stdout, FIELDS)
         w.writeheader()
@@ -137,5 +138,6 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--csv", default="-", help="CSV output file (default: stdout)")
     p.add_argument("--plot", metavar="FILE", help="write speedup vs sparsity as a PNG")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_progress_argument(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar (= --no-progress)")
     p.set_defaults(func=run)

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from wsesparse._timing import best_time
 from wsesparse.matmul import sparse_matmul
 
 
@@ -39,21 +40,12 @@ def pruned_weights(n_out: int, n_in: int, sparsity: float, dtype=np.float32,
     return sp.csr_array(dense)
 
 
-def _best_time(fn, repeats: int) -> float:
-    best = np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def cpu_comparison(n_out=4096, n_in=4096, tokens=64, sparsities=(0.9, 0.99),
                    dtype=np.float32, repeats=5) -> list[dict]:
     """Time ``sparse_matmul`` against scipy and dense BLAS on pruned weights.
 
     Returns one dict per sparsity with the times (seconds, best of
-    ``repeats``), GFLOP/s of the sparse kernel and the speedups.
+    ``repeats`` after a warm-up call), GFLOP/s of the sparse kernel and the speedups.
 
     Examples
     --------
@@ -67,12 +59,10 @@ def cpu_comparison(n_out=4096, n_in=4096, tokens=64, sparsities=(0.9, 0.99),
     for s in sparsities:
         W = pruned_weights(n_out, n_in, s, dtype)
         dense = W.toarray()
-        ours = sparse_matmul(W, X, method="sparse")
-        ref = W @ X
+        ours, t_ours = best_time(lambda: sparse_matmul(W, X, method="sparse"), repeats)
+        ref, t_scipy = best_time(lambda: W @ X, repeats)
+        _, t_dense = best_time(lambda: dense @ X, repeats)
         err = float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
-        t_ours = _best_time(lambda: sparse_matmul(W, X, method="sparse"), repeats)
-        t_scipy = _best_time(lambda: W @ X, repeats)
-        t_dense = _best_time(lambda: dense @ X, repeats)
         rows.append(dict(sparsity=s, nnz=W.nnz, t_wsesparse=t_ours, t_scipy=t_scipy,
                          t_dense=t_dense, gflops=2 * W.nnz * tokens / t_ours / 1e9,
                          vs_scipy=t_scipy / t_ours, vs_dense=t_dense / t_ours,

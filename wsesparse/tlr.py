@@ -21,8 +21,6 @@ tile the same relative tolerance.
 from __future__ import annotations
 
 import numbers
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
@@ -31,6 +29,7 @@ from scipy import linalg as sla
 from scipy.sparse.linalg import LinearOperator
 
 from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, describe
+from wsesparse._progress import Progress, progress_enabled
 from wsesparse._threads import resolve_n_threads
 from wsesparse._kernels import _tlrmvm
 
@@ -196,31 +195,11 @@ def _fixed_rank_factors(A: np.ndarray, rank: int, rng: np.random.Generator):
     return U[:, :r], s[:r], Vh[:r]
 
 
-class _Progress:
-    """A one-line text progress bar on stderr (no dependency on tqdm)."""
-
-    def __init__(self, total: int, enabled: bool, label: str = "compressing"):
-        self.total, self.enabled, self.label = total, enabled, label
-        self.done, self.t0 = 0, time.perf_counter()
-
-    def step(self, k: int = 1) -> None:
-        if not self.enabled:
-            return
-        self.done += k
-        frac = self.done / max(self.total, 1)
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} tiles "
-                         f"{time.perf_counter() - self.t0:.1f}s")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def _n_workers(n_threads: int | None) -> int:
     return resolve_n_threads(n_threads)
 
 
-def _map_tiles(func, items: Sequence, n_threads: int | None, progress: _Progress):
+def _map_tiles(func, items: Sequence, n_threads: int | None, progress: Progress):
     """Run ``func`` over tiles on a thread pool (numpy/LAPACK release the GIL).
 
     BLAS is held to one thread meanwhile: small-tile GEMMs gain nothing from
@@ -440,7 +419,7 @@ class TLRMatrix:
     @classmethod
     def from_dense(cls, A, nb: int = 256, tol: float | None = 1e-3, *, rank: int | None = None,
                    dtype=None, seed: int | None = 0, n_threads: int | None = None,
-                   progress: bool = False) -> "TLRMatrix":
+                   progress: bool | None = False) -> "TLRMatrix":
         """Compress a dense matrix tile by tile.
 
         Parameters
@@ -465,8 +444,9 @@ class TLRMatrix:
             on the number of threads).
         n_threads : int, optional
             Threads compressing tiles in parallel; default all cores.
-        progress : bool
-            Print a progress bar to stderr.
+        progress : bool or None
+            Print a progress bar over the tiles to stderr (tqdm's if installed);
+            None: only when stderr is a terminal. Default False.
 
         Returns
         -------
@@ -510,7 +490,7 @@ class TLRMatrix:
     def from_function(cls, f: Callable[[slice, slice], np.ndarray], shape: tuple[int, int],
                       nb: int = 256, tol: float | None = 1e-3, *, rank: int | None = None,
                       dtype=np.float64, seed: int | None = 0, n_threads: int | None = None,
-                      progress: bool = False) -> "TLRMatrix":
+                      progress: bool | None = False) -> "TLRMatrix":
         """Compress a matrix given by a tile generator, never holding it densely.
 
         Parameters
@@ -595,7 +575,7 @@ class TLRMatrix:
             # singular values, as stored): halves peak memory for complex64.
             return (U * sv).astype(dtype), sv, Vh.astype(dtype), res2, t2
 
-        bar = _Progress(n_tiles, progress)
+        bar = Progress(n_tiles, progress_enabled(progress), label="compressing", unit="tiles")
         results = _map_tiles(tile, range(n_tiles), n_threads, bar)
         factors = {}
         if rank is not None:

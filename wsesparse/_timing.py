@@ -1,0 +1,53 @@
+"""Best-of-repeats wall-clock timing, shared by ``wsesparse demo``, ``wsesparse bench`` and
+the scripts in ``benchmarks/`` (private: not part of the API)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+MAX_REPEATS = 50
+
+
+def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = None,
+              max_repeats: int = MAX_REPEATS) -> tuple[Any, float]:
+    """``(result of a warm-up call, best time in seconds of the timed calls)``.
+
+    Without ``budget``: exactly ``repeats`` timed calls after the warm-up. With ``budget``
+    (seconds) the repeats are adaptive: a warm-up that takes more than ``2 * budget`` is the
+    only call (its time is reported); otherwise timed calls run until ``budget`` seconds are
+    spent (at least two, and ``repeats`` unless that exceeds the budget, at most
+    ``max_repeats``), so fast calls get many repeats, which on a shared machine is what
+    finds a quiet moment.
+
+    Examples
+    --------
+    >>> out, t = best_time(lambda: sum(range(100)), repeats=3)
+    >>> out, t > 0
+    (4950, True)
+    """
+    t0 = time.perf_counter()
+    result = fn()
+    first = time.perf_counter() - t0
+    if budget is None:
+        best = first if repeats < 1 else float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        return result, best
+    if first > 2 * budget:
+        return result, first
+    best, spent = float("inf"), 0.0
+    for i in range(max_repeats):
+        t0 = time.perf_counter()
+        fn()
+        t = time.perf_counter() - t0
+        spent += t
+        best = min(best, t)
+        if i >= 1 and spent > budget:
+            break
+        if i + 1 >= repeats and spent > budget / 2:
+            break
+    return result, best
