@@ -14,6 +14,7 @@ moves real numbers, and the tests require the two to agree exactly.
 """
 
 cimport cython
+from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport ceil, log
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport calloc, free
@@ -27,6 +28,11 @@ ctypedef fused idx_t:
 ctypedef fused jdx_t:
     int32_t
     int64_t
+
+# The long loops below leave their nogil section every this many inner steps
+# to let Python handle signals (Ctrl-C raises KeyboardInterrupt within
+# milliseconds instead of after the whole simulation).
+cdef int64_t _SIGNAL_CHECK_STEPS = 1 << 22
 
 
 cdef inline int64_t _arrival(int64_t message, double rate) nogil:
@@ -59,62 +65,71 @@ def stream_gemm(const idx_t[::1] indptr, const jdx_t[::1] indices,
     cdef int64_t *fc = <int64_t *>calloc(rows, sizeof(int64_t))      # compute thread free
     cdef int64_t *rfree = <int64_t *>calloc(rows, sizeof(int64_t))   # reduction thread free
     cdef int64_t *ehist = <int64_t *>calloc(<size_t>rows * buffer_depth, sizeof(int64_t))
-    cdef Py_ssize_t i, p, r, d, s, slot
+    cdef Py_ssize_t i, p, r, d, s, slot, i0, i1
     cdef int64_t before, t_first, t_ctrl, lat, start, ready, fin, g, prev_g, e, work, n
+    # Outputs per nogil chunk: about _SIGNAL_CHECK_STEPS row updates.
+    cdef Py_ssize_t chunk = <Py_ssize_t>(_SIGNAL_CHECK_STEPS // (rows + 1)) + 1
     if cnt == NULL or fc == NULL or rfree == NULL or ehist == NULL:
         free(cnt); free(fc); free(rfree); free(ehist)
         raise MemoryError()
-    with nogil:
-        for i in range(n_out):
-            # Intake: messages are weights in output-major order plus one control
-            # message per output.
-            if dense:
-                before = <int64_t>i * n_in + i
-                t_first = _arrival(before + 1, intake_per_cycle)
-                t_ctrl = _arrival(before + n_in + 1, intake_per_cycle)
-            else:
-                before = <int64_t>indptr[i] + i
-                t_first = _arrival(before + 1, intake_per_cycle)
-                t_ctrl = _arrival(<int64_t>indptr[i + 1] + i + 1, intake_per_cycle)
-                for p in range(indptr[i], indptr[i + 1]):
-                    cnt[row_of_feature[indices[p]]] += 1
-            slot = i % buffer_depth
-            # Compute threads: AXPYs of this output, then copy + reset once the
-            # control message is in and a partial-sum buffer is free.
-            for r in range(rows):
-                n = features_per_row[r] if dense else cnt[r]
-                cnt[r] = 0
-                lat = hop_cycles * (r + cols)   # down the intake column, then across the row
-                start = _max(fc[r], t_first + lat)
-                work = n * axpy_cycles
-                ready = _max(start + work, t_ctrl + lat)
-                fin = _max(ready, ehist[r * buffer_depth + slot]) + overhead_cycles
-                stall[r] += fin - fc[r] - work - overhead_cycles
-                busy[r] += work + overhead_cycles
-                fc[r] = fin
-            # Reduction ring of this column: starts below the destination row
-            # d = i mod rows and ends on it; cut-through, one hop per step.
-            d = i % rows
-            s = d + 1
-            if s == rows:
-                s = 0
-            r = s
-            prev_g = 0
-            e = 0
-            for p in range(rows):
-                g = _max(fc[r], rfree[r])
-                if p > 0:
-                    g = _max(g, prev_g + hop_cycles)
-                e = g + reduce_cycles
-                rfree[r] = e
-                ehist[r * buffer_depth + slot] = e
-                prev_g = g
-                r += 1
-                if r == rows:
-                    r = 0
-            if e > total:
-                total = e
-    free(cnt); free(fc); free(rfree); free(ehist)
+    i0 = 0
+    try:
+        while i0 < n_out:
+            i1 = i0 + chunk if n_out - i0 > chunk else n_out
+            with nogil:
+                for i in range(i0, i1):
+                    # Intake: messages are weights in output-major order plus one control
+                    # message per output.
+                    if dense:
+                        before = <int64_t>i * n_in + i
+                        t_first = _arrival(before + 1, intake_per_cycle)
+                        t_ctrl = _arrival(before + n_in + 1, intake_per_cycle)
+                    else:
+                        before = <int64_t>indptr[i] + i
+                        t_first = _arrival(before + 1, intake_per_cycle)
+                        t_ctrl = _arrival(<int64_t>indptr[i + 1] + i + 1, intake_per_cycle)
+                        for p in range(indptr[i], indptr[i + 1]):
+                            cnt[row_of_feature[indices[p]]] += 1
+                    slot = i % buffer_depth
+                    # Compute threads: AXPYs of this output, then copy + reset once the
+                    # control message is in and a partial-sum buffer is free.
+                    for r in range(rows):
+                        n = features_per_row[r] if dense else cnt[r]
+                        cnt[r] = 0
+                        lat = hop_cycles * (r + cols)   # down the intake column, then across the row
+                        start = _max(fc[r], t_first + lat)
+                        work = n * axpy_cycles
+                        ready = _max(start + work, t_ctrl + lat)
+                        fin = _max(ready, ehist[r * buffer_depth + slot]) + overhead_cycles
+                        stall[r] += fin - fc[r] - work - overhead_cycles
+                        busy[r] += work + overhead_cycles
+                        fc[r] = fin
+                    # Reduction ring of this column: starts below the destination row
+                    # d = i mod rows and ends on it; cut-through, one hop per step.
+                    d = i % rows
+                    s = d + 1
+                    if s == rows:
+                        s = 0
+                    r = s
+                    prev_g = 0
+                    e = 0
+                    for p in range(rows):
+                        g = _max(fc[r], rfree[r])
+                        if p > 0:
+                            g = _max(g, prev_g + hop_cycles)
+                        e = g + reduce_cycles
+                        rfree[r] = e
+                        ehist[r * buffer_depth + slot] = e
+                        prev_g = g
+                        r += 1
+                        if r == rows:
+                            r = 0
+                    if e > total:
+                        total = e
+            i0 = i1
+            PyErr_CheckSignals()  # raises KeyboardInterrupt on Ctrl-C
+    finally:
+        free(cnt); free(fc); free(rfree); free(ehist)
     return total, np.asarray(busy), np.asarray(stall)
 
 
@@ -142,6 +157,8 @@ def random_pattern(int64_t n_out, int64_t n_in, double density, uint64_t seed):
     cdef int64_t pos = 0, total = n_out * n_in, k = 0, gap, row = 0, col = 0
     cdef double u
     while True:
+        if (k & (_SIGNAL_CHECK_STEPS - 1)) == 0:
+            PyErr_CheckSignals()  # raises KeyboardInterrupt on Ctrl-C
         if density >= 1.0:
             gap = 0
         else:

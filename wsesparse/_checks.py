@@ -6,6 +6,9 @@ Every check raises TypeError (wrong kind of object or dtype) or ValueError
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 
 # dtypes the compiled kernels handle; everything else numeric goes to scipy.
@@ -99,3 +102,112 @@ def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int) ->
         4: f"a stored index is negative or not below {shape[1]}",
     }
     return f"{name} has a corrupt compressed structure ({shape[0]}x{shape[1]}): {reasons[code]}"
+
+
+# -- memory -----------------------------------------------------------------
+
+# Planned allocations below this size are not checked: reading /proc/meminfo
+# costs microseconds, which small products must not pay on every call.
+CHECK_MIN_BYTES = 64 << 20
+
+# (limit, usage) files of the process's memory cgroup, v2 then v1.
+_CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                 ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                  "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the process can still allocate without swapping, or None.
+
+    ``MemAvailable`` from ``/proc/meminfo`` (Linux), else
+    ``SC_AVPHYS_PAGES * SC_PAGE_SIZE``; lowered to the headroom of the memory
+    cgroup's limit when one is set. None when none of these is readable.
+    """
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            pass
+    for limit_file, usage_file in _CGROUP_FILES:
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and usage is not None and limit < 1 << 60:
+            headroom = max(0, limit - usage)
+            avail = headroom if avail is None else min(avail, headroom)
+            break
+    return avail
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in binary units, e.g. ``'32.0 TiB (35,184,372,088,832 bytes)'``."""
+    value, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024 or unit == "EiB":
+            break
+        value /= 1024
+    return f"{value:.1f} {unit} ({n:,} bytes)"
+
+
+def array_nbytes(shape, dtype) -> int:
+    """Bytes of an array of ``shape`` and ``dtype`` (exact Python int, no overflow)."""
+    return math.prod(int(s) for s in shape) * np.dtype(dtype).itemsize
+
+
+def fits_in_memory(nbytes: int) -> bool:
+    """Whether ``nbytes`` more can be allocated (True below ``CHECK_MIN_BYTES`` or if unknown)."""
+    if nbytes < CHECK_MIN_BYTES:
+        return True
+    avail = available_memory()
+    return avail is None or nbytes <= avail
+
+
+def check_allocation(nbytes: int, what: str) -> None:
+    """Raise MemoryError now if a planned allocation cannot fit in memory.
+
+    ``what`` names the allocation (with its shape and dtype) in the message.
+    Sizes below ``CHECK_MIN_BYTES`` are not checked. An allocation that passes
+    can still fail later (other processes allocate too); the point is that an
+    absurd request fails at once, with its size and shape, instead of after
+    minutes of swapping or at the hands of the OOM killer (Linux overcommits,
+    so numpy's own allocation of a too-large array often succeeds).
+    """
+    if nbytes < CHECK_MIN_BYTES:
+        return
+    avail = available_memory()
+    if avail is not None and nbytes > avail:
+        raise MemoryError(f"{what} needs {format_bytes(nbytes)}, more than the "
+                          f"{format_bytes(avail)} of memory available")
+
+
+def check_array_allocation(shape, dtype, what: str) -> None:
+    """``check_allocation`` for a new array; the message names ``what``, ``shape`` and ``dtype``.
+
+    Examples
+    --------
+    >>> check_array_allocation((1000, 4), np.float64, "the result")   # small: not checked
+    >>> try:
+    ...     check_array_allocation((2**40, 4), np.float64, "the result")
+    ... except MemoryError as exc:
+    ...     print(str(exc)[:62])
+    the result of shape (1099511627776, 4) and dtype float64 needs
+    """
+    nbytes = array_nbytes(shape, dtype)
+    if nbytes >= CHECK_MIN_BYTES:
+        shape = tuple(int(s) for s in shape)
+        check_allocation(nbytes, f"{what} of shape {shape} and dtype {np.dtype(dtype)}")

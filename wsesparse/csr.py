@@ -7,7 +7,8 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import check_numeric_dtype, csr_error_message, describe
+from wsesparse._checks import (check_array_allocation, check_numeric_dtype, csr_error_message,
+                               describe)
 from wsesparse._kernels import _spmm
 from wsesparse._threads import resolve_n_threads
 
@@ -226,6 +227,7 @@ class CSR:
         """
         if self._dense is not None and self._dense.dtype == dtype:
             return self._dense
+        check_array_allocation(self.shape, dtype, "the densified sparse operand (method='dense')")
         dense = self.to_scipy().toarray().astype(dtype, copy=False)
         if keep and dense.nbytes <= _KEEP_DENSE_BYTES:
             self._dense = dense

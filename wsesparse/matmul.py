@@ -7,8 +7,9 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import (KERNEL_DTYPES, as_dense_operand, check_numeric_dtype, describe,
-                               result_dtype)
+from wsesparse._checks import (KERNEL_DTYPES, array_nbytes, as_dense_operand,
+                               check_array_allocation, check_numeric_dtype, describe,
+                               fits_in_memory, result_dtype)
 from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 
@@ -126,7 +127,9 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int) -> bool:
             # arithmetic places nan/inf differently from scipy's when A
             # stores infinities, so A must be finite too.
             and bool(np.isfinite(X).all())
-            and bool(np.isfinite(S.data[:S.nnz]).all()))
+            and bool(np.isfinite(S.data[:S.nnz]).all())
+            # A dense copy of A that does not fit in memory: stay sparse.
+            and fits_in_memory(array_nbytes(S.shape, X.dtype)))
 
 
 def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None = None,
@@ -173,6 +176,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     ValueError
         Scalars, operands with more than 2 dimensions, mismatched inner
         dimensions, a corrupt sparse structure, or a bad ``out``.
+    MemoryError
+        The dense result (or, with ``method="dense"``, the densified sparse
+        operand) would need more memory than is available; raised before
+        anything is allocated, naming the size, shape and dtype.
 
     Notes
     -----
@@ -244,6 +251,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     dtype = result_dtype(S.dtype, D.dtype)
     if out is not None:
         out = _check_out(out, res_shape, dtype)
+    else:  # fail now, not after converting the operands or inside the allocator
+        check_array_allocation(res_shape, dtype, "the result of sparse_matmul")
 
     if dtype not in KERNEL_DTYPES:
         # bool/int results follow scipy's own (wrapping, saturating) rules.

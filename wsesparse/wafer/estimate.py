@@ -29,7 +29,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import check_numeric_dtype, describe
+from wsesparse._checks import check_allocation, check_numeric_dtype, describe
 from wsesparse._kernels import _wafer
 from wsesparse.wafer.balance import Assignment, balance as make_assignment
 from wsesparse.wafer.layout import Layout, check_count, make_layout
@@ -198,6 +198,11 @@ def random_weights(n_out: int, n_in: int, sparsity: float, seed: int = 0) -> sp.
         Fraction of zero weights.
     seed : int
 
+    Raises
+    ------
+    MemoryError
+        At once, if the pattern would not fit in the memory available.
+
     Examples
     --------
     >>> W = random_weights(1000, 200, 0.9)
@@ -213,6 +218,11 @@ def random_weights(n_out: int, n_in: int, sparsity: float, seed: int = 0) -> sp.
         raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
     if n_in >= 2**31:
         raise ValueError(f"n_in must be < 2**31, got {n_in}")
+    # int64 indptr, then int32 indices and float32 values for ~1.01 * the expected nnz.
+    nnz = (1.0 - float(sparsity)) * n_out * n_in * 1.01 + 1024
+    check_allocation(8 * (n_out + 1) + int(8 * nnz),
+                     f"random_weights({n_out}, {n_in}, sparsity={sparsity}) with "
+                     f"~{int(nnz):,} nonzeros")
     indptr, indices = _wafer.random_pattern(n_out, n_in, 1.0 - float(sparsity), seed)
     data = np.ones(indices.size, dtype=np.float32)
     return sp.csr_array((data, indices, indptr), shape=(n_out, n_in))

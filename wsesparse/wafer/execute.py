@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from wsesparse._checks import as_dense_operand, describe
+from wsesparse._checks import as_dense_operand, check_allocation, describe
 from wsesparse.wafer.balance import Assignment
 from wsesparse.wafer.estimate import _plan, build_report, pass_parameters
 from wsesparse.wafer.machine import WSE2, Machine
@@ -132,6 +132,19 @@ def _run_engine(csr, Xe, assign, machine, widths, dtype, want_dense):
     return Y[:, :ne], total, dense_total, busy, stall
 
 
+def _check_memory(w_shape, n_tokens: int, machine: Machine, per_core: int, dtype) -> None:
+    """MemoryError now if Y, X in ``dtype`` and one engine's padded tiles do not fit."""
+    (M, K), R, C = w_shape, machine.rows, machine.cols
+    item = np.dtype(dtype).itemsize
+    padded = C * per_core   # tokens per engine, padded to whole column groups
+    # Y and X in dtype; per engine: padded X and its tiles (K rows each), the
+    # output tiles and the engine's Y (rows padded to whole tile rows).
+    tiles = (2 * K + 2 * R * -(-M // R)) * padded * item
+    total = (M + K) * n_tokens * item + tiles
+    check_allocation(total, f"execute_gemm of W {M} x {K} and X {K} x {n_tokens} in {dtype} "
+                     f"(Y, X and one engine's tiles of {padded} padded tokens)")
+
+
 def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: int = 1,
                  dtype="float32") -> tuple[np.ndarray, GemmReport]:
     """Run ``Y = W @ X`` through the simulated wafer and return ``(Y, report)``.
@@ -155,6 +168,12 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
     -------
     Y : ndarray of ``dtype``, shape (M, N)
     report : GemmReport
+
+    Raises
+    ------
+    MemoryError
+        Before allocating anything, if Y, X and the per-core tiles of one
+        engine would need more memory than is available.
 
     Examples
     --------
@@ -181,6 +200,7 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
     if Xa.dtype.kind == "c":
         raise TypeError(f"the wafer model runs real dtypes only, X is {describe(Xa)}")
     name = balance.method if isinstance(balance, Assignment) else balance
+    _check_memory(csr.shape, Xa.shape[1], machine, lay.tokens_per_core, dtype)
     csr = csr.copy()
     csr.data = csr.data.astype(dtype)   # weights stream in the engine's dtype
     Xd = Xa.astype(dtype)
