@@ -28,7 +28,8 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.sparse.linalg import LinearOperator
 
-from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, describe
+from wsesparse._checks import (KERNEL_DTYPES, check_allocation, check_array_allocation,
+                               check_numeric_dtype, describe)
 from wsesparse._progress import Progress, progress_enabled
 from wsesparse._threads import resolve_n_threads
 from wsesparse._kernels import _tlrmvm
@@ -44,6 +45,9 @@ _BLOCK = 16
 _RANGE_FRACTION = 0.1
 # Byte alignment of the stacked bases (a cache line / one AVX-512 register).
 _ALIGN = 64
+# Python objects per tile during compression (key, seed sequence, factor
+# arrays), measured at ~1 KiB even for rank 0: bounds the tile count.
+_TILE_OVERHEAD_BYTES = 1024
 
 
 # --------------------------------------------------------------------------- checks
@@ -542,6 +546,11 @@ class TLRMatrix:
                 raise TypeError("give tol (accuracy) or rank (fixed rank)")
             tol = _check_tol(tol, dtype, nb)
         m, n = shape
+        n_tiles = -(-m // nb) * -(-n // nb)
+        # Each tile costs ~1 KiB of Python objects (key, seed, factors) even at rank 0.
+        check_allocation(n_tiles * _TILE_OVERHEAD_BYTES,
+                         f"compressing a {m} x {n} matrix in {n_tiles:,} tiles of {nb} x {nb} "
+                         f"(~{_TILE_OVERHEAD_BYTES} B of bookkeeping per tile)")
         rp, cp = _tile_bounds(m, nb), _tile_bounds(n, nb)
         ntr, ntc = len(rp) - 1, len(cp) - 1
         keys = [(i, j) for j in range(ntc) for i in range(ntr)]
@@ -633,6 +642,11 @@ class TLRMatrix:
         vec = arr.ndim == 1
         X = arr.reshape(n_in, -1)
         s = X.shape[1]
+        # The kernel's copy of x, its output and two work arrays of K per rhs.
+        check_allocation(s * (n_in + n_out + 2 * int(self.kcol_ptr[-1])) * rt.itemsize,
+                         f"{'T.H' if adjoint else 'T'} @ {name} for {name} of shape {arr.shape} "
+                         f"(result of shape {(n_out, s) if not vec else (n_out,)} and dtype {rt}, "
+                         "work arrays)")
         if s == 0:
             return np.zeros((n_out, 0) if not vec else (n_out,), dtype=rt)
         if self.dtype.kind != "c" and rt.kind == "c":
@@ -695,7 +709,11 @@ class TLRMatrix:
         return ub[su:su + k].T, vb[:, sv:sv + k]
 
     def toarray(self) -> np.ndarray:
-        """The dense matrix ``sum_ij U_ij V_ij^T`` placed at its tiles."""
+        """The dense matrix ``sum_ij U_ij V_ij^T`` placed at its tiles.
+
+        Raises MemoryError at once if it would not fit in the memory available.
+        """
+        check_array_allocation(self.shape, self.dtype, "TLRMatrix.toarray()")
         out = np.zeros(self.shape, dtype=self.dtype)
         for i in range(self.ranks.shape[0]):
             for j in range(self.ranks.shape[1]):
