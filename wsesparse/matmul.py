@@ -7,6 +7,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from wsesparse import _cupy_backend
 from wsesparse._checks import (KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, result_dtype)
@@ -145,7 +146,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     ----------
     A, B : scipy.sparse matrix/array (any format), wsesparse.CSR, or array-like
         At least one operand must be sparse. Dense operands may be 1-D or 2-D,
-        in any memory order, strided or read-only.
+        in any memory order, strided or read-only. CuPy operands
+        (``cupyx.scipy.sparse`` with ``cupy.ndarray``) run on the GPU, see
+        ``wsesparse._cupy_backend``.
     out : ndarray, optional
         Where to write a dense result. It must have the product's exact shape
         and dtype and be writeable; it may overlap the inputs (the product is
@@ -203,6 +206,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
     (16, 300)
     """
+    if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
+        return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
     if method not in ("auto", "sparse", "dense"):
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
     if n_threads is not None:

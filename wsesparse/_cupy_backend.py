@@ -1,0 +1,130 @@
+"""CuPy backend of ``sparse_matmul``: ``cupyx.scipy.sparse`` and ``cupy`` operands run on the GPU.
+
+``sparse_matmul`` sends a product here as soon as one operand is a CuPy object; the product is
+then CuPy's own ``A @ B`` on the device (cuSPARSE SpMV/SpMM for a sparse operand, cuBLAS with
+``method="dense"``), with the result dtype, shape and ``out=`` rules of the CPU path.
+
+CuPy is never imported by wsesparse unless an operand already is a CuPy object (its module is
+loaded then anyway) or :func:`available` is called: :func:`is_cupy` looks only at the operand's
+type's ``__module__``.
+"""
+
+from __future__ import annotations
+
+from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, describe, result_dtype
+from wsesparse._threads import resolve_n_threads
+
+_ROOTS = ("cupy", "cupyx")
+
+
+def is_cupy(x) -> bool:
+    """Whether ``x`` is a CuPy object (``cupy.ndarray``, ``cupyx.scipy.sparse`` matrix, ...).
+
+    Decided from ``type(x).__module__`` alone, so it never imports cupy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_cupy(np.ones(3)), is_cupy(type("ndarray", (), {"__module__": "cupy"})())
+    (False, True)
+    """
+    module = getattr(type(x), "__module__", None)
+    return isinstance(module, str) and module.partition(".")[0] in _ROOTS
+
+
+def _modules():
+    import cupy
+    import cupyx.scipy.sparse as csp
+    return cupy, csp
+
+
+def available() -> bool:
+    """Whether CuPy imports and sees at least one CUDA device (this imports cupy)."""
+    try:
+        cupy, _ = _modules()
+        return int(cupy.cuda.runtime.getDeviceCount()) > 0
+    except Exception:  # ImportError, or CUDA driver/runtime errors without a device
+        return False
+
+
+def _device_description(x, cupy, csp) -> str:
+    if csp.issparse(x) or isinstance(x, cupy.ndarray):
+        return describe(x)
+    return f"{describe(x)} (host memory)"
+
+
+def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str = "auto"):
+    """``A @ B`` on the GPU for CuPy operands (called by :func:`wsesparse.sparse_matmul`).
+
+    At least one operand must be a ``cupyx.scipy.sparse`` matrix and the other a
+    ``cupyx.scipy.sparse`` matrix or a 1-D/2-D ``cupy.ndarray``; host (numpy/scipy) operands
+    are not moved implicitly. The result dtype is the CPU path's (scipy's promotion rule) and
+    must be float32, float64, complex64 or complex128 (cuSPARSE's types). ``out`` must be a
+    ``cupy.ndarray`` of the product's exact shape and dtype. ``method="dense"`` densifies the
+    sparse operand (cuBLAS); ``n_threads`` is validated and has no effect on the device.
+    """
+    if method not in ("auto", "sparse", "dense"):
+        raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
+    if n_threads is not None:
+        resolve_n_threads(n_threads)
+    if A is None or B is None:
+        raise TypeError(f"operands must not be None (A: {describe(A)}, B: {describe(B)})")
+    cupy, csp = _modules()
+    a_sparse, b_sparse = csp.issparse(A), csp.issparse(B)
+    for name, x, sparse in (("A", A, a_sparse), ("B", B, b_sparse)):
+        if not sparse and not isinstance(x, cupy.ndarray):
+            raise TypeError(
+                f"{name} is {_device_description(x, cupy, csp)} but the other operand is a CuPy "
+                "object: both must be on the device (cupy.asarray, cupyx.scipy.sparse.csr_matrix)")
+    if not (a_sparse or b_sparse):
+        raise TypeError(
+            "sparse_matmul needs at least one cupyx.scipy.sparse operand; "
+            f"got A: {describe(A)}, B: {describe(B)} (use cupy's @ for dense products)")
+    for name, x in (("A", A), ("B", B)):
+        check_numeric_dtype(x.dtype, name)
+    if a_sparse and b_sparse:
+        if out is not None:
+            raise ValueError("out is only supported for dense results; sparse @ sparse is sparse")
+        if A.shape[-1] != B.shape[0]:
+            raise ValueError(f"inner dimensions differ: A is {describe(A)}, B is {describe(B)}")
+        return A @ B
+
+    S, D, transpose = (A, B, False) if a_sparse else (B, A, True)
+    if D.ndim not in (1, 2):
+        raise ValueError(f"the dense operand must be 1-D or 2-D, got {describe(D)}")
+    m, k = S.shape
+    if transpose:
+        ok = D.shape[-1] == m
+        res_shape = (k,) if D.ndim == 1 else (D.shape[0], k)
+    else:
+        ok = D.shape[0] == k
+        res_shape = (m,) if D.ndim == 1 else (m, D.shape[1])
+    if not ok:
+        raise ValueError(f"inner dimensions differ: A is {describe(A)}, B is {describe(B)}")
+    dtype = result_dtype(S.dtype, D.dtype)
+    if dtype not in KERNEL_DTYPES:
+        raise TypeError(f"on the GPU the product must be float32, float64, complex64 or "
+                        f"complex128 (cuSPARSE); A {describe(A)} @ B {describe(B)} gives {dtype}")
+    if out is not None:
+        if not isinstance(out, cupy.ndarray):
+            raise TypeError(f"out must be a cupy.ndarray for CuPy operands, got {describe(out)}")
+        if tuple(out.shape) != res_shape:
+            raise ValueError(f"out has shape {tuple(out.shape)}, but the product has shape "
+                             f"{res_shape}")
+        if out.dtype != dtype:
+            raise ValueError(f"out has dtype {out.dtype}, but the product has dtype {dtype}")
+
+    S = S if S.dtype == dtype else S.astype(dtype)
+    D = D if D.dtype == dtype else D.astype(dtype)
+    if method == "dense":
+        Sd = S.toarray()
+        result = D @ Sd if transpose else Sd @ D
+    elif transpose:
+        # D @ S = (S.T @ D.T).T; .T of a cupyx matrix is the plain (not conjugate) transpose.
+        result = S.T @ D if D.ndim == 1 else (S.T @ D.T).T
+    else:
+        result = S @ D
+    if out is not None:
+        out[...] = result
+        return out
+    return result
