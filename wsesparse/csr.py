@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 
 import numpy as np
@@ -10,6 +11,7 @@ import scipy.sparse as sp
 from wsesparse._checks import (check_array_allocation, check_numeric_dtype, csr_error_message,
                                describe)
 from wsesparse._kernels import _spmm
+from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import resolve_n_threads
 
 # A row costs this many nonzeros' worth of work on top of its nonzeros
@@ -108,6 +110,7 @@ class CSR:
             S = CSR(A.T).to_scipy().T.tocsr()
             self._set(S.indptr, S.indices, S.data, S.shape, check=False, copy=False)
             return
+        check_sparse_structure(A, "A")  # COO/BSR/DIA/LIL/DOK: before scipy converts it
         S = A if A.format == "csr" else A.tocsr()
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
 
@@ -128,7 +131,7 @@ class CSR:
 
     def _set(self, indptr, indices, data, shape, *, check: bool, copy: bool) -> None:
         try:
-            n_rows, n_cols = (int(s) for s in shape)
+            n_rows, n_cols = (operator.index(s) for s in shape)  # no floats
         except (TypeError, ValueError):
             raise ValueError(f"shape must be a pair of ints, got {shape!r}") from None
         if n_rows < 0 or n_cols < 0:

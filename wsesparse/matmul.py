@@ -11,6 +11,7 @@ from wsesparse import _cupy_backend
 from wsesparse._checks import (KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, result_dtype)
+from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 
@@ -60,6 +61,7 @@ def _compressed(S, name: str) -> tuple[CSR, bool] | None:
     unchecked, and crash or return garbage on a corrupt structure.
     """
     if S.format not in ("csr", "csc"):
+        check_sparse_structure(S, name)  # COO/BSR/DIA/LIL/DOK arrays, before scipy uses them
         return None
     try:
         if S.format == "csr":

@@ -1,0 +1,129 @@
+"""Structure checks of scipy.sparse operands in the formats CSR does not check itself.
+
+scipy trusts the index arrays of a sparse matrix once it is built: its
+conversions (``tocsr``) and products index memory with them unchecked. A COO
+matrix whose ``row`` was changed in place, a BSR matrix with a bad ``indptr``,
+a DIA matrix with fewer diagonals than offsets or a LIL matrix with an
+out-of-range column then crash the process or return garbage. These checks run
+in O(nnz) before any such conversion or product; CSR and CSC structures are
+checked by :class:`wsesparse.CSR` itself.
+
+Every failure is a ValueError (TypeError for non-integer index arrays) that
+names the operand, its format and what is wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from wsesparse._kernels import _spmm
+
+
+def _index_array(arr, name: str, fmt: str, what: str) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise TypeError(f"{name} ({fmt}) has a corrupt structure: {what} must be a 1-D integer "
+                        f"array, got shape {arr.shape} and dtype {arr.dtype}")
+    return arr
+
+
+def _in_range(arr: np.ndarray, bound: int, name: str, fmt: str, what: str) -> None:
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= bound):
+        raise ValueError(f"{name} ({fmt}) has a corrupt structure: a {what} is negative or "
+                         f"not below {bound}")
+
+
+def _check_coo(S, name: str) -> None:
+    n = len(S.data)
+    for axis, (idx, bound) in enumerate(zip(S.coords, S.shape)):
+        what = ("row", "col")[axis] if len(S.shape) == 2 else f"coords[{axis}]"
+        idx = _index_array(idx, name, "coo", what)
+        if idx.size != n:
+            raise ValueError(f"{name} (coo) has a corrupt structure: {what} has {idx.size} "
+                             f"entries but data has {n}")
+        _in_range(idx, bound, name, "coo", f"{what} index")
+
+
+def _check_bsr(S, name: str) -> None:
+    R, C = S.blocksize
+    M, N = S.shape
+    data = np.asarray(S.data)
+    if data.ndim != 3 or data.shape[1:] != (R, C) or M % R or N % C:
+        raise ValueError(f"{name} (bsr) has a corrupt structure: data of shape {data.shape} "
+                         f"does not hold {R}x{C} blocks of a {M}x{N} matrix")
+    indptr = _index_array(S.indptr, name, "bsr", "indptr")
+    indices = _index_array(S.indices, name, "bsr", "indices")
+    if len(indptr) != M // R + 1:
+        raise ValueError(f"{name} (bsr) has a corrupt structure: indptr has {len(indptr)} "
+                         f"entries, expected {M // R + 1} for {M // R} block rows")
+    itype = np.int32 if indptr.dtype == indices.dtype == np.int32 else np.int64
+    code = _spmm.csr_check(np.ascontiguousarray(indptr, dtype=itype),
+                           np.ascontiguousarray(indices, dtype=itype), N // C, 1)
+    reasons = {1: "indptr[0] is not 0", 2: "indptr decreases somewhere",
+               3: f"indptr[-1] exceeds the number of stored block indices ({len(indices)})",
+               4: f"a stored block column index is negative or not below {N // C}"}
+    if code:
+        raise ValueError(f"{name} (bsr) has a corrupt structure: {reasons[code]}")
+    if data.shape[0] < int(indptr[-1]):
+        raise ValueError(f"{name} (bsr) has a corrupt structure: indptr[-1] = {int(indptr[-1])} "
+                         f"but data has only {data.shape[0]} blocks")
+
+
+def _check_dia(S, name: str) -> None:
+    data = np.asarray(S.data)
+    offsets = _index_array(S.offsets, name, "dia", "offsets")
+    if data.ndim != 2 or data.shape[0] != offsets.size:
+        raise ValueError(f"{name} (dia) has a corrupt structure: data of shape {data.shape} "
+                         f"for {offsets.size} offsets (expected one row per offset)")
+
+
+def _check_lil(S, name: str) -> None:
+    M, N = S.shape
+    rows, data = S.rows, S.data
+    if len(rows) != M or len(data) != M:
+        raise ValueError(f"{name} (lil) has a corrupt structure: rows and data must have "
+                         f"{M} entries, got {len(rows)} and {len(data)}")
+    lens = np.fromiter(map(len, rows), dtype=np.int64, count=M)
+    if not np.array_equal(lens, np.fromiter(map(len, data), dtype=np.int64, count=M)):
+        raise ValueError(f"{name} (lil) has a corrupt structure: rows[i] and data[i] differ in "
+                         "length for some row i")
+    cols = np.array(list(itertools.chain.from_iterable(rows)))
+    _in_range(_index_array(cols, name, "lil", "rows[i]"), N, name, "lil", "column index")
+
+
+def _check_dok(S, name: str) -> None:
+    keys = np.array(list(S.keys()))
+    if keys.size == 0:
+        return
+    if keys.ndim != 2 or keys.shape[1] != 2 or keys.dtype.kind not in "iu":
+        raise ValueError(f"{name} (dok) has a corrupt structure: keys must be (row, col) pairs "
+                         "of ints")
+    for axis, what in enumerate(("row", "column")):
+        _in_range(keys[:, axis], S.shape[axis], name, "dok", f"{what} index")
+
+
+_CHECKS = {"coo": _check_coo, "bsr": _check_bsr, "dia": _check_dia, "lil": _check_lil,
+           "dok": _check_dok}
+
+
+def check_sparse_structure(S, name: str) -> None:
+    """Raise if the arrays of scipy sparse ``S`` (COO/BSR/DIA/LIL/DOK) are inconsistent.
+
+    CSR and CSC (checked by :class:`wsesparse.CSR`) and unknown formats pass
+    through unchecked.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.coo_array(np.eye(3))
+    >>> A.row[0] = 7          # scipy does not re-check after the constructor
+    >>> check_sparse_structure(A, "A")
+    Traceback (most recent call last):
+    ...
+    ValueError: A (coo) has a corrupt structure: a row index is negative or not below 3
+    """
+    check = _CHECKS.get(getattr(S, "format", None))
+    if check is not None:
+        check(S, name)
