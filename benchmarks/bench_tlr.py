@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import sys
 import time
 
 import numpy as np
+
+try:
+    import wsesparse  # noqa: F401
+except ImportError:  # `asv run --python=same` / `python benchmarks/bench_tlr.py` in a source tree
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from wsesparse import TLRMatrix
 from wsesparse._timing import best_time
