@@ -31,6 +31,8 @@ import scipy.sparse as sp
 
 from wsesparse._checks import check_allocation, check_numeric_dtype, describe
 from wsesparse._kernels import _wafer
+from wsesparse._structure import check_sparse_structure
+from wsesparse.csr import CSR
 from wsesparse.wafer.balance import Assignment, balance as make_assignment
 from wsesparse.wafer.layout import Layout, check_count, make_layout
 from wsesparse.wafer.machine import DTYPE_BYTES, WSE2, Machine, check_dtype
@@ -41,12 +43,26 @@ def as_csr_pattern(W, name: str = "W") -> sp.csr_array:
     """Validate ``W`` (scipy sparse or 2-D dense) and return it as CSR."""
     if W is None:
         raise TypeError(f"{name} is None; expected a 2-D sparse or dense matrix")
+    if isinstance(W, CSR):
+        W = W.to_scipy()
     if sp.issparse(W):
         if W.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got {describe(W)}")
         check_numeric_dtype(W.dtype, name)
+        # The compiled stream indexes memory with indptr and indices: check the
+        # structure before scipy or the kernel trusts it.
+        try:
+            if W.format in ("csr", "csc"):
+                CSR(W if W.format == "csr" else W.T)
+            else:
+                check_sparse_structure(W, name)
+        except (TypeError, ValueError) as exc:
+            msg = str(exc)
+            raise type(exc)(name + msg[1:] if msg.startswith("A ") else msg) from None
         csr = sp.csr_array(W)
     else:
+        if np.isscalar(W):
+            raise ValueError(f"{name} must be 2-D, got a scalar {W!r}")
         try:
             arr = np.asarray(W)
         except (TypeError, ValueError) as exc:
@@ -54,6 +70,8 @@ def as_csr_pattern(W, name: str = "W") -> sp.csr_array:
         check_numeric_dtype(arr.dtype, name)
         if arr.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got {describe(arr)}")
+        if arr.dtype == np.float16:  # not a scipy.sparse dtype; only the pattern matters
+            arr = arr.astype(np.float32)
         csr = sp.csr_array(arr)
     if csr.shape[0] < 1 or csr.shape[1] < 1:
         raise ValueError(f"{name} must have at least one row and one column, got {describe(csr)}")
@@ -180,6 +198,10 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
                 machine.psum_buffer_depth, machine.intake_messages_per_cycle)
         c, b, s = _wafer.stream_gemm(indptr, indices, *args, False, *rest)
         d, _, _ = _wafer.stream_gemm(indptr, indices, *args, True, *rest)
+        if max(cycles + count * c, dense + count * d,
+               int(busy.max()) + count * int(b.max()), int(stall.max()) + count * int(s.max())) \
+                >= 2**63:
+            raise ValueError(f"n_tokens={n_tokens} is too large: the cycle counts overflow int64")
         cycles += count * c
         dense += count * d
         busy += count * b

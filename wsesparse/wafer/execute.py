@@ -199,6 +199,8 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
         raise ValueError(f"X has no tokens (columns): {describe(Xa)}")
     if Xa.dtype.kind == "c":
         raise TypeError(f"the wafer model runs real dtypes only, X is {describe(Xa)}")
+    if csr.dtype.kind == "c":
+        raise TypeError(f"the wafer model runs real dtypes only, W is {describe(csr)}")
     name = balance.method if isinstance(balance, Assignment) else balance
     _check_memory(csr.shape, Xa.shape[1], machine, lay.tokens_per_core, dtype)
     csr = csr.copy()

@@ -178,6 +178,9 @@ def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
     xa = as_dense_operand(x, "x")
     if xa.ndim != 1 or xa.shape[0] != csr.shape[1]:
         raise ValueError(f"x must be 1-D of length {csr.shape[1]} to match A, got {describe(xa)}")
+    for name, arr in (("A", csr), ("x", xa)):
+        if arr.dtype.kind == "c":
+            raise TypeError(f"the wafer model runs real dtypes only, {name} is {describe(arr)}")
     R, C = machine.rows, machine.cols
     Ad = csr.astype(dtype)
     xd = xa.astype(dtype).astype(np.float32)

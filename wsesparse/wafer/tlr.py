@@ -203,6 +203,12 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
     True
     """
     mats = _matrices(T)
+    if not mats:
+        raise ValueError("T is an empty TLRBatch; there is nothing to estimate")
+    if len({M.dtype.kind for M in mats}) > 1:
+        raise ValueError("T mixes real and complex matrices; estimate them as separate batches")
+    if not isinstance(machine, Machine):
+        raise TypeError(f"machine must be a wafer.Machine, got {type(machine).__name__}")
     if isinstance(systems, bool) or not isinstance(systems, (int, np.integer)) or systems < 1:
         raise ValueError(f"systems must be a positive int, got {systems!r}")
     if copies is not None and (isinstance(copies, bool) or not isinstance(copies, (int, np.integer))
