@@ -50,7 +50,8 @@ class Progress:
     """A progress bar over ``total`` steps on stderr; a no-op unless ``enabled``.
 
     ``step(k)`` advances it; ``write(line)`` prints a line (to stdout by default) without
-    mangling the bar; ``close()`` (or leaving the ``with`` block) ends its line.
+    mangling the bar (the bar is erased and drawn again at the next step); ``close()`` (or
+    leaving the ``with`` block) ends its line.
     """
 
     def __init__(self, total: int, enabled: bool, label: str = "", unit: str = "steps"):
@@ -60,12 +61,15 @@ class Progress:
         self._bar = None
         self._width = 0          # length of the text bar last drawn (0: none on screen)
         self._last_draw = -1.0
+        self._redraw = False
         self._closed = not self.enabled
         if self.enabled:
             tqdm = _tqdm()
             if tqdm is not None:
                 self._bar = tqdm.tqdm(total=self.total, desc=label or None, unit=" " + unit,
                                       file=self._stream, leave=True)
+            else:
+                self._draw(force=True)  # 0/total at once: the first step may take long
 
     # -------------------------------------------------------------- drawing
     def _line(self) -> str:
@@ -104,7 +108,8 @@ class Progress:
             if self.done >= self.total:
                 self.close()
         else:
-            self._draw()
+            self._draw(force=self._redraw)
+            self._redraw = False
 
     def write(self, line: str, file=None) -> None:
         """Print ``line`` to ``file`` (default stdout), keeping the bar below it."""
@@ -116,7 +121,7 @@ class Progress:
         else:
             self._erase()
             print(line, file=file, flush=True)
-            self._draw(force=True)
+            self._redraw = True  # the next step draws the bar again, below the line
 
     def close(self) -> None:
         if self._closed:
@@ -124,9 +129,11 @@ class Progress:
         self._closed = True
         if self._bar is not None:
             self._bar.close()
-        elif self._width:
-            self._stream.write("\n")
-            self._stream.flush()
+        elif self._width or self._redraw:
+            self._draw(force=True)  # the last state stays on screen (and in a log)
+            if self.done < self.total:
+                self._stream.write("\n")
+                self._stream.flush()
             self._width = 0
 
     def __enter__(self) -> "Progress":
