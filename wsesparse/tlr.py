@@ -85,7 +85,10 @@ def _check_rank(rank) -> int:
 
 
 def _kernel_dtype(dtype, name: str) -> np.dtype:
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name} must be a numpy dtype or its name, got {dtype!r}") from None
     check_numeric_dtype(dtype, name)
     if dtype in KERNEL_DTYPES:
         return dtype
@@ -94,6 +97,54 @@ def _kernel_dtype(dtype, name: str) -> np.dtype:
     raise TypeError(
         f"{name} has dtype {dtype}; TLR matrices are float32, float64, complex64 or complex128"
     )
+
+
+def _storage_dtype(dtype) -> np.dtype:
+    """An explicit ``dtype=`` argument: one of the four kernel dtypes, nothing converted."""
+    dt = _kernel_dtype(dtype, "dtype")
+    if dt != np.dtype(dtype):
+        raise TypeError(f"dtype must be float32, float64, complex64 or complex128, got {dtype!r}")
+    return dt
+
+
+def _check_seed(seed):
+    try:
+        np.random.SeedSequence(seed)
+    except (TypeError, ValueError):
+        raise TypeError(f"seed must be None or a nonnegative int, got {seed!r}") from None
+    return seed
+
+
+def _check_shape(shape) -> tuple[int, int]:
+    """``shape`` as a pair of positive ints, or TypeError/ValueError naming it."""
+    try:
+        ok = len(shape) == 2 and all(isinstance(v, numbers.Integral)
+                                     and not isinstance(v, bool) for v in shape)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise TypeError(f"shape must be a pair of ints, got {shape!r}")
+    m, n = int(shape[0]), int(shape[1])
+    if m <= 0 or n <= 0:
+        raise ValueError(f"shape must be positive, got {shape!r}")
+    return m, n
+
+
+# Squared norms are accumulated in float64: values must keep their squares
+# (and tol**2 times those) normal and their sums finite.
+_MAG_MIN, _MAG_MAX = 1e-100, 1e150
+
+
+def _check_magnitude(amax: float, norm2: float, what: str) -> None:
+    if amax and (amax < _MAG_MIN or amax > _MAG_MAX or not np.isfinite(norm2)):
+        raise ValueError(f"{what} has entries of magnitude up to {amax:.3g}; compression "
+                         f"accounts squared norms in float64 and needs max |A| in "
+                         f"[{_MAG_MIN:g}, {_MAG_MAX:g}] and a finite ||A||_F^2: rescale A")
+
+
+def _reject_sparse(x, name: str) -> None:
+    if hasattr(x, "format") and hasattr(x, "tocsr"):  # scipy.sparse, without importing it
+        raise TypeError(f"{name} must be a dense array, got {describe(x)} (use .toarray())")
 
 
 def _rounding_slack(dtype: np.dtype, nb: int) -> float:
@@ -272,12 +323,14 @@ class TLRMatrix:
     True
     """
 
+    # ndarray @ TLRMatrix raises a TypeError instead of numpy treating T as an object scalar.
+    __array_ufunc__ = None
+
     def __init__(self, shape: tuple[int, int], nb: int, ranks: np.ndarray,
                  U: np.ndarray, V: np.ndarray, tol: float | None = None):
-        m, n = (int(shape[0]), int(shape[1]))
-        if m <= 0 or n <= 0:
-            raise ValueError(f"shape must be positive, got {shape}")
+        m, n = _check_shape(shape)
         nb = _check_nb(nb)
+        U, V = np.asarray(U), np.asarray(V)
         self.shape = (m, n)
         self.nb = nb
         self.tol = tol
@@ -361,7 +414,7 @@ class TLRMatrix:
                [0., 0., 0.]])
         """
         nb = _check_nb(nb)
-        m, n = int(shape[0]), int(shape[1])
+        m, n = _check_shape(shape)
         rp, cp = _tile_bounds(m, nb), _tile_bounds(n, nb)
         get = tiles if callable(tiles) else (lambda i, j: tiles.get((i, j)))
         factors = {}
@@ -470,13 +523,14 @@ class TLRMatrix:
         """
         if A is None or np.isscalar(A):
             raise TypeError(f"A must be a 2-D array, got {describe(A)}")
+        _reject_sparse(A, "A")
         arr = np.asarray(A)
         check_numeric_dtype(arr.dtype, "A")
         if arr.ndim != 2:
             raise ValueError(f"A must be 2-D, got {describe(arr)}")
         if arr.size == 0:
             raise ValueError(f"A must not be empty, got {describe(arr)}")
-        dtype = _kernel_dtype(arr.dtype if dtype is None else dtype, "A" if dtype is None else "dtype")
+        dtype = _kernel_dtype(arr.dtype, "A") if dtype is None else _storage_dtype(dtype)
         if arr.dtype.kind == "c" and dtype.kind != "c":
             raise TypeError(f"A is complex ({describe(arr)}) but dtype={dtype} is real; "
                             "storing it would drop the imaginary part")
@@ -484,9 +538,11 @@ class TLRMatrix:
             raise ValueError(f"A contains NaN or inf ({describe(arr)}); a low-rank "
                              "approximation of non-finite values is undefined")
         wd = _work_dtype(dtype)
-        norm2 = float(np.linalg.norm(arr.astype(wd, copy=False)) ** 2) if arr.size < 2**26 \
-            else float(sum(np.linalg.norm(arr[r:r + 4096].astype(wd)) ** 2
-                           for r in range(0, arr.shape[0], 4096)))
+        with np.errstate(over="ignore", under="ignore"):  # judged by _check_magnitude
+            norm2 = float(np.linalg.norm(arr.astype(wd, copy=False)) ** 2) if arr.size < 2**26 \
+                else float(sum(np.linalg.norm(arr[r:r + 4096].astype(wd)) ** 2
+                               for r in range(0, arr.shape[0], 4096)))
+        _check_magnitude(float(np.abs(arr).max()), norm2, "A")
         return cls._compress(arr.shape, lambda r, c: arr[r, c], nb, tol, rank, dtype, seed,
                              n_threads, progress, norm2=norm2, check=False)
 
@@ -524,15 +580,8 @@ class TLRMatrix:
         """
         if not callable(f):
             raise TypeError(f"f must be callable f(rows, cols) -> block, got {describe(f)}")
-        try:
-            m, n = (int(shape[0]), int(shape[1]))
-            if len(shape) != 2:
-                raise TypeError
-        except (TypeError, IndexError, ValueError):
-            raise TypeError(f"shape must be a pair of ints, got {shape!r}") from None
-        if m <= 0 or n <= 0:
-            raise ValueError(f"shape must be positive, got {shape!r}")
-        dtype = _kernel_dtype(dtype, "dtype")
+        m, n = _check_shape(shape)
+        dtype = _storage_dtype(dtype)
         return cls._compress((m, n), f, nb, tol, rank, dtype, seed, n_threads, progress,
                              norm2=None, check=True)
 
@@ -545,6 +594,7 @@ class TLRMatrix:
             if tol is None:
                 raise TypeError("give tol (accuracy) or rank (fixed rank)")
             tol = _check_tol(tol, dtype, nb)
+        seed = _check_seed(seed)
         m, n = shape
         n_tiles = -(-m // nb) * -(-n // nb)
         # Each tile costs ~1 KiB of Python objects (key, seed, factors) even at rank 0.
@@ -558,6 +608,8 @@ class TLRMatrix:
         wd = _work_dtype(dtype)
         n_tiles = len(keys)
 
+        amaxes: list[float] = []   # max |f| per tile (list.append is thread-safe)
+
         def tile(idx: int):
             i, j = keys[idx]
             r, c = slice(int(rp[i]), int(rp[i + 1])), slice(int(cp[j]), int(cp[j + 1]))
@@ -569,6 +621,11 @@ class TLRMatrix:
                 check_numeric_dtype(blk.dtype, "f(rows, cols)")
                 if not np.isfinite(blk).all():
                     raise ValueError(f"f({r}, {c}) returned NaN or inf")
+                if blk.dtype.kind == "c" and wd.kind != "c":
+                    raise TypeError(f"f({r}, {c}) returned complex values but dtype={dtype} is "
+                                    "real; storing them would drop the imaginary part")
+                if blk.size:
+                    amaxes.append(float(np.abs(blk).max()))
             blk = blk.astype(wd, copy=False)
             rng = np.random.default_rng(seeds[idx])
             if rank is not None:
@@ -594,6 +651,8 @@ class TLRMatrix:
             return cls._assemble((m, n), nb, factors, dtype, None)
 
         total2 = sum(r[4] for r in results) if norm2 is None else norm2
+        if check:
+            _check_magnitude(max(amaxes, default=0.0), total2, "the matrix given by f")
         keep = _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, nb)
         for key, res, k in zip(keys, results, keep):
             if k:
@@ -629,6 +688,7 @@ class TLRMatrix:
         name = "y" if adjoint else "x"
         if x is None or np.isscalar(x):
             raise TypeError(f"{name} must be a 1-D or 2-D array, got {describe(x)}")
+        _reject_sparse(x, name)
         arr = np.asarray(x)
         check_numeric_dtype(arr.dtype, name)
         if arr.ndim not in (1, 2) or arr.shape[0] != n_in:
@@ -777,13 +837,58 @@ class TLRMatrix:
 
     @classmethod
     def load(cls, file) -> "TLRMatrix":
-        """Read what :meth:`save` wrote (the layout is rebuilt and checked)."""
-        with np.load(file, allow_pickle=False) as z:
-            if "format" not in z or str(z["format"]) != "wsesparse.TLRMatrix/1":
-                raise ValueError(f"{file!r} is not a TLRMatrix file written by TLRMatrix.save")
-            tol = float(z["tol"])
-            return cls(tuple(z["shape"]), int(z["nb"]), z["ranks"], z["U"], z["V"],
-                       None if np.isnan(tol) else tol)
+        """Read what :meth:`save` wrote (the layout is rebuilt and checked).
+
+        Raises
+        ------
+        FileNotFoundError, IsADirectoryError, PermissionError
+            As ``open`` does for a path that cannot be read.
+        ValueError
+            Anything that is not an intact file written by :meth:`save`
+            (empty, truncated, another format, missing or malformed fields,
+            ranks or bases that do not fit together).
+        """
+        import os
+        import zipfile
+
+        if not isinstance(file, (str, bytes, os.PathLike)) and not hasattr(file, "read"):
+            raise TypeError(f"file must be a path or a binary file object, got {describe(file)}")
+
+        def bad(why: str) -> ValueError:
+            return ValueError(f"{file!r} is not a TLRMatrix file written by TLRMatrix.save: {why}")
+
+        try:
+            z = np.load(file, allow_pickle=False)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except (ValueError, EOFError, OSError, zipfile.BadZipFile) as exc:
+            raise bad(f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise bad(f"it holds a single {describe(z)}, not an .npz archive")
+        with z:
+            fields = ("format", "shape", "nb", "ranks", "U", "V", "tol")
+            missing = [k for k in fields if k not in z.files]
+            if missing:
+                raise bad(f"missing {missing}" if "format" not in missing else "no format tag")
+            try:
+                d = {k: z[k] for k in fields}
+            except (ValueError, EOFError, OSError, zipfile.BadZipFile) as exc:
+                raise bad(f"{type(exc).__name__}: {exc}") from None
+        if d["format"].shape != () or str(d["format"]) != "wsesparse.TLRMatrix/1":
+            raise bad(f"format tag {d['format']!r}")
+        shape, nb, tol = d["shape"], d["nb"], d["tol"]
+        if shape.shape != (2,) or shape.dtype.kind not in "iu":
+            raise bad(f"shape must be 2 ints, got {describe(shape)}")
+        if nb.shape != () or nb.dtype.kind not in "iu":
+            raise bad(f"nb must be one int, got {describe(nb)}")
+        if tol.shape != () or tol.dtype.kind != "f":
+            raise bad(f"tol must be one float, got {describe(tol)}")
+        tol = float(tol)
+        T = cls(tuple(int(v) for v in shape), int(nb), d["ranks"], d["U"], d["V"],
+                None if np.isnan(tol) else tol)
+        if not (np.isfinite(T.U).all() and np.isfinite(T.V).all()):
+            raise bad("the bases contain NaN or inf")
+        return T
 
 
 def _copy_aligned(a: np.ndarray) -> np.ndarray:
@@ -834,6 +939,8 @@ def _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, nb) -> list[int]:
 class _TLRAdjoint:
     """``T.H``: the conjugate transpose, applied with the same bases."""
 
+    __array_ufunc__ = None
+
     def __init__(self, parent: TLRMatrix):
         self._p = parent
         self.shape = (parent.shape[1], parent.shape[0])
@@ -882,6 +989,8 @@ class TLRBatch:
     """
 
     def __init__(self, matrices: Iterable[TLRMatrix]):
+        if isinstance(matrices, TLRMatrix) or not isinstance(matrices, Iterable):
+            raise TypeError(f"matrices must be an iterable of TLRMatrix, got {describe(matrices)}")
         self.matrices = list(matrices)
         for k, T in enumerate(self.matrices):
             if not isinstance(T, TLRMatrix):
@@ -890,6 +999,9 @@ class TLRBatch:
     @classmethod
     def from_dense(cls, As, nb: int = 256, tol: float = 1e-3, **kw) -> "TLRBatch":
         """Compress each matrix of ``As`` (a sequence or an (F, m, n) array)."""
+        if As is None or np.isscalar(As) or (hasattr(As, "ndim") and As.ndim != 3):
+            raise ValueError(f"As must be a sequence of 2-D arrays or an (F, m, n) array, "
+                             f"got {describe(As)}")
         return cls(TLRMatrix.from_dense(A, nb=nb, tol=tol, **kw) for A in As)
 
     def __len__(self) -> int:
@@ -915,6 +1027,9 @@ class TLRBatch:
         Many small independent products parallelise better across slices
         than inside each product (no barrier between the three phases).
         """
+        if xs is None or np.isscalar(xs) or not isinstance(xs, Iterable):
+            raise TypeError(f"xs must be a sequence of one vector (or block) per matrix, "
+                            f"got {describe(xs)}")
         xs = list(xs)
         if len(xs) != len(self.matrices):
             raise ValueError(f"xs has {len(xs)} vectors for {len(self.matrices)} matrices")
