@@ -272,3 +272,45 @@ def test_gpu_promotion_vector_and_dense_method(cupy_device, rng):
     np.testing.assert_allclose(cupy.asnumpy(yd), W @ x, rtol=1e-6)
     with pytest.raises(TypeError, match="host memory"):
         sparse_matmul(csp.csr_matrix(W), x)
+
+
+# --------------------------------------------------------------------------- TLR-MVM
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_tlr_device_algorithm_on_numpy(dtype, rng):
+    # TLRDevice's three phases run with xp=numpy: the same array code as on cupy, checked
+    # against the CPU kernel (edge tiles: 70 = 3 * 20 + 10; some tiles of rank 0).
+    from wsesparse import TLRMatrix
+    from wsesparse._cupy_backend import TLRDevice
+    A = rng.standard_normal((70, 50)) @ np.diag(np.exp(-np.arange(50) / 3)) \
+        @ rng.standard_normal((50, 50))
+    A[:20, 20:] = 0
+    T = TLRMatrix.from_dense(A.astype(dtype), nb=20, tol=1e-3)
+    assert (T.ranks == 0).any() and T.ranks.max() > 0
+    D = TLRDevice(T, xp=np)
+    tol = 1e-5 if dtype in ("float32", "complex64") else 1e-12
+    x = rng.standard_normal(50).astype(dtype)
+    np.testing.assert_allclose(D @ x, T @ x, rtol=tol, atol=tol * np.abs(T @ x).max())
+    X = rng.standard_normal((50, 3)) + 1j * rng.standard_normal((50, 3))   # promotes
+    Y = D @ X
+    assert Y.dtype == (T @ X).dtype and Y.shape == (70, 3)
+    np.testing.assert_allclose(Y, T @ X, rtol=tol, atol=tol * np.abs(T @ X).max())
+    with pytest.raises(ValueError, match="x needs 50 rows"):
+        D @ np.ones(49)
+    if np.dtype(np.longdouble) != np.float64:  # 80-bit on x86-64 Linux: not a BLAS type
+        with pytest.raises(TypeError, match="TLR-MVM computes"):
+            TLRDevice(TLRMatrix.from_dense(np.eye(4, dtype=np.float32), nb=2), xp=np) @ \
+                np.ones(4, dtype=np.longdouble)
+
+
+@pytest.mark.gpu
+def test_tlr_device_on_gpu(cupy_device, rng):
+    cupy, _ = cupy_device
+    from wsesparse import TLRMatrix
+    from wsesparse._cupy_backend import TLRDevice
+    from wsesparse.datasets import seismic_slice
+    A = seismic_slice(nx=20, ny=20, frequency=10.0)
+    T = TLRMatrix.from_dense(A, nb=64, tol=1e-3)
+    x = rng.standard_normal(A.shape[1]).astype(np.complex64)
+    y = TLRDevice(T) @ cupy.asarray(x)
+    assert isinstance(y, cupy.ndarray)
+    np.testing.assert_allclose(cupy.asnumpy(y), T @ x, rtol=1e-4, atol=1e-4 * np.abs(T @ x).max())

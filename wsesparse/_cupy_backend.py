@@ -5,8 +5,9 @@ then CuPy's own ``A @ B`` on the device (cuSPARSE SpMV/SpMM for a sparse operand
 ``method="dense"``), with the result dtype, shape and ``out=`` rules of the CPU path.
 
 CuPy is never imported by wsesparse unless an operand already is a CuPy object (its module is
-loaded then anyway) or :func:`available` is called: :func:`is_cupy` looks only at the operand's
-type's ``__module__``.
+loaded then anyway) or the user asks (:func:`available`, :class:`TLRDevice`): :func:`is_cupy`
+looks only at the operand's type's ``__module__``. :class:`TLRDevice` runs a ``TLRMatrix``'s
+TLR-MVM on the device.
 """
 
 from __future__ import annotations
@@ -128,3 +129,64 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
         out[...] = result
         return out
     return result
+
+
+class TLRDevice:
+    """A :class:`~wsesparse.TLRMatrix` copied to the GPU, applied as the three-phase TLR-MVM.
+
+    ``TLRDevice(T)`` copies the stacked bases once; ``D @ x`` (``x`` a 1-D or 2-D
+    ``cupy.ndarray`` with ``T.shape[1]`` rows) runs phase 1 as one GEMV/GEMM per tile column
+    (stacked V), phase 2 as one gather (the reshuffle), phase 3 as one GEMV/GEMM per tile row
+    (stacked U), all on the device. ``xp`` is the array module (default: cupy, imported here:
+    building a ``TLRDevice`` is asking for cupy); numpy gives the same computation on the host.
+    """
+
+    def __init__(self, T, xp=None):
+        if xp is None:
+            xp, _ = _modules()
+        self.xp, self.shape, self.dtype = xp, T.shape, T.dtype
+        self.row_ptr, self.col_ptr = T.row_ptr.tolist(), T.col_ptr.tolist()
+        self.krow_ptr, self.kcol_ptr = T.krow_ptr.tolist(), T.kcol_ptr.tolist()
+        U, V = xp.asarray(T.U), xp.asarray(T.V)
+        # Stacked bases per tile row (Kr_i x h_i) and per tile column (w_j x Kc_j).
+        self._U = [U[T.u_off[i]:T.u_off[i + 1]].reshape(self.krow_ptr[i + 1] - self.krow_ptr[i],
+                                                        self.row_ptr[i + 1] - self.row_ptr[i])
+                   for i in range(len(self.row_ptr) - 1)]
+        self._V = [V[T.v_off[j]:T.v_off[j + 1]].reshape(self.col_ptr[j + 1] - self.col_ptr[j],
+                                                        self.kcol_ptr[j + 1] - self.kcol_ptr[j])
+                   for j in range(len(self.col_ptr) - 1)]
+        self._perm = xp.asarray(T.perm)
+        self._cast: dict = {}
+
+    def _bases(self, dtype):
+        if dtype == self.dtype:
+            return self._U, self._V
+        if dtype not in self._cast:
+            self._cast[dtype] = ([u.astype(dtype) for u in self._U],
+                                 [v.astype(dtype) for v in self._V])
+        return self._cast[dtype]
+
+    def __matmul__(self, x):
+        xp = self.xp
+        if getattr(x, "ndim", None) not in (1, 2) or x.shape[0] != self.shape[1]:
+            raise ValueError(f"T @ x: T has shape {self.shape} but x is {describe(x)}; "
+                             f"x needs {self.shape[1]} rows")
+        dtype = result_dtype(self.dtype, x.dtype)
+        if dtype not in KERNEL_DTYPES:
+            raise TypeError(f"T @ x gives {dtype}; TLR-MVM computes float32, float64, "
+                            "complex64 or complex128")
+        Ub, Vb = self._bases(dtype)
+        X = x.reshape(x.shape[0], -1).astype(dtype, copy=False)
+        s = X.shape[1]
+        yv = xp.empty((self.kcol_ptr[-1], s), dtype=dtype)
+        for j, v in enumerate(Vb):             # phase 1: yv_j = V_j^T x_j
+            if v.shape[1]:
+                yv[self.kcol_ptr[j]:self.kcol_ptr[j + 1]] = \
+                    v.T @ X[self.col_ptr[j]:self.col_ptr[j + 1]]
+        yu = yv[self._perm]                     # phase 2: reshuffle to tile-row order
+        Y = xp.zeros((self.shape[0], s), dtype=dtype)
+        for i, u in enumerate(Ub):             # phase 3: y_i = U_i yu_i
+            if u.shape[0]:
+                Y[self.row_ptr[i]:self.row_ptr[i + 1]] = \
+                    u.T @ yu[self.krow_ptr[i]:self.krow_ptr[i + 1]]
+        return Y[:, 0] if x.ndim == 1 else Y
