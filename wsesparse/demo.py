@@ -108,6 +108,13 @@ def wafer_demo(shape=(12288, 49152), sparsity=0.9, tokens=3_200_000) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo with parsed command-line arguments."""
+    # Checked before the (slow) wafer part, each naming its option.
+    for opt in ("rows", "cols", "tokens", "repeats"):
+        if getattr(args, opt) < 1:
+            raise ValueError(f"--{opt} must be >= 1, got {getattr(args, opt)}")
+    for s in args.sparsity:
+        if not 0.0 <= s < 1.0:
+            raise ValueError(f"--sparsity values must be in [0, 1), got {s}")
     if not args.no_wafer:
         wafer_demo()
     sparsities = tuple(args.sparsity)

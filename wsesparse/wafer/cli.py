@@ -11,7 +11,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from wsesparse.wafer.balance import BALANCERS
-from wsesparse.wafer.estimate import estimate_gemm, random_weights
+from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, random_weights
 from wsesparse.wafer.machine import PRESETS
 
 
@@ -38,9 +38,20 @@ def load_matrix(path: str) -> sp.csr_array:
     p = Path(path)
     if not p.exists():
         raise ValueError(f"--matrix file not found: {path}")
-    if p.suffix == ".npz":
-        return sp.csr_array(sp.load_npz(p))
-    return sp.csr_array(scipy.io.mmread(p))
+    if not p.is_file():
+        raise ValueError(f"--matrix {path} is not a regular file")
+    import zipfile
+    try:
+        if p.suffix == ".npz":
+            W = sp.load_npz(p)
+        else:
+            W = scipy.io.mmread(p)
+            W = W if sp.issparse(W) else np.asarray(W)
+    except (ValueError, TypeError, EOFError, KeyError, OSError, zipfile.BadZipFile) as exc:
+        kind = "a scipy.sparse .npz (save_npz)" if p.suffix == ".npz" else "a Matrix Market file"
+        raise ValueError(f"--matrix {path} is not {kind}: {type(exc).__name__}: {exc}") from None
+    # The structure is checked (as_csr_pattern) before scipy converts it.
+    return as_csr_pattern(W, "--matrix")
 
 
 def plot_rows(report, path: str) -> None:
