@@ -1,14 +1,17 @@
 /*
- * Register-blocked AXPY tiles for the sparse x dense kernel (_spmm.pyx).
+ * Register-blocked AXPY kernels for the sparse x dense products (_spmm.pyx).
  *
- * ws_tile_<T>_<I>_<NV>(indices, data, p0, p1, X, ldx, y):
- *     y[0 : NV*VL] = sum over p in [p0, p1) of data[p] * X[indices[p]*ldx + 0 : NV*VL]
- * where VL is the number of <T> values in a 32-byte vector. The NV
- * accumulators are named vector variables, so they live in registers while the
- * row's nonzeros stream past; each output element is summed in stored order.
- * Pointers need no alignment. Arguments are validated by the Python layer.
+ * ws_spmm_rows_<T>_<I>: rows of Y = A @ X for CSR A. Each output row is cut
+ * into tiles of NV 32-byte vectors (NV = 8, 4, 2, 1; VL values of <T> per
+ * vector), the tile's accumulators are named vector variables held in
+ * registers while the row's nonzeros stream past, and the last (< VL)
+ * columns use scalar accumulators.
+ * ws_spmv_rows_<T>_<I>: rows of y = A @ x (scalar, four partial sums).
  *
- * Without GCC/Clang vector extensions the same functions are plain loops.
+ * Every output element is summed in an order fixed by its row alone (never
+ * by the thread count). Pointers need no alignment. Arguments are validated
+ * by the Python layer. Without GCC/Clang vector extensions the tiles are
+ * plain loops.
  */
 #ifndef WSESPARSE_AXPY_TILES_H
 #define WSESPARSE_AXPY_TILES_H
@@ -27,54 +30,88 @@ typedef double ws_vd __attribute__((vector_size(32), aligned(8)));
 
 #define WS_VL_float 8
 #define WS_VL_double 4
+/* A vector of copies of one value (one vbroadcastss/sd from memory). */
+#define WS_BCAST_float(v) ((ws_vf){v, v, v, v, v, v, v, v})
+#define WS_BCAST_double(v) ((ws_vd){v, v, v, v})
 
 #if WS_HAVE_VEC
 
 /* Rows of X are visited in the order of a row's column indices, which the
- * hardware prefetcher cannot guess: fetch the tile of the nonzero WS_PF_DIST
- * places ahead (within the same row) explicitly. */
+ * hardware prefetcher cannot guess. When the panel of X does not fit in L2,
+ * the "_pf" tiles fetch the X row of the nonzero WS_PF_DIST places ahead
+ * (within the same row) explicitly; when it fits, the plain tiles save those
+ * instructions. */
 #ifndef WS_PF_DIST
 #define WS_PF_DIST 8
 #endif
-#define WS_PREFETCH_ROWS(T, NV)                                                   \
-    if (WS_PF_DIST > 0 && p + WS_PF_DIST < p1) {                                  \
-        const char *xp = (const char *)(X + (ptrdiff_t)indices[p + WS_PF_DIST] * ldx); \
-        for (int c = 0; c < (int)(NV * 32); c += 64) __builtin_prefetch(xp + c);  \
+
+/* Each of the NV accumulator vectors of a tile depends on the previous
+ * nonzero's update, so with few vectors per row the add latency and not the
+ * FMA throughput bounds the row. WS_SETS(NV) independent accumulator sets
+ * take the nonzeros in turn (set s gets p0 + s, p0 + s + S, ...) and are
+ * added in a fixed tree at the end: the summation order depends only on the
+ * row, never on the thread count. */
+#define WS_SETS_1 4
+#define WS_SETS_2 4
+#define WS_SETS_4 2
+#define WS_SETS_8 1
+
+/* acc[s][0:NV] += data[q] * X[indices[q], 0:NV*VL] (constant s and NV, so the
+ * accumulators stay in registers); with PF, also prefetch for q + WS_PF_DIST. */
+#define WS_TILE_STEP(T, NV, s, q, PF)                                             \
+    {                                                                             \
+        const T *x_ = X + (ptrdiff_t)indices[q] * ldx;                            \
+        const T w_ = data[q];                                                     \
+        const V w = WS_BCAST_##T(w_);                                             \
+        if (PF) {                                                                 \
+            const char *xp = (const char *)(X + (ptrdiff_t)indices[(q) + WS_PF_DIST] * ldx); \
+            for (int c = 0; c < (int)(NV * 32); c += 64) __builtin_prefetch(xp + c); \
+        }                                                                         \
+        _Pragma("GCC unroll 8")                                                   \
+        for (int k = 0; k < NV; ++k) acc[s][k] += w * *(const V *)(x_ + k * VL);  \
     }
 
-#define WS_ACC_DECL(k) V a##k = (V){0};
-#define WS_ACC_STEP(k) a##k += w * *(const V *)(x + (k) * VL);
-#define WS_ACC_STORE(k) *(V *)(y + (k) * VL) = a##k;
-
-/* NV vectors, spelled out so every accumulator is its own register. */
-#define WS_REPEAT_1(M) M(0)
-#define WS_REPEAT_2(M) M(0) M(1)
-#define WS_REPEAT_4(M) M(0) M(1) M(2) M(3)
-#define WS_REPEAT_8(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
-
-#define WS_DEFINE_TILE(T, VT, I, NV)                                              \
-static inline void ws_tile_##T##_##I##_##NV(const I *indices, const T *data,      \
-                                            ptrdiff_t p0, ptrdiff_t p1,           \
-                                            const T *X, ptrdiff_t ldx, T *y)      \
+#define WS_DEFINE_TILE_PF(T, VT, I, NV, SUFFIX, PF)                               \
+static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
+    const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
+    const T *X, ptrdiff_t ldx, T *y)                                              \
 {                                                                                 \
     typedef VT V;                                                                 \
-    enum { VL = WS_VL_##T };                                                      \
-    WS_REPEAT_##NV(WS_ACC_DECL)                                                   \
-    for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
-        const T *x = X + (ptrdiff_t)indices[p] * ldx;                             \
-        const V w = (V){0} + data[p];                                             \
-        WS_PREFETCH_ROWS(T, NV)                                                   \
-        WS_REPEAT_##NV(WS_ACC_STEP)                                               \
+    enum { VL = WS_VL_##T, S = WS_SETS_##NV };                                    \
+    V acc[S][NV];                                                                 \
+    _Pragma("GCC unroll 8")                                                       \
+    for (int s = 0; s < S; ++s)                                                   \
+        _Pragma("GCC unroll 8")                                                   \
+        for (int k = 0; k < NV; ++k) acc[s][k] = (V){0};                          \
+    ptrdiff_t p = p0;                                                             \
+    if (PF)                                                                       \
+        for (; p + S + WS_PF_DIST <= p1; p += S) {                                \
+            _Pragma("GCC unroll 8")                                               \
+            for (int s = 0; s < S; ++s) WS_TILE_STEP(T, NV, s, p + s, PF)         \
+        }                                                                         \
+    for (; p + S <= p1; p += S) {                                                 \
+        _Pragma("GCC unroll 8")                                                   \
+        for (int s = 0; s < S; ++s) WS_TILE_STEP(T, NV, s, p + s, 0)              \
     }                                                                             \
-    WS_REPEAT_##NV(WS_ACC_STORE)                                                  \
+    /* The last p1 - p < S nonzeros, set by set. */                               \
+    _Pragma("GCC unroll 8")                                                       \
+    for (int s = 0; s < S - 1; ++s)                                               \
+        if (p + s < p1) WS_TILE_STEP(T, NV, s, p + s, 0)                          \
+    _Pragma("GCC unroll 8")                                                       \
+    for (int k = 0; k < NV; ++k) {                                                \
+        V r = acc[0][k];                                                          \
+        if (S == 2) r = acc[0][k] + acc[S - 1][k];                                \
+        if (S == 4) r = (acc[0][k] + acc[1 % S][k]) + (acc[2 % S][k] + acc[3 % S][k]); \
+        *(V *)(y + k * VL) = r;                                                   \
+    }                                                                             \
 }
 
 #else /* portable fallback */
 
-#define WS_DEFINE_TILE(T, VT, I, NV)                                              \
-static inline void ws_tile_##T##_##I##_##NV(const I *indices, const T *data,      \
-                                            ptrdiff_t p0, ptrdiff_t p1,           \
-                                            const T *X, ptrdiff_t ldx, T *y)      \
+#define WS_DEFINE_TILE_PF(T, VT, I, NV, SUFFIX, PF)                               \
+static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
+    const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
+    const T *X, ptrdiff_t ldx, T *y)                                              \
 {                                                                                 \
     enum { W = NV * WS_VL_##T };                                                  \
     T acc[W];                                                                     \
@@ -86,88 +123,126 @@ static inline void ws_tile_##T##_##I##_##NV(const I *indices, const T *data,    
     }                                                                             \
     for (int t = 0; t < W; ++t) y[t] = acc[t];                                    \
 }
-
-#endif
-
-#define WS_DEFINE_TILES(T, VT, I) \
-    WS_DEFINE_TILE(T, VT, I, 1)   \
-    WS_DEFINE_TILE(T, VT, I, 2)   \
-    WS_DEFINE_TILE(T, VT, I, 4)   \
-    WS_DEFINE_TILE(T, VT, I, 8)
-
-#if !WS_HAVE_VEC
 typedef float ws_vf;
 typedef double ws_vd;
+
 #endif
 
 /*
- * ws_span_<T>_<I>(...): covers y[0 : nt] with as many whole-vector tiles as fit
- * (widest first) and returns how many columns it did; the caller finishes the
- * last (fewer than one vector) columns.
+ * ws_span[_pf]_<T>_<I>(...): covers y[0 : nt] with as many whole-vector tiles as
+ * fit (widest first) and returns how many columns it did; the caller finishes
+ * the last (fewer than one vector) columns.
  */
-#define WS_DEFINE_SPAN(T, VT, I)                                                  \
-WS_DEFINE_TILES(T, VT, I)                                                         \
-static inline ptrdiff_t ws_span_##T##_##I(const I *indices, const T *data,        \
-                                          ptrdiff_t p0, ptrdiff_t p1,             \
-                                          const T *X, ptrdiff_t ldx, T *y,        \
-                                          ptrdiff_t nt)                           \
+#define WS_DEFINE_SPAN(T, VT, I, SUFFIX, PF)                                      \
+WS_DEFINE_TILE_PF(T, VT, I, 1, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, I, 2, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, I, 4, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, I, 8, SUFFIX, PF)                                        \
+static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                              \
+    const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
+    const T *X, ptrdiff_t ldx, T *y, ptrdiff_t nt)                                \
 {                                                                                 \
     enum { VL = WS_VL_##T };                                                      \
     ptrdiff_t t = 0;                                                              \
     for (; t + 8 * VL <= nt; t += 8 * VL)                                         \
-        ws_tile_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t);          \
+        ws_tile##SUFFIX##_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t); \
     if (t + 4 * VL <= nt) {                                                       \
-        ws_tile_##T##_##I##_4(indices, data, p0, p1, X + t, ldx, y + t);          \
+        ws_tile##SUFFIX##_##T##_##I##_4(indices, data, p0, p1, X + t, ldx, y + t); \
         t += 4 * VL;                                                              \
     }                                                                             \
     if (t + 2 * VL <= nt) {                                                       \
-        ws_tile_##T##_##I##_2(indices, data, p0, p1, X + t, ldx, y + t);          \
+        ws_tile##SUFFIX##_##T##_##I##_2(indices, data, p0, p1, X + t, ldx, y + t); \
         t += 2 * VL;                                                              \
     }                                                                             \
     if (t + VL <= nt) {                                                           \
-        ws_tile_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t);          \
+        ws_tile##SUFFIX##_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t); \
         t += VL;                                                                  \
     }                                                                             \
     return t;                                                                     \
 }
 
 /*
- * ws_dot_<T>_<I>(...): sum over p in [p0, p1) of data[p] * x[indices[p]], with
- * four partial sums (combined in a fixed way) to hide the add latency.
- * Kept scalar on purpose: the vectorizer would turn the x[indices[p]] loads
- * into gather instructions, which are slower than scalar loads on many x86
- * cores (AMD Zen in particular).
+ * ws_spmm_rows_<T>_<I>(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf):
+ *     Y[i, 0:nt] = sum over the nonzeros p of row i of data[p] * X[indices[p], 0:nt]
+ * for rows r0 <= i < r1: whole vectors through the register tiles (with
+ * software prefetch if pf), the last (fewer than one vector) columns with
+ * scalar accumulators. The row loop is in C so that a row with a handful of
+ * nonzeros costs no call overhead.
+ */
+#define WS_DEFINE_SPMM_ROWS(T, VT, I)                                             \
+WS_DEFINE_SPAN(T, VT, I, , 0)                                                     \
+WS_DEFINE_SPAN(T, VT, I, _pf, 1)                                                  \
+static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,             \
+                                   const T *data, const T *X, ptrdiff_t ldx,      \
+                                   T *Y, ptrdiff_t ldy, ptrdiff_t r0,             \
+                                   ptrdiff_t r1, ptrdiff_t nt, int pf)            \
+{                                                                                 \
+    enum { VL = WS_VL_##T };                                                      \
+    for (ptrdiff_t i = r0; i < r1; ++i) {                                         \
+        const ptrdiff_t p0 = indptr[i], p1 = indptr[i + 1];                       \
+        T *y = Y + i * ldy;                                                       \
+        ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt) \
+                         : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt); \
+        if (t < nt) {                                                             \
+            T acc[VL];                                                            \
+            const ptrdiff_t w = nt - t;                                           \
+            for (ptrdiff_t c = 0; c < w; ++c) acc[c] = 0;                         \
+            for (ptrdiff_t p = p0; p < p1; ++p) {                                 \
+                const T *x = X + (ptrdiff_t)indices[p] * ldx + t;                 \
+                const T v = data[p];                                              \
+                for (ptrdiff_t c = 0; c < w; ++c) acc[c] += v * x[c];             \
+            }                                                                     \
+            for (ptrdiff_t c = 0; c < w; ++c) y[t + c] = acc[c];                  \
+        }                                                                         \
+    }                                                                             \
+}
+
+/*
+ * ws_spmv_rows_<T>_<I>(indptr, indices, data, x, y, r0, r1):
+ *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
+ * for rows r0 <= i < r1, with four partial sums (combined in a fixed way) to
+ * hide the add latency. Kept scalar on purpose: the vectorizer would turn the
+ * x[indices[p]] loads into gather instructions, which are slower than scalar
+ * loads on many x86 cores (AMD Zen in particular). The row loop lives in this
+ * function because GCC does not inline a function with its own optimize
+ * attribute into one without.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #define WS_SCALAR_LOOP __attribute__((optimize("no-tree-vectorize")))
 #else
 #define WS_SCALAR_LOOP
 #endif
-#define WS_DEFINE_DOT(T, I)                                                       \
-WS_SCALAR_LOOP static inline T ws_dot_##T##_##I(const I *indices, const T *data,  \
-                                                ptrdiff_t p0, ptrdiff_t p1,       \
-                                                const T *x)                       \
+#define WS_DEFINE_SPMV_ROWS(T, I)                                                 \
+WS_SCALAR_LOOP static void ws_spmv_rows_##T##_##I(const I *indptr,                \
+                                                  const I *indices,               \
+                                                  const T *data, const T *x,      \
+                                                  T *y, ptrdiff_t r0,             \
+                                                  ptrdiff_t r1)                   \
 {                                                                                 \
-    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                             \
-    ptrdiff_t p = p0;                                                             \
-    for (; p + 4 <= p1; p += 4) {                                                 \
-        s0 += data[p] * x[indices[p]];                                            \
-        s1 += data[p + 1] * x[indices[p + 1]];                                    \
-        s2 += data[p + 2] * x[indices[p + 2]];                                    \
-        s3 += data[p + 3] * x[indices[p + 3]];                                    \
+    for (ptrdiff_t i = r0; i < r1; ++i) {                                         \
+        const ptrdiff_t p1 = indptr[i + 1];                                       \
+        ptrdiff_t p = indptr[i];                                                  \
+        T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                         \
+        for (; p + 4 <= p1; p += 4) {                                             \
+            s0 += data[p] * x[indices[p]];                                        \
+            s1 += data[p + 1] * x[indices[p + 1]];                                \
+            s2 += data[p + 2] * x[indices[p + 2]];                                \
+            s3 += data[p + 3] * x[indices[p + 3]];                                \
+        }                                                                         \
+        if (p < p1) s0 += data[p] * x[indices[p]];                                \
+        if (p + 1 < p1) s1 += data[p + 1] * x[indices[p + 1]];                    \
+        if (p + 2 < p1) s2 += data[p + 2] * x[indices[p + 2]];                    \
+        y[i] = (s0 + s1) + (s2 + s3);                                             \
     }                                                                             \
-    for (; p < p1; ++p)                                                           \
-        s0 += data[p] * x[indices[p]];                                            \
-    return (s0 + s1) + (s2 + s3);                                                 \
 }
-WS_DEFINE_DOT(float, int32_t)
-WS_DEFINE_DOT(float, int64_t)
-WS_DEFINE_DOT(double, int32_t)
-WS_DEFINE_DOT(double, int64_t)
 
-WS_DEFINE_SPAN(float, ws_vf, int32_t)
-WS_DEFINE_SPAN(float, ws_vf, int64_t)
-WS_DEFINE_SPAN(double, ws_vd, int32_t)
-WS_DEFINE_SPAN(double, ws_vd, int64_t)
+#define WS_DEFINE_ALL(T, VT, I) \
+    WS_DEFINE_SPMM_ROWS(T, VT, I) \
+    WS_DEFINE_SPMV_ROWS(T, I)
+
+WS_DEFINE_ALL(float, ws_vf, int32_t)
+WS_DEFINE_ALL(float, ws_vf, int64_t)
+WS_DEFINE_ALL(double, ws_vd, int32_t)
+WS_DEFINE_ALL(double, ws_vd, int64_t)
 
 #endif

@@ -9,8 +9,9 @@ listed in each docstring, the output does not overlap any input, and
 ``row_bounds`` is a nondecreasing partition of ``[0, n_rows]``. Bounds checks
 are therefore off (see setup.py).
 
-Each output element is summed by exactly one thread, in the stored order of
-its row's nonzeros, so results are bitwise identical for any thread count.
+Each output element is summed by exactly one thread, in an order fixed by its
+row's stored nonzeros (for float32/float64 interleaved partial sums, see
+_axpy_tiles.h), so results are bitwise identical for any thread count.
 """
 
 cimport cython
@@ -22,18 +23,26 @@ cdef extern from "_omp_compat.h" nogil:
     int wsesparse_has_openmp()
 
 cdef extern from "_axpy_tiles.h" nogil:
-    Py_ssize_t ws_span_float_int32_t(const int32_t*, const float*, Py_ssize_t, Py_ssize_t,
-                                     const float*, Py_ssize_t, float*, Py_ssize_t)
-    Py_ssize_t ws_span_float_int64_t(const int64_t*, const float*, Py_ssize_t, Py_ssize_t,
-                                     const float*, Py_ssize_t, float*, Py_ssize_t)
-    Py_ssize_t ws_span_double_int32_t(const int32_t*, const double*, Py_ssize_t, Py_ssize_t,
-                                      const double*, Py_ssize_t, double*, Py_ssize_t)
-    Py_ssize_t ws_span_double_int64_t(const int64_t*, const double*, Py_ssize_t, Py_ssize_t,
-                                      const double*, Py_ssize_t, double*, Py_ssize_t)
-    float ws_dot_float_int32_t(const int32_t*, const float*, Py_ssize_t, Py_ssize_t, const float*)
-    float ws_dot_float_int64_t(const int64_t*, const float*, Py_ssize_t, Py_ssize_t, const float*)
-    double ws_dot_double_int32_t(const int32_t*, const double*, Py_ssize_t, Py_ssize_t, const double*)
-    double ws_dot_double_int64_t(const int64_t*, const double*, Py_ssize_t, Py_ssize_t, const double*)
+    void ws_spmm_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                    Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t, int)
+    void ws_spmm_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                    Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t, int)
+    void ws_spmm_rows_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                     const double*, Py_ssize_t, double*, Py_ssize_t,
+                                     Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                     const double*, Py_ssize_t, double*, Py_ssize_t,
+                                     Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                    float*, Py_ssize_t, Py_ssize_t)
+    void ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                    float*, Py_ssize_t, Py_ssize_t)
+    void ws_spmv_rows_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                     const double*, double*, Py_ssize_t, Py_ssize_t)
+    void ws_spmv_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                     const double*, double*, Py_ssize_t, Py_ssize_t)
 
 ctypedef fused value_t:
     float
@@ -108,92 +117,125 @@ cdef inline void _row_tile(const index_t* indices, const value_t* data,
         y[t] = acc[t]
 
 
-cdef inline void _row_span(const index_t* indices, const value_t* data,
-                           Py_ssize_t p0, Py_ssize_t p1,
-                           const value_t* X, Py_ssize_t ldx,
-                           value_t* y, Py_ssize_t nt) noexcept nogil:
-    """y[0:nt] = sum_p data[p] * X[indices[p], 0:nt]: vector tiles, then the rest."""
-    cdef Py_ssize_t t = 0
+cdef inline void _complex_rows(const index_t* indptr, const index_t* indices,
+                               const value_t* data, const value_t* X, Py_ssize_t ldx,
+                               value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
+                               Py_ssize_t nt) noexcept nogil:
+    """Rows r0:r1 of Y[:, 0:nt] = A @ X[:, 0:nt], tile by tile (complex types)."""
+    cdef Py_ssize_t i, t
     cdef Py_ssize_t T = TILE_BYTES // sizeof(value_t)
+    for i in range(r0, r1):
+        t = 0
+        while t < nt:
+            _row_tile(indices, data, indptr[i], indptr[i + 1], X + t, ldx,
+                      Y + i * ldy + t, T if t + T <= nt else nt - t)
+            t = t + T
+
+
+cdef inline void _spmm_rows(const index_t* indptr, const index_t* indices,
+                            const value_t* data, const value_t* X, Py_ssize_t ldx,
+                            value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
+                            Py_ssize_t nt, int pf) noexcept nogil:
     if value_t is float:
         if index_t is int32_t:
-            t = ws_span_float_int32_t(indices, data, p0, p1, X, ldx, y, nt)
+            ws_spmm_rows_float_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)
         else:
-            t = ws_span_float_int64_t(indices, data, p0, p1, X, ldx, y, nt)
+            ws_spmm_rows_float_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)
     elif value_t is double:
         if index_t is int32_t:
-            t = ws_span_double_int32_t(indices, data, p0, p1, X, ldx, y, nt)
+            ws_spmm_rows_double_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)
         else:
-            t = ws_span_double_int64_t(indices, data, p0, p1, X, ldx, y, nt)
-    while t + T <= nt:
-        _row_tile(indices, data, p0, p1, X + t, ldx, y + t, T)
-        t = t + T
-    if t < nt:
-        _row_tile(indices, data, p0, p1, X + t, ldx, y + t, nt - t)
+            ws_spmm_rows_double_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)
+    else:
+        _complex_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt)
 
 
 def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
              const value_t[::1] data, const value_t[:, ::1] X,
              value_t[:, ::1] Y, const int64_t[::1] row_bounds,
-             Py_ssize_t panel, int n_threads):
+             Py_ssize_t panel, int n_threads, bint prefetch):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
     X is (n_cols, N) and Y is (n_rows, N), both C-contiguous. Part ``k`` is
     rows ``row_bounds[k]:row_bounds[k+1]``. ``panel`` (a multiple of
     the tile width) is the number of token columns processed per sweep over
-    the rows, chosen so that ``X[:, panel]`` stays in cache. Parts are handed
+    the rows, chosen so that ``X[:, panel]`` stays in cache; ``prefetch``
+    turns on software prefetch of X rows (worth it when that panel does not
+    fit in L2). Parts are handed
     out dynamically (a thread that lost its core to another process does not
     hold the others up); which thread computes a row never changes its value.
     """
     cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
     cdef Py_ssize_t N = X.shape[1]
-    cdef Py_ssize_t ldx = X.shape[1]
-    cdef Py_ssize_t part, i, c0, c1
+    cdef Py_ssize_t part, c0, c1
     if N == 0 or n_parts <= 0:
         return
     if panel < 1:
         panel = N
     with nogil:
-        for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        if n_parts == 1:
+            # One part: no parallel region to open (a few microseconds).
             c0 = 0
             while c0 < N:
-                c1 = c0 + panel
-                if c1 > N:
-                    c1 = N
-                for i in range(row_bounds[part], row_bounds[part + 1]):
-                    _row_span(&indices[0], &data[0], indptr[i], indptr[i + 1],
-                              &X[0, c0], ldx, &Y[i, c0], c1 - c0)
+                c1 = min(c0 + panel, N)
+                _spmm_rows(&indptr[0], &indices[0], &data[0], &X[0, c0], N, &Y[0, c0], N,
+                           row_bounds[0], row_bounds[1], c1 - c0, prefetch)
                 c0 = c1
+        else:
+            for part in prange(n_parts, num_threads=n_threads, schedule="dynamic",
+                               chunksize=1):
+                c0 = 0
+                while c0 < N:
+                    c1 = min(c0 + panel, N)
+                    _spmm_rows(&indptr[0], &indices[0], &data[0], &X[0, c0], N, &Y[0, c0], N,
+                               row_bounds[part], row_bounds[part + 1], c1 - c0,
+                               prefetch)
+                    c0 = c1
 
 
-cdef inline value_t _row_dot(const index_t* indices, const value_t* data,
-                            Py_ssize_t p0, Py_ssize_t p1, const value_t* x) noexcept nogil:
-    """sum_p data[p] * x[indices[p]] for p in [p0, p1)."""
-    cdef value_t s0 = 0, s1 = 0, s2 = 0, s3 = 0
-    cdef Py_ssize_t p = p0
+cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
+                               const value_t* data, const value_t* x, value_t* y,
+                               Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """y[i] = sum_p data[p] * x[indices[p]] for rows r0:r1 (complex types)."""
+    cdef value_t s0, s1, s2, s3
+    cdef Py_ssize_t i, p, p1
+    for i in range(r0, r1):
+        # Four independent partial sums hide the add latency; the way they
+        # are combined is fixed, so the result does not depend on the thread
+        # count.
+        s0 = 0
+        s1 = 0
+        s2 = 0
+        s3 = 0
+        p = indptr[i]
+        p1 = indptr[i + 1]
+        while p + 4 <= p1:
+            s0 = s0 + data[p] * x[indices[p]]
+            s1 = s1 + data[p + 1] * x[indices[p + 1]]
+            s2 = s2 + data[p + 2] * x[indices[p + 2]]
+            s3 = s3 + data[p + 3] * x[indices[p + 3]]
+            p = p + 4
+        while p < p1:
+            s0 = s0 + data[p] * x[indices[p]]
+            p = p + 1
+        y[i] = (s0 + s1) + (s2 + s3)
+
+
+cdef inline void _spmv_rows(const index_t* indptr, const index_t* indices,
+                            const value_t* data, const value_t* x, value_t* y,
+                            Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
     if value_t is float:
         if index_t is int32_t:
-            return ws_dot_float_int32_t(indices, data, p0, p1, x)
+            ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1)
         else:
-            return ws_dot_float_int64_t(indices, data, p0, p1, x)
+            ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1)
     elif value_t is double:
         if index_t is int32_t:
-            return ws_dot_double_int32_t(indices, data, p0, p1, x)
+            ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1)
         else:
-            return ws_dot_double_int64_t(indices, data, p0, p1, x)
-    # Complex: four independent partial sums hide the add latency; the way
-    # they are combined is fixed, so the result does not depend on the thread
-    # count.
-    while p + 4 <= p1:
-        s0 = s0 + data[p] * x[indices[p]]
-        s1 = s1 + data[p + 1] * x[indices[p + 1]]
-        s2 = s2 + data[p + 2] * x[indices[p + 2]]
-        s3 = s3 + data[p + 3] * x[indices[p + 3]]
-        p = p + 4
-    while p < p1:
-        s0 = s0 + data[p] * x[indices[p]]
-        p = p + 1
-    return (s0 + s1) + (s2 + s3)
+            ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1)
+    else:
+        _complex_dots(indptr, indices, data, x, y, r0, r1)
 
 
 def csr_spmv(const index_t[::1] indptr, const index_t[::1] indices,
@@ -201,13 +243,18 @@ def csr_spmv(const index_t[::1] indptr, const index_t[::1] indices,
              const int64_t[::1] row_bounds, int n_threads):
     """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries."""
     cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
-    cdef Py_ssize_t part, i
+    cdef Py_ssize_t part
     if n_parts <= 0:
         return
     with nogil:
-        for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-            for i in range(row_bounds[part], row_bounds[part + 1]):
-                y[i] = _row_dot(&indices[0], &data[0], indptr[i], indptr[i + 1], &x[0])
+        if n_parts == 1:
+            _spmv_rows(&indptr[0], &indices[0], &data[0], &x[0], &y[0],
+                       row_bounds[0], row_bounds[1])
+        else:
+            for part in prange(n_parts, num_threads=n_threads, schedule="dynamic",
+                               chunksize=1):
+                _spmv_rows(&indptr[0], &indices[0], &data[0], &x[0], &y[0],
+                           row_bounds[part], row_bounds[part + 1])
 
 
 def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_cost):

@@ -255,4 +255,6 @@ class CSR:
         itemsize = X.dtype.itemsize
         tile = _spmm.TILE_BYTES_PER_ROW // itemsize
         panel = max(tile, (_L2_BYTES // 2) // max(1, self.shape[1] * itemsize) // tile * tile)
-        _spmm.csr_spmm(self.indptr, self.indices, data, X, Y, bounds, panel, threads)
+        # Software prefetch of X rows pays only when the panel misses L2.
+        prefetch = self.shape[1] * min(panel, N) * itemsize > _L2_BYTES // 2
+        _spmm.csr_spmm(self.indptr, self.indices, data, X, Y, bounds, panel, threads, prefetch)
