@@ -200,8 +200,8 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
 /*
  * ws_spmv_rows_<T>_<I>(indptr, indices, data, x, y, r0, r1):
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
- * for rows r0 <= i < r1, with four partial sums (combined in a fixed way) to
- * hide the add latency. Kept scalar on purpose: the vectorizer would turn the
+ * for rows r0 <= i < r1; rows of 8 or more nonzeros use eight partial sums
+ * (combined in a fixed way) to hide the add latency. Kept scalar on purpose: the vectorizer would turn the
  * x[indices[p]] loads into gather instructions, which are slower than scalar
  * loads on many x86 cores (AMD Zen in particular). The row loop lives in this
  * function because GCC does not inline a function with its own optimize
@@ -223,15 +223,26 @@ WS_SCALAR_LOOP static void ws_spmv_rows_##T##_##I(const I *indptr,              
         const ptrdiff_t p1 = indptr[i + 1];                                       \
         ptrdiff_t p = indptr[i];                                                  \
         T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                         \
-        for (; p + 4 <= p1; p += 4) {                                             \
-            s0 += data[p] * x[indices[p]];                                        \
-            s1 += data[p + 1] * x[indices[p + 1]];                                \
-            s2 += data[p + 2] * x[indices[p + 2]];                                \
-            s3 += data[p + 3] * x[indices[p + 3]];                                \
+        if (p + 8 > p1) {                                                         \
+            /* Short rows: one loop, one loop-exit branch to mispredict; the */  \
+            /* out-of-order core overlaps consecutive rows' sums. */            \
+            for (; p < p1; ++p) s0 += data[p] * x[indices[p]];                    \
+        } else {                                                                  \
+            /* Long rows: eight partial sums (the add latency bounds one). */    \
+            T s4 = 0, s5 = 0, s6 = 0, s7 = 0;                                     \
+            for (; p + 8 <= p1; p += 8) {                                         \
+                s0 += data[p] * x[indices[p]];                                    \
+                s1 += data[p + 1] * x[indices[p + 1]];                            \
+                s2 += data[p + 2] * x[indices[p + 2]];                            \
+                s3 += data[p + 3] * x[indices[p + 3]];                            \
+                s4 += data[p + 4] * x[indices[p + 4]];                            \
+                s5 += data[p + 5] * x[indices[p + 5]];                            \
+                s6 += data[p + 6] * x[indices[p + 6]];                            \
+                s7 += data[p + 7] * x[indices[p + 7]];                            \
+            }                                                                     \
+            for (; p < p1; ++p) s4 += data[p] * x[indices[p]];                    \
+            s0 += s4; s1 += s5; s2 += s6; s3 += s7;                               \
         }                                                                         \
-        if (p < p1) s0 += data[p] * x[indices[p]];                                \
-        if (p + 1 < p1) s1 += data[p + 1] * x[indices[p + 1]];                    \
-        if (p + 2 < p1) s2 += data[p + 2] * x[indices[p + 2]];                    \
         y[i] = (s0 + s1) + (s2 + s3);                                             \
     }                                                                             \
 }
