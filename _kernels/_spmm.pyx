@@ -15,8 +15,11 @@ _axpy_tiles.h), so results are bitwise identical for any thread count.
 """
 
 cimport cython
+cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t
+
+cnp.import_array()
 
 cdef extern from "_omp_compat.h" nogil:
     int omp_get_max_threads()
@@ -150,47 +153,129 @@ cdef inline void _spmm_rows(const index_t* indptr, const index_t* indices,
         _complex_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt)
 
 
-def csr_spmm(const index_t[::1] indptr, const index_t[::1] indices,
-             const value_t[::1] data, const value_t[:, ::1] X,
-             value_t[:, ::1] Y, const int64_t[::1] row_bounds,
-             Py_ssize_t panel, int n_threads, bint prefetch):
+cdef void _spmm_parts(const index_t* indptr, const index_t* indices, const value_t* data,
+                      const value_t* X, value_t* Y, Py_ssize_t N, const int64_t* bounds,
+                      Py_ssize_t n_parts, Py_ssize_t panel, int n_threads,
+                      int prefetch) noexcept nogil:
+    cdef Py_ssize_t part, c0, c1
+    if n_parts == 1:
+        # One part: no parallel region to open (a few microseconds).
+        c0 = 0
+        while c0 < N:
+            c1 = min(c0 + panel, N)
+            _spmm_rows(indptr, indices, data, X + c0, N, Y + c0, N, bounds[0], bounds[1],
+                       c1 - c0, prefetch)
+            c0 = c1
+        return
+    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        c0 = 0
+        while c0 < N:
+            c1 = min(c0 + panel, N)
+            _spmm_rows(indptr, indices, data, X + c0, N, Y + c0, N, bounds[part],
+                       bounds[part + 1], c1 - c0, prefetch)
+            c0 = c1
+
+
+cdef int _value_type(cnp.ndarray data, tuple dense) except -1:
+    """The numpy type number shared by ``data`` and the dense operands.
+
+    The kernels read raw pointers (no buffer acquisition: it would cost more
+    than a small product), so this re-checks what they rely on, cheaply: one
+    kernel dtype for all, C-contiguous dense operands, a writeable output.
+    """
+    cdef int vt = cnp.PyArray_TYPE(data)
+    cdef cnp.ndarray a
+    if vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_COMPLEX64, cnp.NPY_COMPLEX128):
+        raise TypeError(f"data has dtype {data.dtype}, not a kernel dtype")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(data):
+        raise ValueError("data must be C-contiguous")
+    for a in dense:
+        if cnp.PyArray_TYPE(a) != vt or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+            raise ValueError(f"dense operands must be C-contiguous {data.dtype} arrays")
+    if not cnp.PyArray_ISWRITEABLE(dense[len(dense) - 1]):
+        raise ValueError("the output must be writeable")
+    return vt
+
+
+cdef int _index_type(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray bounds,
+                     Py_ssize_t n_rows) except -1:
+    cdef int it = cnp.PyArray_TYPE(indptr)
+    if it not in (cnp.NPY_INT32, cnp.NPY_INT64) or cnp.PyArray_TYPE(indices) != it:
+        raise TypeError("indptr and indices must both be int32 or both int64")
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(indptr) and cnp.PyArray_IS_C_CONTIGUOUS(indices)
+            and cnp.PyArray_IS_C_CONTIGUOUS(bounds)):
+        raise ValueError("indptr, indices and row_bounds must be C-contiguous")
+    if cnp.PyArray_TYPE(bounds) != cnp.NPY_INT64 or cnp.PyArray_NDIM(bounds) != 1:
+        raise TypeError("row_bounds must be a 1-D int64 array")
+    if cnp.PyArray_NDIM(indptr) != 1 or cnp.PyArray_DIM(indptr, 0) != n_rows + 1:
+        raise ValueError("indptr must have one entry per output row, plus one")
+    return it
+
+
+def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray X,
+             cnp.ndarray Y, cnp.ndarray row_bounds, Py_ssize_t panel, int n_threads,
+             bint prefetch):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
-    X is (n_cols, N) and Y is (n_rows, N), both C-contiguous. Part ``k`` is
-    rows ``row_bounds[k]:row_bounds[k+1]``. ``panel`` (a multiple of
-    the tile width) is the number of token columns processed per sweep over
-    the rows, chosen so that ``X[:, panel]`` stays in cache; ``prefetch``
-    turns on software prefetch of X rows (worth it when that panel does not
-    fit in L2). Parts are handed
-    out dynamically (a thread that lost its core to another process does not
-    hold the others up); which thread computes a row never changes its value.
+    X is (n_cols, N) and Y is (n_rows, N), both C-contiguous, of the dtype of
+    ``data``. Part ``k`` is rows ``row_bounds[k]:row_bounds[k+1]``. ``panel``
+    (a multiple of the tile width) is the number of token columns processed
+    per sweep over the rows, chosen so that ``X[:, panel]`` stays in cache;
+    ``prefetch`` turns on software prefetch of X rows (worth it when that
+    panel does not fit in L2). Parts are handed out dynamically (a thread that
+    lost its core to another process does not hold the others up); which
+    thread computes a row never changes its value.
     """
-    cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
-    cdef Py_ssize_t N = X.shape[1]
-    cdef Py_ssize_t part, c0, c1
+    if cnp.PyArray_NDIM(X) != 2 or cnp.PyArray_NDIM(Y) != 2:
+        raise ValueError("X and Y must be 2-D")
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(Y, 0)
+    cdef Py_ssize_t N = cnp.PyArray_DIM(X, 1)
+    if cnp.PyArray_DIM(Y, 1) != N:
+        raise ValueError("X and Y must have the same number of columns")
+    cdef int vt = _value_type(data, (X, Y))
+    cdef int it = _index_type(indptr, indices, row_bounds, n_rows)
+    cdef Py_ssize_t n_parts = cnp.PyArray_DIM(row_bounds, 0) - 1
+    cdef const int64_t* b = <const int64_t*>cnp.PyArray_DATA(row_bounds)
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef void* d = cnp.PyArray_DATA(data)
+    cdef void* x = cnp.PyArray_DATA(X)
+    cdef void* y = cnp.PyArray_DATA(Y)
     if N == 0 or n_parts <= 0:
         return
     if panel < 1:
         panel = N
     with nogil:
-        if n_parts == 1:
-            # One part: no parallel region to open (a few microseconds).
-            c0 = 0
-            while c0 < N:
-                c1 = min(c0 + panel, N)
-                _spmm_rows(&indptr[0], &indices[0], &data[0], &X[0, c0], N, &Y[0, c0], N,
-                           row_bounds[0], row_bounds[1], c1 - c0, prefetch)
-                c0 = c1
+        if it == cnp.NPY_INT32:
+            if vt == cnp.NPY_FLOAT32:
+                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>x, <float*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
+            elif vt == cnp.NPY_FLOAT64:
+                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>x, <double*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
+            elif vt == cnp.NPY_COMPLEX64:
+                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
+                            <float complex*>x, <float complex*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
+            else:
+                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
+                            <double complex*>x, <double complex*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
         else:
-            for part in prange(n_parts, num_threads=n_threads, schedule="dynamic",
-                               chunksize=1):
-                c0 = 0
-                while c0 < N:
-                    c1 = min(c0 + panel, N)
-                    _spmm_rows(&indptr[0], &indices[0], &data[0], &X[0, c0], N, &Y[0, c0], N,
-                               row_bounds[part], row_bounds[part + 1], c1 - c0,
-                               prefetch)
-                    c0 = c1
+            if vt == cnp.NPY_FLOAT32:
+                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>x, <float*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
+            elif vt == cnp.NPY_FLOAT64:
+                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>x, <double*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
+            elif vt == cnp.NPY_COMPLEX64:
+                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
+                            <float complex*>x, <float complex*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
+            else:
+                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
+                            <double complex*>x, <double complex*>y,
+                            N, b, n_parts, panel, n_threads, prefetch)
 
 
 cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
@@ -238,23 +323,60 @@ cdef inline void _spmv_rows(const index_t* indptr, const index_t* indices,
         _complex_dots(indptr, indices, data, x, y, r0, r1)
 
 
-def csr_spmv(const index_t[::1] indptr, const index_t[::1] indices,
-             const value_t[::1] data, const value_t[::1] x, value_t[::1] y,
-             const int64_t[::1] row_bounds, int n_threads):
-    """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries."""
-    cdef Py_ssize_t n_parts = row_bounds.shape[0] - 1
+cdef void _spmv_parts(const index_t* indptr, const index_t* indices, const value_t* data,
+                      const value_t* x, value_t* y, const int64_t* bounds,
+                      Py_ssize_t n_parts, int n_threads) noexcept nogil:
     cdef Py_ssize_t part
+    if n_parts == 1:
+        _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1])
+        return
+    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1])
+
+
+def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
+             cnp.ndarray y, cnp.ndarray row_bounds, int n_threads):
+    """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries."""
+    if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
+        raise ValueError("x and y must be 1-D")
+    cdef int vt = _value_type(data, (x, y))
+    cdef int it = _index_type(indptr, indices, row_bounds, cnp.PyArray_DIM(y, 0))
+    cdef Py_ssize_t n_parts = cnp.PyArray_DIM(row_bounds, 0) - 1
+    cdef const int64_t* b = <const int64_t*>cnp.PyArray_DATA(row_bounds)
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef void* d = cnp.PyArray_DATA(data)
+    cdef void* xp = cnp.PyArray_DATA(x)
+    cdef void* yp = cnp.PyArray_DATA(y)
     if n_parts <= 0:
         return
     with nogil:
-        if n_parts == 1:
-            _spmv_rows(&indptr[0], &indices[0], &data[0], &x[0], &y[0],
-                       row_bounds[0], row_bounds[1])
+        if it == cnp.NPY_INT32:
+            if vt == cnp.NPY_FLOAT32:
+                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>xp, <float*>yp,
+                            b, n_parts, n_threads)
+            elif vt == cnp.NPY_FLOAT64:
+                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>xp, <double*>yp,
+                            b, n_parts, n_threads)
+            elif vt == cnp.NPY_COMPLEX64:
+                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
+                            <float complex*>xp, <float complex*>yp, b, n_parts, n_threads)
+            else:
+                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
+                            <double complex*>xp, <double complex*>yp, b, n_parts, n_threads)
         else:
-            for part in prange(n_parts, num_threads=n_threads, schedule="dynamic",
-                               chunksize=1):
-                _spmv_rows(&indptr[0], &indices[0], &data[0], &x[0], &y[0],
-                           row_bounds[part], row_bounds[part + 1])
+            if vt == cnp.NPY_FLOAT32:
+                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>xp, <float*>yp,
+                            b, n_parts, n_threads)
+            elif vt == cnp.NPY_FLOAT64:
+                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>xp, <double*>yp,
+                            b, n_parts, n_threads)
+            elif vt == cnp.NPY_COMPLEX64:
+                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
+                            <float complex*>xp, <float complex*>yp, b, n_parts, n_threads)
+            else:
+                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
+                            <double complex*>xp, <double complex*>yp, b, n_parts, n_threads)
 
 
 def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_cost):
@@ -287,33 +409,75 @@ def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_c
     return out
 
 
-def csr_check(const index_t[::1] indptr, const index_t[::1] indices,
-              Py_ssize_t n_cols, int n_threads):
+cdef extern from "_csr_check.h" nogil:
+    int ws_indptr_decreases_int32_t(const int32_t*, Py_ssize_t)
+    int ws_indptr_decreases_int64_t(const int64_t*, Py_ssize_t)
+    int ws_indices_out_of_range_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_indices_out_of_range_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+
+
+cdef inline int _decreases(const index_t* indptr, Py_ssize_t n) noexcept nogil:
+    if index_t is int32_t:
+        return ws_indptr_decreases_int32_t(indptr, n)
+    else:
+        return ws_indptr_decreases_int64_t(indptr, n)
+
+
+cdef inline int _out_of_range(const index_t* indices, Py_ssize_t p0, Py_ssize_t p1,
+                              Py_ssize_t n_cols) noexcept nogil:
+    if index_t is int32_t:
+        return ws_indices_out_of_range_int32_t(indices, p0, p1, n_cols)
+    else:
+        return ws_indices_out_of_range_int64_t(indices, p0, p1, n_cols)
+
+
+cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices,
+                Py_ssize_t n_indices, Py_ssize_t n_cols, int n_threads) noexcept nogil:
+    cdef Py_ssize_t k, nnz, chunk
+    cdef int bad = 0
+    if indptr[0] != 0:
+        return 1
+    if _decreases(indptr, n_rows):
+        return 2
+    nnz = indptr[n_rows]
+    if nnz > n_indices:
+        return 3
+    if n_threads <= 1:
+        # No parallel region for small matrices: opening one costs more.
+        bad = _out_of_range(indices, 0, nnz, n_cols)
+    else:
+        chunk = (nnz + n_threads - 1) // n_threads
+        for k in prange(n_threads, num_threads=n_threads, schedule="static"):
+            bad |= _out_of_range(indices, k * chunk, min(nnz, (k + 1) * chunk), n_cols)
+    return 4 if bad else 0
+
+
+def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_threads):
     """Check a CSR structure in O(nnz).
 
     Returns 0 when ``indptr`` is nondecreasing from 0 and every stored column
     index lies in ``[0, n_cols)``; 1 when ``indptr[0] != 0``; 2 when
     ``indptr`` decreases somewhere; 3 when ``indptr[-1]`` exceeds
     ``len(indices)``; 4 when a column index is out of range.
-    The caller has checked ``len(indptr) >= 1``.
+    ``indptr`` and ``indices`` are 1-D, C-contiguous, both int32 or both int64.
     """
-    cdef Py_ssize_t n_rows = indptr.shape[0] - 1
-    cdef Py_ssize_t i, p, nnz
-    cdef int bad = 0
-    if indptr[0] != 0:
-        return 1
-    # Serial: this pass is cheap and one more parallel region costs more.
+    cdef int it = cnp.PyArray_TYPE(indptr)
+    if (it not in (cnp.NPY_INT32, cnp.NPY_INT64) or cnp.PyArray_TYPE(indices) != it
+            or cnp.PyArray_NDIM(indptr) != 1 or cnp.PyArray_NDIM(indices) != 1
+            or not cnp.PyArray_IS_C_CONTIGUOUS(indptr)
+            or not cnp.PyArray_IS_C_CONTIGUOUS(indices)):
+        raise TypeError("indptr and indices must be C-contiguous 1-D arrays, "
+                        "both int32 or both int64")
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(indptr, 0) - 1
+    cdef Py_ssize_t n_indices = cnp.PyArray_DIM(indices, 0)
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef int code
+    if n_rows < 0:
+        raise ValueError("indptr must not be empty")
     with nogil:
-        for i in range(n_rows):
-            bad |= indptr[i + 1] < indptr[i]
-    if bad:
-        return 2
-    nnz = indptr[n_rows]
-    if nnz > indices.shape[0]:
-        return 3
-    with nogil:
-        for p in prange(nnz, num_threads=n_threads, schedule="static"):
-            bad |= (indices[p] < 0) | (indices[p] >= n_cols)
-    if bad:
-        return 4
-    return 0
+        if it == cnp.NPY_INT32:
+            code = _check(<int32_t*>ip, n_rows, <int32_t*>ix, n_indices, n_cols, n_threads)
+        else:
+            code = _check(<int64_t*>ip, n_rows, <int64_t*>ix, n_indices, n_cols, n_threads)
+    return code

@@ -39,6 +39,8 @@ def result_dtype(*dtypes) -> np.dtype:
     >>> result_dtype(np.int8, np.float16), result_dtype(np.int32, np.float32)
     (dtype('float32'), dtype('float64'))
     """
+    if len(dtypes) == 2 and dtypes[0] is dtypes[1] and getattr(dtypes[0], "char", "") in "fdFD":
+        return dtypes[0]  # the commonest case, at no cost
     t = np.result_type(*dtypes)
     if t in KERNEL_DTYPES:  # the common case, without the scan below
         return t
@@ -71,6 +73,8 @@ def check_numeric_dtype(dtype: np.dtype, name: str) -> None:
 
 def as_dense_operand(x, name: str) -> np.ndarray:
     """Convert a dense operand to an ndarray, rejecting what ``A @ B`` would not take."""
+    if type(x) is np.ndarray and 0 < x.ndim < 3 and x.dtype.char in "fdFD":
+        return x  # the commonest case, at no cost
     if x is None:
         raise TypeError(f"{name} is None; expected an array-like operand")
     if np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0):

@@ -11,6 +11,8 @@ from wsesparse._kernels import _spmm
 # team costs more than it saves.
 _MIN_WORK_PER_THREAD = 32_768
 
+_OPENMP = _spmm.openmp_enabled()
+
 
 def _available_cores() -> int:
     try:
@@ -27,14 +29,16 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     kernels are linked against), capped at the cores this process may use.
     An explicit positive integer is used as given.
     """
+    if n_threads is not None:
+        if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
+            raise TypeError(f"n_threads must be a positive int or None, got {n_threads!r}")
+        if n_threads < 1:
+            raise ValueError(f"n_threads must be a positive int or None, got {n_threads}")
+    cap = work // _MIN_WORK_PER_THREAD
+    if cap < 2 or not _OPENMP:
+        return 1  # decided without asking the OpenMP runtime or the OS
     if n_threads is None:
         n = min(int(_spmm.max_threads()), _available_cores())
     else:
-        if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
-            raise TypeError(f"n_threads must be a positive int or None, got {n_threads!r}")
         n = int(n_threads)
-        if n < 1:
-            raise ValueError(f"n_threads must be a positive int or None, got {n}")
-    if not _spmm.openmp_enabled():
-        return 1
-    return max(1, min(n, work // _MIN_WORK_PER_THREAD))
+    return max(1, min(n, cap))

@@ -236,25 +236,28 @@ class CSR:
             self._dense = dense
         return dense
 
-    def _row_bounds(self, n_parts: int) -> np.ndarray:
-        b = self._bounds.get(n_parts)
+    def _row_bounds(self, threads: int) -> np.ndarray:
+        """The cached row partition for a call on ``threads`` threads."""
+        b = self._bounds.get(threads)
         if b is None:
-            b = self._bounds[n_parts] = balanced_row_bounds(self.indptr, n_parts)
+            n_parts = 1 if threads == 1 else threads * _PARTS_PER_THREAD
+            b = self._bounds[threads] = balanced_row_bounds(self.indptr, n_parts)
         return b
 
     def _multiply_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
         """Y = self @ X with X (n_cols,) or (n_cols, N) and Y alike, C-contiguous, same dtype."""
-        N = 1 if X.ndim == 1 else X.shape[1]
-        threads = resolve_n_threads(n_threads, self.nnz * N + self.shape[0])
-        bounds = self._row_bounds(1 if threads == 1 else threads * _PARTS_PER_THREAD)
-        data = self._values(X.dtype)
-        if N == 1:
-            _spmm.csr_spmv(self.indptr, self.indices, data, X.reshape(-1), Y.reshape(-1),
-                           bounds, threads)
+        nnz = int(self.indptr[-1])
+        if X.ndim == 1:
+            threads = resolve_n_threads(n_threads, nnz + self.shape[0])
+            _spmm.csr_spmv(self.indptr, self.indices, self._values(X.dtype), X, Y,
+                           self._row_bounds(threads), threads)
             return
+        N = X.shape[1]
+        threads = resolve_n_threads(n_threads, nnz * N + self.shape[0])
         itemsize = X.dtype.itemsize
         tile = _spmm.TILE_BYTES_PER_ROW // itemsize
         panel = max(tile, (_L2_BYTES // 2) // max(1, self.shape[1] * itemsize) // tile * tile)
         # Software prefetch of X rows pays only when the panel misses L2.
         prefetch = self.shape[1] * min(panel, N) * itemsize > _L2_BYTES // 2
-        _spmm.csr_spmm(self.indptr, self.indices, data, X, Y, bounds, panel, threads, prefetch)
+        _spmm.csr_spmm(self.indptr, self.indices, self._values(X.dtype), X, Y,
+                       self._row_bounds(threads), panel, threads, prefetch)

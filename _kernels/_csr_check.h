@@ -1,0 +1,38 @@
+/*
+ * O(nnz) checks of a CSR structure, written so that GCC vectorizes them (a
+ * corrupt-structure check runs on every one-shot product, so it must cost
+ * little next to the product itself).
+ *
+ * ws_indptr_decreases_<I>(indptr, n): whether indptr[i + 1] < indptr[i] for
+ *     some 0 <= i < n.
+ * ws_indices_out_of_range_<I>(indices, p0, p1, n_cols): whether some
+ *     indices[p], p0 <= p < p1, is negative or not below n_cols (one unsigned
+ *     comparison covers both).
+ */
+#ifndef WSESPARSE_CSR_CHECK_H
+#define WSESPARSE_CSR_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WS_DEFINE_CHECKS(I, U, IMAX)                                              \
+static int ws_indptr_decreases_##I(const I *indptr, ptrdiff_t n)                  \
+{                                                                                 \
+    int bad = 0;                                                                  \
+    for (ptrdiff_t i = 0; i < n; ++i) bad |= indptr[i + 1] < indptr[i];           \
+    return bad;                                                                   \
+}                                                                                 \
+static int ws_indices_out_of_range_##I(const I *indices, ptrdiff_t p0,            \
+                                       ptrdiff_t p1, ptrdiff_t n_cols)            \
+{                                                                                 \
+    /* Every nonnegative I is below n_cols when n_cols exceeds I's range. */      \
+    const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;        \
+    int bad = 0;                                                                  \
+    for (ptrdiff_t p = p0; p < p1; ++p) bad |= (U)indices[p] >= lim;              \
+    return bad;                                                                   \
+}
+
+WS_DEFINE_CHECKS(int32_t, uint32_t, INT32_MAX)
+WS_DEFINE_CHECKS(int64_t, uint64_t, INT64_MAX)
+
+#endif

@@ -1,0 +1,111 @@
+"""The compiled entry points: every row-length / token-width path against a
+float64 oracle, and the kernels' own cheap re-checks of what they rely on.
+
+The Python layer validates everything first; these checks make a wrong call
+from inside the package fail with an exception instead of reading memory it
+does not own.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from wsesparse import CSR, sparse_matmul
+from wsesparse._kernels import _spmm
+
+
+def _rows_of_every_length(max_len: int, n_cols: int, dtype, itype, seed=0) -> sp.csr_array:
+    """One row of each length 0..max_len (the SpMV / tile code switches on length)."""
+    rng = np.random.default_rng(seed)
+    lengths = np.arange(max_len + 1)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    indices = np.concatenate([rng.choice(n_cols, size=n, replace=False) for n in lengths])
+    data = rng.standard_normal(indptr[-1]).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        data = data + 1j * rng.standard_normal(indptr[-1]).astype(dtype)
+    return sp.csr_array((data, indices.astype(itype), indptr), shape=(len(lengths), n_cols))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_tokens", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 63,
+                                      64, 65, 100, 128, 129, 200])
+def test_every_row_length_and_token_width(dtype, itype, n_tokens):
+    A = _rows_of_every_length(40, 97, dtype, itype)
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((97, n_tokens)).astype(dtype)
+    X = X[:, 0] if n_tokens == 1 else X
+    expected = A.astype(np.complex128).toarray() @ X.astype(np.complex128)
+    got = sparse_matmul(CSR(A), X, method="sparse")
+    assert got.dtype == np.dtype(dtype) and got.shape == expected.shape
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+def _args(dtype=np.float64, itype=np.int32, n_tokens=4):
+    A = CSR(_rows_of_every_length(5, 9, dtype, itype))
+    X = np.ones((9, n_tokens), dtype=dtype)
+    Y = np.empty((A.shape[0], n_tokens), dtype=dtype)
+    return A, X, Y, np.array([0, A.shape[0]], dtype=np.int64)
+
+
+def test_spmm_rejects_mismatched_value_dtypes():
+    A, X, Y, b = _args()
+    with pytest.raises(ValueError, match="dense operands"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X.astype(np.float32), Y, b, 128, 1, False)
+    with pytest.raises(TypeError, match="kernel dtype"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data.astype(np.int64), X, Y, b, 128, 1, False)
+
+
+def test_spmm_rejects_non_contiguous_or_read_only_operands():
+    A, X, Y, b = _args()
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, np.asfortranarray(X), Y, b, 128, 1, False)
+    Y.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, b, 128, 1, False)
+
+
+def test_spmm_rejects_mixed_index_types_and_bad_shapes():
+    A, X, Y, b = _args()
+    with pytest.raises(TypeError, match="int32 or both int64"):
+        _spmm.csr_spmm(A.indptr, A.indices.astype(np.int64), A.data, X, Y, b, 128, 1, False)
+    with pytest.raises(TypeError, match="row_bounds"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, b.astype(np.int32), 128, 1, False)
+    with pytest.raises(ValueError, match="one entry per output row"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y[:-1], b, 128, 1, False)
+    with pytest.raises(ValueError, match="same number of columns"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y[:, :2].copy(), b, 128, 1, False)
+    with pytest.raises(ValueError, match="1-D"):
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, X, Y, b, 1)
+
+
+def test_csr_check_codes_and_wide_int32_matrices():
+    ok = np.array([0, 1, 2], dtype=np.int32)
+    assert _spmm.csr_check(ok, np.array([0, 4], dtype=np.int32), 5, 1) == 0
+    assert _spmm.csr_check(ok + 1, np.array([0, 4], dtype=np.int32), 5, 1) == 1
+    assert _spmm.csr_check(np.array([0, 2, 1], dtype=np.int32),
+                           np.array([0, 4], dtype=np.int32), 5, 1) == 2
+    assert _spmm.csr_check(ok, np.array([0], dtype=np.int32), 5, 1) == 3
+    assert _spmm.csr_check(ok, np.array([0, 5], dtype=np.int32), 5, 1) == 4
+    assert _spmm.csr_check(ok, np.array([-1, 0], dtype=np.int32), 5, 1) == 4
+    # More columns than int32 can index: every nonnegative int32 is in range,
+    # negatives are still caught (the check compares as unsigned).
+    big = 2**40
+    assert _spmm.csr_check(ok, np.array([0, 2**31 - 1], dtype=np.int32), big, 1) == 0
+    assert _spmm.csr_check(ok, np.array([0, -2**31], dtype=np.int32), big, 1) == 4
+    assert _spmm.csr_check(ok.astype(np.int64), np.array([0, big], dtype=np.int64), big, 1) == 4
+    with pytest.raises(TypeError, match="int32 or both int64"):
+        _spmm.csr_check(ok, np.array([0, 4], dtype=np.int64), 5, 1)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_csr_check_finds_a_bad_index_in_every_thread_chunk(n_threads):
+    n = 10_000
+    indptr = np.array([0, n], dtype=np.int64)
+    for bad_at in (0, n // 3, n // 2, n - 1):
+        indices = np.zeros(n, dtype=np.int64)
+        indices[bad_at] = 7
+        assert _spmm.csr_check(indptr, indices, 7, n_threads) == 4
+        indices[bad_at] = 6
+        assert _spmm.csr_check(indptr, indices, 7, n_threads) == 0
