@@ -208,12 +208,12 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
     (16, 300)
     """
+    if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
+        return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
     if out is None and n_threads is None and method == "auto" and type(B) is np.ndarray:
         Y = _fast_product(A, B)
         if Y is not None:
             return Y
-    if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
-        return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
     if method not in ("auto", "sparse", "dense"):
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
     if n_threads is not None:
