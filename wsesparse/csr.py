@@ -231,7 +231,11 @@ class CSR:
         if self._dense is not None and self._dense.dtype == dtype:
             return self._dense
         check_array_allocation(self.shape, dtype, "the densified sparse operand (method='dense')")
-        dense = self.to_scipy().toarray().astype(dtype, copy=False)
+        # Cast the values first: duplicates must add up in ``dtype`` (as scipy's
+        # product does), not in a narrower stored dtype (found by tests/test_fuzz.py).
+        nnz = self.nnz
+        dense = sp.csr_array((self._values(dtype)[:nnz], self.indices[:nnz], self.indptr),
+                             shape=self.shape).toarray()
         if keep and dense.nbytes <= _KEEP_DENSE_BYTES:
             self._dense = dense
         return dense
