@@ -170,7 +170,7 @@ def format_bytes(n: int) -> str:
 
 def array_nbytes(shape, dtype) -> int:
     """Bytes of an array of ``shape`` and ``dtype`` (exact Python int, no overflow)."""
-    return math.prod(int(s) for s in shape) * np.dtype(dtype).itemsize
+    return math.prod(map(int, shape)) * np.dtype(dtype).itemsize
 
 
 def fits_in_memory(nbytes: int) -> bool:
