@@ -97,6 +97,29 @@ def as_dense_operand(x, name: str) -> np.ndarray:
     return arr
 
 
+def product_shape(sparse_shape: tuple[int, int], dense_shape: tuple[int, ...],
+                  transpose: bool) -> tuple[int, ...] | None:
+    """Shape of ``S @ D`` (or of ``D @ S`` with ``transpose``), None if the inner sizes differ.
+
+    ``D`` is 1-D or 2-D; a 1-D operand gives a 1-D result, as in numpy.
+
+    Examples
+    --------
+    >>> product_shape((3, 4), (4, 2), False), product_shape((3, 4), (5, 3), True)
+    ((3, 2), (5, 4))
+    >>> product_shape((3, 4), (3,), False) is None
+    True
+    """
+    m, k = sparse_shape
+    if transpose:
+        if dense_shape[-1] != m:
+            return None
+        return (k,) if len(dense_shape) == 1 else (dense_shape[0], k)
+    if dense_shape[0] != k:
+        return None
+    return (m,) if len(dense_shape) == 1 else (m, dense_shape[1])
+
+
 def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int) -> str:
     """Explain a nonzero return code of the kernels' ``csr_check``."""
     reasons = {

@@ -12,7 +12,8 @@ TLR-MVM on the device.
 
 from __future__ import annotations
 
-from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, describe, result_dtype
+from wsesparse._checks import (KERNEL_DTYPES, check_numeric_dtype, describe, product_shape,
+                               result_dtype)
 from wsesparse._threads import resolve_n_threads
 
 _ROOTS = ("cupy", "cupyx")
@@ -93,14 +94,8 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
     S, D, transpose = (A, B, False) if a_sparse else (B, A, True)
     if D.ndim not in (1, 2):
         raise ValueError(f"the dense operand must be 1-D or 2-D, got {describe(D)}")
-    m, k = S.shape
-    if transpose:
-        ok = D.shape[-1] == m
-        res_shape = (k,) if D.ndim == 1 else (D.shape[0], k)
-    else:
-        ok = D.shape[0] == k
-        res_shape = (m,) if D.ndim == 1 else (m, D.shape[1])
-    if not ok:
+    res_shape = product_shape(S.shape, D.shape, transpose)
+    if res_shape is None:
         raise ValueError(f"inner dimensions differ: A is {describe(A)}, B is {describe(B)}")
     dtype = result_dtype(S.dtype, D.dtype)
     if dtype not in KERNEL_DTYPES:

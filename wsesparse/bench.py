@@ -479,14 +479,6 @@ def _ints(s):
     return [int(x) for x in s.split(",") if x]
 
 
-def _floats(s):
-    return [float(x) for x in s.split(",") if x]
-
-
-def _ints(s):
-    return [int(x) for x in s.split(",") if x]
-
-
 DESCRIPTION = ("Time wsesparse.sparse_matmul against scipy, sparse_dot_mkl, python-graphblas, "
                "torch.sparse and dense numpy BLAS (missing peers are reported and left out).")
 

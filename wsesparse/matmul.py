@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from wsesparse import _cupy_backend
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
-                               fits_in_memory, result_dtype)
+                               fits_in_memory, product_shape, result_dtype)
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
@@ -247,14 +247,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     D = as_dense_operand(dense_in, dense_name)
     if S.ndim != 2:
         raise ValueError(f"the sparse operand must be 2-D, got {describe(S)}")
-    m, k = S.shape
-    if transpose:
-        ok = D.shape[-1] == m
-        res_shape = (k,) if D.ndim == 1 else (D.shape[0], k)
-    else:
-        ok = D.shape[0] == k
-        res_shape = (m,) if D.ndim == 1 else (m, D.shape[1])
-    if not ok:
+    res_shape = product_shape(S.shape, D.shape, transpose)
+    if res_shape is None:
         # D's shape and dtype, but the type the caller passed (list, np.matrix, ...).
         d_desc = f"{type(dense_in).__name__}{describe(D)[len(type(D).__name__):]}"
         a_desc, b_desc = (describe(S), d_desc) if a_sparse else (d_desc, describe(S))
