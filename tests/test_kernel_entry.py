@@ -109,3 +109,35 @@ def test_csr_check_finds_a_bad_index_in_every_thread_chunk(n_threads):
         assert _spmm.csr_check(indptr, indices, 7, n_threads) == 4
         indices[bad_at] = 6
         assert _spmm.csr_check(indptr, indices, 7, n_threads) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_several_panels_per_sweep(dtype, prefetch):
+    """Token columns swept in panels narrower than N (what big K and N get)."""
+    A = CSR(_rows_of_every_length(60, 200, dtype, np.int32, seed=3))
+    tile = _spmm.TILE_BYTES_PER_ROW // np.dtype(dtype).itemsize
+    N = 2 * tile + 3
+    X = np.random.default_rng(4).standard_normal((200, N)).astype(dtype)
+    expected = A.to_scipy().astype(np.complex128).toarray() @ X.astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    for panel, n_threads, parts in ((tile, 1, 1), (2 * tile, 2, 5), (N, 2, 3)):
+        Y = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        bounds = np.linspace(0, A.shape[0], parts + 1).astype(np.int64)
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, bounds, panel, n_threads, prefetch)
+        np.testing.assert_allclose(Y, expected, rtol=tol, atol=tol)
+
+
+def test_panel_width_rule():
+    from wsesparse.csr import _L3_BYTES, _SHORT_ROW_NNZ, _panel_width
+
+    # Short rows: one sweep over all columns, however wide.
+    assert _panel_width((1000, 10**6), _SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
+    # Long rows: whole tiles whose slice of X takes at most a quarter of L3.
+    K = 1 << 16
+    p = _panel_width((1000, K), 100 * 1000, 100_000, 8)
+    tile = _spmm.TILE_BYTES_PER_ROW // 8
+    assert p % tile == 0 and tile <= p and K * p * 8 <= max(_L3_BYTES // 4, K * tile * 8)
+    # Never wider than N, never narrower than one tile.
+    assert _panel_width((1000, K), 100 * 1000, 7, 8) == 7
+    assert _panel_width((10, 1 << 40), 1000, 10_000, 8) == tile
