@@ -607,17 +607,44 @@ def test_dia_bool_times_float16_regression():
 
 
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)
-@pytest.mark.parametrize("n", [8, 64, 255, 256, 1024])
-def test_auto_dispatch_rule(dtype, n):
+@pytest.mark.parametrize("n", [1, 8, 63, 64, 255, 256, 1024])
+@pytest.mark.parametrize("prepared", [False, True])
+def test_auto_dispatch_rule(dtype, n, prepared):
     """method="auto" picks dense BLAS exactly where the documented thresholds say."""
-    from wsesparse.matmul import (DENSE_DENSITY, DENSE_DENSITY_WIDE, DENSE_WIDE_TOKENS,
-                                  _use_dense)
-    threshold = (DENSE_DENSITY_WIDE if n >= DENSE_WIDE_TOKENS else DENSE_DENSITY)[np.dtype(dtype)]
+    from wsesparse.matmul import (DENSE_DENSITY, DENSE_DENSITY_PREPARED, DENSE_DENSITY_WIDE,
+                                  DENSE_WIDE_TOKENS, _use_dense)
+    dt = np.dtype(dtype)
+    if prepared:
+        threshold = DENSE_DENSITY_PREPARED[dt][0 if n == 1 else 1 if n < DENSE_MIN_TOKENS
+                                               else 2 if n < DENSE_WIDE_TOKENS else 3]
+    elif n < DENSE_MIN_TOKENS:
+        threshold = None  # never dense
+    else:
+        threshold = (DENSE_DENSITY_WIDE if n >= DENSE_WIDE_TOKENS else DENSE_DENSITY)[dt]
     X = np.ones((100, n), dtype)
-    for density, expect in ((threshold + 0.01, n >= DENSE_MIN_TOKENS),
-                            (threshold - 0.01, False)):
+    densities = (0.99, 0.5) if threshold is None else (threshold + 0.01, threshold - 0.01)
+    for density, expect in zip(densities, (threshold is not None, False)):
         A = CSR(sp.random(100, 100, density=density, format="csr", random_state=0, dtype=dtype))
-        assert _use_dense(A, X, "auto", n) == expect, (density, n)
+        assert _use_dense(A, X, "auto", n, prepared) == expect, (density, n)
     X[0, 0] = np.inf  # implicit zeros must not meet inf: stay sparse
-    A = CSR(sp.random(100, 100, density=0.9, format="csr", random_state=0, dtype=dtype))
-    assert not _use_dense(A, X, "auto", n)
+    A = CSR(sp.random(100, 100, density=0.99, format="csr", random_state=0, dtype=dtype))
+    assert not _use_dense(A, X, "auto", n, prepared)
+
+
+@pytest.mark.parametrize("n", [1, 8])
+def test_prepared_csr_goes_dense_at_high_density_even_for_few_tokens(n, monkeypatch):
+    """A prepared CSR keeps its dense copy, so a dense matrix-vector product pays off; the
+    one-shot call (densify every time) stays sparse. Observed through the cached copy."""
+    A = sp.random(200, 150, density=0.9, format="csr", random_state=1, dtype=np.float64)
+    X = np.random.default_rng(0).standard_normal((150, n) if n > 1 else 150)
+    P = CSR(A)
+    np.testing.assert_allclose(sparse_matmul(P, X), A @ X, rtol=1e-12, atol=1e-12)
+    assert P._dense is not None and P._dense.shape == A.shape
+    np.testing.assert_allclose(P @ X, A @ X, rtol=1e-12, atol=1e-12)
+    import wsesparse.matmul as mm
+    calls = []
+    monkeypatch.setattr(mm, "_dense_product", lambda *a, **k: calls.append(a))
+    sparse_matmul(P, X)
+    assert len(calls) == 1          # the prepared operand: dense
+    np.testing.assert_allclose(sparse_matmul(A, X), A @ X, rtol=1e-12, atol=1e-12)
+    assert len(calls) == 1          # the one-shot call: sparse

@@ -13,7 +13,7 @@ from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_
                                fits_in_memory, product_shape, result_dtype)
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import resolve_n_threads
-from wsesparse.csr import CSR
+from wsesparse.csr import _KEEP_DENSE_BYTES, CSR
 
 # Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
 # BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A (which
@@ -21,22 +21,44 @@ from wsesparse.csr import CSR
 # density is at least DENSE_DENSITY[dtype], or DENSE_DENSITY_WIDE[dtype] once
 # N >= DENSE_WIDE_TOKENS. Measured with `python benchmarks/crossover.py`
 # (M = K = 4096, 2 threads, densify cost included): the crossover densities
-# for N = 64 / 256 were float32 0.52 / 0.19, float64 0.31 / 0.20, complex64
-# 0.09 / 0.08, complex128 0.18 / 0.15; dense never won at N = 1 or 8.
+# for N = 64 / 256 were float32 0.45 / 0.23, float64 0.40 / 0.24, complex64
+# 0.38 / 0.24, complex128 0.37 / 0.23; dense never won at N = 1 or 8.
 DENSE_MIN_TOKENS = 64
 DENSE_DENSITY = {
-    np.dtype(np.float32): 0.53,
-    np.dtype(np.float64): 0.32,
-    np.dtype(np.complex64): 0.09,
-    np.dtype(np.complex128): 0.18,
+    np.dtype(np.float32): 0.46,
+    np.dtype(np.float64): 0.41,
+    np.dtype(np.complex64): 0.38,
+    np.dtype(np.complex128): 0.37,
 }
 DENSE_WIDE_TOKENS = 256
 DENSE_DENSITY_WIDE = {
-    np.dtype(np.float32): 0.20,
-    np.dtype(np.float64): 0.20,
-    np.dtype(np.complex64): 0.08,
-    np.dtype(np.complex128): 0.15,
+    np.dtype(np.float32): 0.23,
+    np.dtype(np.float64): 0.24,
+    np.dtype(np.complex64): 0.25,
+    np.dtype(np.complex128): 0.24,
 }
+# A prepared ``CSR`` keeps its dense copy (up to ``csr._KEEP_DENSE_BYTES``),
+# so after the first call dense BLAS costs only the product: crossovers
+# without the densify cost, same run, per N = 1 / 2..63 / 64..255 / >= 256
+# (measured at N = 1, 8, 64, 256), rounded up.
+DENSE_DENSITY_PREPARED = {
+    np.dtype(np.float32): (0.27, 0.48, 0.26, 0.18),
+    np.dtype(np.float64): (0.38, 0.70, 0.25, 0.20),
+    np.dtype(np.complex64): (0.14, 0.33, 0.22, 0.23),
+    np.dtype(np.complex128): (0.46, 0.41, 0.21, 0.21),
+}
+
+
+def _dense_threshold(dtype: np.dtype, n_tokens: int, prepared: bool) -> float:
+    """Density from which method="auto" uses dense BLAS (inf: never)."""
+    if prepared:
+        bucket = (0 if n_tokens == 1 else 1 if n_tokens < DENSE_MIN_TOKENS
+                  else 2 if n_tokens < DENSE_WIDE_TOKENS else 3)
+        return DENSE_DENSITY_PREPARED[dtype][bucket]
+    if n_tokens < DENSE_MIN_TOKENS:
+        return float("inf")
+    return (DENSE_DENSITY_WIDE if n_tokens >= DENSE_WIDE_TOKENS else DENSE_DENSITY)[dtype]
+
 
 Method = Literal["auto", "sparse", "dense"]
 
@@ -116,14 +138,13 @@ def _wrap(result: np.ndarray, sparse_op, dense_in) -> np.ndarray:
     return result
 
 
-def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int) -> bool:
+def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool) -> bool:
     if method == "dense":
         return True
     if method == "sparse":
         return False
-    return (n_tokens >= DENSE_MIN_TOKENS
-            and S.density >= (DENSE_DENSITY_WIDE if n_tokens >= DENSE_WIDE_TOKENS
-                              else DENSE_DENSITY)[X.dtype]
+    keeps_copy = prepared and S.shape[0] * S.shape[1] * X.dtype.itemsize <= _KEEP_DENSE_BYTES
+    return (S.density >= _dense_threshold(X.dtype, n_tokens, keeps_copy)
             # Implicit zeros of a sparse matrix do not meet the dense operand,
             # so inf/nan in X only propagate where A stores a value; dense
             # BLAS would turn 0 * inf into nan everywhere. And BLAS's complex
@@ -283,7 +304,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
 
     if csr.nnz == 0 or target.size == 0:
         target[...] = 0
-    elif _use_dense(csr, X, method, n_tokens):
+    elif _use_dense(csr, X, method, n_tokens, prepared=isinstance(S, CSR)):
         _dense_product(csr, X, target, n_threads, prepared=isinstance(S, CSR))
     else:
         csr._multiply_into(X, target, n_threads)
@@ -316,8 +337,9 @@ def _fast_product(A, B: np.ndarray) -> np.ndarray | None:
             or B.shape[0] != A.shape[1] or not B.flags.c_contiguous):
         return None
     n_tokens = 1 if B.ndim == 1 else B.shape[1]
-    if n_tokens >= DENSE_MIN_TOKENS or B.size == 0:
-        return None  # the dense-dispatch rule and empty shapes: general path
+    if (n_tokens >= DENSE_MIN_TOKENS or B.size == 0
+            or (csr is not None and csr.density >= _dense_threshold(dtype, n_tokens, True))):
+        return None  # the dense-dispatch rules and empty shapes: general path
     if csr is None:
         try:
             csr = CSR(A)
