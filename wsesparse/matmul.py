@@ -231,8 +231,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     """
     if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
         return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
-    if out is None and n_threads is None and method == "auto" and type(B) is np.ndarray:
-        Y = _fast_product(A, B)
+    if out is None and method == "auto" and type(B) is np.ndarray:
+        Y = _fast_product(A, B, n_threads)
         if Y is not None:
             return Y
     if method not in ("auto", "sparse", "dense"):
@@ -317,7 +317,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     return _wrap(result, S, dense_in)
 
 
-def _fast_product(A, B: np.ndarray) -> np.ndarray | None:
+def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     """``A @ B`` for the commonest call, or None to take the general path.
 
     The common call in inference and training loops, a prepared ``CSR`` (or
@@ -351,7 +351,7 @@ def _fast_product(A, B: np.ndarray) -> np.ndarray | None:
     if A.shape[0] * n_tokens * dtype.itemsize >= CHECK_MIN_BYTES:
         check_array_allocation(shape, dtype, "the result of sparse_matmul")
     Y = np.empty(shape, dtype=dtype)
-    csr._multiply_into(B, Y, None)
+    csr._multiply_into(B, Y, n_threads)  # validates n_threads
     return Y
 
 
