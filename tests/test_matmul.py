@@ -648,3 +648,15 @@ def test_prepared_csr_goes_dense_at_high_density_even_for_few_tokens(n, monkeypa
     assert len(calls) == 1          # the prepared operand: dense
     np.testing.assert_allclose(sparse_matmul(A, X), A @ X, rtol=1e-12, atol=1e-12)
     assert len(calls) == 1          # the one-shot call: sparse
+
+
+def test_auto_dispatch_stays_sparse_when_the_dense_copy_is_big(monkeypatch):
+    """Beyond the dense-copy bound auto never densifies (measured: too slow at 16384^2)."""
+    import wsesparse.matmul as mm
+    A = CSR(sp.random(100, 100, density=0.9, format="csr", random_state=0))
+    X = np.ones((100, 1024))
+    assert mm._use_dense(A, X, "auto", 1024, False) and mm._use_dense(A, X, "auto", 1024, True)
+    monkeypatch.setattr(mm, "_KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
+    assert not mm._use_dense(A, X, "auto", 1024, False)
+    assert not mm._use_dense(A, X, "auto", 1024, True)
+    assert mm._use_dense(A, X, "dense", 1024, False)  # an explicit request still goes dense

@@ -37,8 +37,9 @@ DENSE_DENSITY_WIDE = {
     np.dtype(np.complex64): 0.25,
     np.dtype(np.complex128): 0.24,
 }
-# A prepared ``CSR`` keeps its dense copy (up to ``csr._KEEP_DENSE_BYTES``),
-# so after the first call dense BLAS costs only the product: crossovers
+# Dense dispatch needs a dense copy of at most ``csr._KEEP_DENSE_BYTES``. A
+# prepared ``CSR`` keeps that copy, so after the first call dense BLAS costs
+# only the product: crossovers
 # without the densify cost, same run, per N = 1 / 2..63 / 64..255 / >= 256
 # (measured at N = 1, 8, 64, 256), rounded up.
 DENSE_DENSITY_PREPARED = {
@@ -143,8 +144,13 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
         return True
     if method == "sparse":
         return False
-    keeps_copy = prepared and S.shape[0] * S.shape[1] * X.dtype.itemsize <= _KEEP_DENSE_BYTES
-    return (S.density >= _dense_threshold(X.dtype, n_tokens, keeps_copy)
+    if S.shape[0] * S.shape[1] * X.dtype.itemsize > _KEEP_DENSE_BYTES:
+        # A dense copy this big costs more per element to build (fresh pages,
+        # DRAM) than at the 4096^2 of the crossover measurement, and is not
+        # kept: at M = K = 16384, float32, density 0.5, N = 64, dense with
+        # the copy ran at 9.4 GFLOP/s, the sparse kernel at 32.
+        return False
+    return (S.density >= _dense_threshold(X.dtype, n_tokens, prepared)
             # Implicit zeros of a sparse matrix do not meet the dense operand,
             # so inf/nan in X only propagate where A stores a value; dense
             # BLAS would turn 0 * inf into nan everywhere. And BLAS's complex
