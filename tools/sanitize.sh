@@ -30,6 +30,7 @@ if [ "$#" -eq 0 ]; then
     # The RSS test is left out: ASan holds freed memory in its quarantine (by
     # design, to catch use-after-free), so the resident set grows under it.
     set -- tests/test_matmul.py tests/test_matmul_errors.py tests/test_csr_operand.py \
+        tests/test_kernel_entry.py tests/test_fuzz.py tests/test_adversarial_matmul.py \
         tests/test_threads.py tests/test_tlr.py tests/test_wafer_tlr.py \
         tests/test_reliability.py tests/wafer \
         --deselect tests/test_reliability.py::test_no_leak_over_many_calls
