@@ -108,6 +108,40 @@ class Dispatch:
         sparse_matmul(self.A, self.X, method=method)
 
 
+class PanelSweep:
+    """Wide N: short rows are swept once over all columns, long rows in L3-sized panels
+    (``csr._panel_width``); both sides of that switch, M = K = 4096, N = 1024, float32."""
+
+    params = ([0.001, 0.01],)
+    param_names = ["density"]
+    timeout = 120
+
+    def setup(self, density):
+        self.P = CSR(random_csr(4096, 4096, density, "float32"))
+        self.X = random_dense(4096, 1024, "float32")
+
+    def time_csr_prepared(self, density):
+        self.P @ self.X
+
+
+class PreparedDispatch:
+    """A prepared CSR switches to its cached dense copy from DENSE_DENSITY_PREPARED (float32:
+    0.27 at N = 1; never at N = 8): densities on both sides of that crossover."""
+
+    params = ([0.2, 0.35, 0.6], [1, 8])
+    param_names = ["density", "n_tokens"]
+    timeout = 120
+
+    def setup(self, density, n_tokens):
+        self.P = CSR(random_csr(2048, 2048, density, "float32"))
+        X = random_dense(2048, n_tokens, "float32")
+        self.X = X[:, 0].copy() if n_tokens == 1 else X
+        self.P @ self.X  # the first call builds the dense copy where auto picks dense
+
+    def time_csr_prepared(self, density, n_tokens):
+        self.P @ self.X
+
+
 class DenseTimesSparse:
     """Z = X @ W (activations times weights) without materialising a transpose."""
 

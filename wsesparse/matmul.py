@@ -12,7 +12,7 @@ from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, product_shape, result_dtype)
 from wsesparse._structure import check_sparse_structure
-from wsesparse._threads import resolve_n_threads
+from wsesparse._threads import _available_cores, resolve_n_threads
 from wsesparse.csr import _KEEP_DENSE_BYTES, CSR
 
 # Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
@@ -39,14 +39,17 @@ DENSE_DENSITY_WIDE = {
 }
 # Dense dispatch needs a dense copy of at most ``csr._KEEP_DENSE_BYTES``. A
 # prepared ``CSR`` keeps that copy, so after the first call dense BLAS costs
-# only the product: crossovers
-# without the densify cost, same run, per N = 1 / 2..63 / 64..255 / >= 256
-# (measured at N = 1, 8, 64, 256), rounded up.
+# only the product: the crossovers without the densify cost (same
+# crossover.py run), per N = 1 / 2..63 / 64..255 / >= 256, measured at
+# N = 1, 8, 64, 256 and rounded up. For 2..63 tokens the crossover run put
+# float32 at 0.48 and float64 at 0.69, but the peer table (4096^2, float32,
+# density 0.5, N = 8) had dense BLAS at 17.5 GFLOP/s against 25 for the
+# sparse kernel, so that bucket never goes dense (1.01).
 DENSE_DENSITY_PREPARED = {
-    np.dtype(np.float32): (0.27, 0.48, 0.26, 0.18),
-    np.dtype(np.float64): (0.38, 0.70, 0.25, 0.20),
-    np.dtype(np.complex64): (0.14, 0.33, 0.22, 0.23),
-    np.dtype(np.complex128): (0.46, 0.41, 0.21, 0.21),
+    np.dtype(np.float32): (0.27, 1.01, 0.26, 0.18),
+    np.dtype(np.float64): (0.38, 1.01, 0.25, 0.20),
+    np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
+    np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
 }
 
 
@@ -365,7 +368,9 @@ def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None
                    prepared: bool) -> None:
     # Only a CSR the caller prepared lives on to reuse a cached dense copy.
     dense = csr._densified(X.dtype, keep=prepared)
-    if n_threads is None:
+    if n_threads is None or n_threads >= _available_cores():
+        # BLAS already uses every core; threadpool_limits would only add its
+        # cost (it scans the loaded libraries: milliseconds per call).
         np.matmul(dense, X, out=Y)
         return
     from threadpoolctl import threadpool_limits
