@@ -22,11 +22,15 @@ from wsesparse.csr import _KEEP_DENSE_BYTES, CSR
 # N >= DENSE_WIDE_TOKENS. Measured with `python benchmarks/crossover.py`
 # (M = K = 4096, 2 threads, densify cost included): the crossover densities
 # for N = 64 / 256 were float32 0.45 / 0.23, float64 0.40 / 0.24, complex64
-# 0.38 / 0.24, complex128 0.37 / 0.23; dense never won at N = 1 or 8.
+# 0.38 / 0.24, complex128 0.37 / 0.23; dense never won at N = 1 or 8. The
+# peer table (fresh output arrays every call, as users allocate them)
+# disagreed at N = 64 for the real types: at density 0.5, dense with the
+# densify ran at 19 (float32) / 12 (float64) GFLOP/s against 38 / 20 for
+# the sparse kernel, so the real types use 0.6 there.
 DENSE_MIN_TOKENS = 64
 DENSE_DENSITY = {
-    np.dtype(np.float32): 0.46,
-    np.dtype(np.float64): 0.41,
+    np.dtype(np.float32): 0.60,
+    np.dtype(np.float64): 0.60,
     np.dtype(np.complex64): 0.38,
     np.dtype(np.complex128): 0.37,
 }
