@@ -129,10 +129,14 @@ def test_several_panels_per_sweep(dtype, prefetch):
 
 
 def test_panel_width_rule():
-    from wsesparse.csr import _L3_BYTES, _SHORT_ROW_NNZ, _panel_width
+    from wsesparse.csr import _L3_BYTES, _SHORT_ROW_NNZ, _VERY_SHORT_ROW_NNZ, _panel_width
 
-    # Short rows: one sweep over all columns, however wide.
-    assert _panel_width((1000, 10**6), _SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
+    # Very short rows: one sweep over all columns, however wide.
+    assert _panel_width((1000, 10**6), _VERY_SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
+    # Short rows: one sweep while X takes at most half of L3, panels beyond.
+    n_cols = _L3_BYTES // 2 // (4 * 1024)
+    assert _panel_width((1000, n_cols), _SHORT_ROW_NNZ * 1000, 1024, 4) == 1024
+    assert _panel_width((1000, 4 * n_cols), _SHORT_ROW_NNZ * 1000, 1024, 4) < 1024
     # Long rows: whole tiles whose slice of X takes at most a quarter of L3.
     K = 1 << 16
     p = _panel_width((1000, K), 100 * 1000, 100_000, 8)

@@ -51,7 +51,9 @@ def _cache_bytes(level: int, default: int) -> int:
 _L2_BYTES = _cache_bytes(2, 1 << 20)
 _L3_BYTES = _cache_bytes(3, 8 << 20)
 # Rows with at most this many nonzeros on average are swept once over all
-# token columns (see _panel_width).
+# token columns: always (very short), or while X fits in half of L3 (see
+# _panel_width).
+_VERY_SHORT_ROW_NNZ = 8
 _SHORT_ROW_NNZ = 32
 
 
@@ -78,18 +80,23 @@ def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_C
 def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int) -> int:
     """Token columns per sweep over the rows of an (M, K) matrix times (K, N).
 
-    A sweep streams the matrix once and touches ``X[:, panel]``, K rows of
-    ``panel * itemsize`` bytes. Rows with few nonzeros reuse little of X
-    anyway and gain most from long contiguous X-row reads and Y-row writes:
-    one sweep over all columns. Longer rows reuse X rows many times per sweep:
-    the panel is the widest (whole tiles) whose slice of X takes a quarter
-    of L3. Measured on M = K = 4096 / 16384, N = 256 / 1024, float32 /
-    float64, density 0.01 / 0.001 (2 threads): for example K = 4096, N = 1024,
-    float32, density 0.01 ran at 14 / 28 / 25 GFLOP/s with panels of
-    128 / 512 / 1024 columns, and density 0.001 at 9 / 13 / 18.
+    A sweep streams the matrix once and reads ``X[:, panel]`` (packed into a
+    contiguous buffer by the kernel when ``panel < N``). Very short rows reuse
+    little of X and gain most from long contiguous X-row reads and Y-row
+    writes: one sweep over all columns, as also for rows of up to
+    ``_SHORT_ROW_NNZ`` nonzeros while all of X takes at most half of L3.
+    Otherwise the panel is the widest (whole tiles) whose slice of X takes a
+    quarter of L3. Measured (2 threads, GFLOP/s, kernel only): K = 4096,
+    N = 1024, float32, density 0.001 (4 nonzeros per row): one sweep 26.6,
+    256-column panels 13.7; density 0.01: 512-column panels 44.6, one sweep
+    28.4; K = 16384, density 0.001 (16 per row), float32: N = 256 one sweep
+    34, 128-column panels 26; N = 1024 128-column panels 23, one sweep 15;
+    float64, N = 256: 64-column panels 12.3, one sweep 9.8.
     """
     n_rows, n_cols = shape
-    if nnz <= _SHORT_ROW_NNZ * max(n_rows, 1):
+    per_row = nnz / max(n_rows, 1)
+    if per_row <= _VERY_SHORT_ROW_NNZ or (per_row <= _SHORT_ROW_NNZ and
+                                          n_cols * n_tokens * itemsize <= _L3_BYTES // 2):
         return n_tokens
     tile = _spmm.TILE_BYTES_PER_ROW // itemsize
     fit = (_L3_BYTES // 4) // max(1, n_cols * itemsize) // tile * tile
