@@ -663,3 +663,14 @@ def test_auto_dispatch_stays_sparse_when_the_dense_copy_is_big(monkeypatch):
     assert not mm._use_dense(A, X, "auto", 1024, False)
     assert not mm._use_dense(A, X, "auto", 1024, True)
     assert mm._use_dense(A, X, "dense", 1024, False)  # an explicit request still goes dense
+
+
+def test_prepared_csr_with_an_infinite_value_stays_sparse():
+    """A stored inf keeps auto on the sparse path (dense BLAS would spread nan through
+    0 * inf); the finiteness of a prepared CSR is computed once and kept."""
+    A = sp.random(120, 100, density=0.9, format="csr", random_state=2, dtype=np.float64)
+    A.data[5] = np.inf
+    P = CSR(A)
+    X = np.random.default_rng(1).standard_normal((100, 300))
+    assert_matches(sparse_matmul(P, X), A @ X, A, X)
+    assert P._finite is False and P._dense is None

@@ -217,6 +217,7 @@ class CSR:
         self._bounds: dict[int, np.ndarray] = {}
         self._data_as: dict[np.dtype, np.ndarray] = {}
         self._dense: np.ndarray | None = None
+        self._finite: bool | None = None
         self._transpose: CSR | None = None
 
     # -- properties ---------------------------------------------------------
@@ -268,6 +269,12 @@ class CSR:
         if vals is None:
             vals = self._data_as[dtype] = self.data[: self.nnz].astype(dtype)
         return vals
+
+    def _all_finite(self) -> bool:
+        """Whether every stored value is finite (computed once, like the dense copy)."""
+        if self._finite is None:
+            self._finite = bool(np.isfinite(self.data[:self.nnz]).all())
+        return self._finite
 
     def _densified(self, dtype: np.dtype, keep: bool) -> np.ndarray:
         """The matrix as a dense array of ``dtype`` (duplicates summed).

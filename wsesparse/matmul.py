@@ -164,7 +164,7 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
             # arithmetic places nan/inf differently from scipy's when A
             # stores infinities, so A must be finite too.
             and bool(np.isfinite(X).all())
-            and bool(np.isfinite(S.data[:S.nnz]).all())
+            and S._all_finite()
             # A dense copy of A that does not fit in memory: stay sparse.
             and fits_in_memory(array_nbytes(S.shape, X.dtype)))
 
