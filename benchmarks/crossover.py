@@ -131,9 +131,8 @@ def main(argv=None) -> int:
     start = time.time()
     print(f"crossover: M=K={args.size}, numpy {np.__version__}, threads "
           f"{args.threads or 'all'}, started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    if hasattr(os, "getloadavg"):
-        print("  load average %.2f %.2f %.2f on %d cores (other work on the machine makes "
-              "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
+    from wsesparse.bench import print_load_average
+    print_load_average()
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS"):
         if var in os.environ:
             print(f"  note: {var}={os.environ[var]} is set")

@@ -206,6 +206,13 @@ def spmv_bytes(A, x_itemsize: int) -> int:
 # --------------------------------------------------------------------------------------
 # the peers at one point
 # --------------------------------------------------------------------------------------
+def print_load_average() -> None:
+    """Print the load average (where the OS has one): timings under load are noisy."""
+    if hasattr(os, "getloadavg"):
+        print("  load average %.2f %.2f %.2f on %d cores (other work on the machine makes "
+              "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
+
+
 def make_calls(A, X, mods, n_threads, dense_ok):
     """{name: zero-argument callable returning a numpy array} for every peer present.
 
@@ -486,8 +493,8 @@ DESCRIPTION = ("Time wsesparse.sparse_matmul against scipy, sparse_dot_mkl, pyth
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``wsesparse bench`` (and of ``benchmarks/peers.py``)."""
     p.add_argument("--quick", action="store_true",
-                   help="tiny grid (M=K=4096, N in 1,64, density in 0.1,0.01, float32 and float64), "
-                        "under 30 s")
+                   help="tiny grid (M=K=4096, N in 1,64, density in 0.1,0.01, float32 and "
+                        "float64), under 30 s")
     p.add_argument("--sizes", type=_ints, default=[4096, 16384], help="M = K values")
     p.add_argument("--tokens", type=_ints, default=[1, 8, 64, 256, 1024], help="N values")
     p.add_argument("--densities", type=_floats, default=[0.5, 0.1, 0.01, 0.001])
@@ -541,9 +548,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.time()
     print(f"wsesparse {wse.__version__}  numpy {np.__version__}  threads {args.threads}  "
           f"started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    if hasattr(os, "getloadavg"):
-        print("  load average %.2f %.2f %.2f on %d cores (other work on the machine makes "
-              "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
+    print_load_average()
     for name, mod in mods.items():
         print(f"  peer {name}: {getattr(mod, '__version__', '?')}")
     for name, why in missing.items():
@@ -610,7 +615,7 @@ def register(sub) -> None:
         epilog="examples:\n"
                "  wsesparse bench --quick                      # under 30 s\n"
                "  wsesparse bench --sizes 4096 --tokens 1,64 --densities 0.01 --csv peers.csv\n"
-               "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE wsesparse bench   # full grid, ~15 min",
+               "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE wsesparse bench   # full grid, ~1 h",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
     p.set_defaults(func=run)

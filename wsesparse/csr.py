@@ -305,7 +305,7 @@ class CSR:
 
     def _multiply_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
         """Y = self @ X with X (n_cols,) or (n_cols, N) and Y alike, C-contiguous, same dtype."""
-        nnz = int(self.indptr[-1])
+        nnz = self.nnz
         if X.ndim == 1:
             threads = resolve_n_threads(n_threads, nnz + self.shape[0])
             _spmm.csr_spmv(self.indptr, self.indices, self._values(X.dtype), X, Y,

@@ -151,7 +151,8 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
         return True
     if method == "sparse":
         return False
-    if S.shape[0] * S.shape[1] * X.dtype.itemsize > _KEEP_DENSE_BYTES:
+    dense_bytes = array_nbytes(S.shape, X.dtype)
+    if dense_bytes > _KEEP_DENSE_BYTES:
         # A dense copy this big costs more per element to build (fresh pages,
         # DRAM) than at the 4096^2 of the crossover measurement, and is not
         # kept: at M = K = 16384, float32, density 0.5, N = 64, dense with
@@ -166,7 +167,7 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
             and bool(np.isfinite(X).all())
             and S._all_finite()
             # A dense copy of A that does not fit in memory: stay sparse.
-            and fits_in_memory(array_nbytes(S.shape, X.dtype)))
+            and fits_in_memory(dense_bytes))
 
 
 def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None = None,
@@ -360,8 +361,8 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
             raise _renamed(exc, "A") from None
     if csr.nnz == 0:
         return None
-    shape = (A.shape[0],) if B.ndim == 1 else (A.shape[0], n_tokens)
-    if A.shape[0] * n_tokens * dtype.itemsize >= CHECK_MIN_BYTES:
+    shape = product_shape(A.shape, B.shape, False)
+    if A.shape[0] * n_tokens * dtype.itemsize >= CHECK_MIN_BYTES:  # spare small calls the check
         check_array_allocation(shape, dtype, "the result of sparse_matmul")
     Y = np.empty(shape, dtype=dtype)
     csr._multiply_into(B, Y, n_threads)  # validates n_threads
