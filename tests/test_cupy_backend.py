@@ -296,6 +296,8 @@ def test_tlr_device_algorithm_on_numpy(dtype, rng):
     np.testing.assert_allclose(Y, T @ X, rtol=tol, atol=tol * np.abs(T @ X).max())
     with pytest.raises(ValueError, match="x needs 50 rows"):
         D @ np.ones(49)
+    with pytest.raises(TypeError, match="T must be a wsesparse.TLRMatrix"):
+        TLRDevice(np.eye(4), xp=np)
     if np.dtype(np.longdouble) != np.float64:  # 80-bit on x86-64 Linux: not a BLAS type
         with pytest.raises(TypeError, match="TLR-MVM computes"):
             TLRDevice(TLRMatrix.from_dense(np.eye(4, dtype=np.float32), nb=2), xp=np) @ \

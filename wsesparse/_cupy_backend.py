@@ -137,6 +137,9 @@ class TLRDevice:
     """
 
     def __init__(self, T, xp=None):
+        from wsesparse.tlr import TLRMatrix
+        if not isinstance(T, TLRMatrix):
+            raise TypeError(f"T must be a wsesparse.TLRMatrix, got {describe(T)}")
         if xp is None:
             xp, _ = _modules()
         self.xp, self.shape, self.dtype = xp, T.shape, T.dtype
