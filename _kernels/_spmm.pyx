@@ -40,14 +40,50 @@ cdef extern from "_axpy_tiles.h" nogil:
     void ws_spmm_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
                                      const double*, Py_ssize_t, double*, Py_ssize_t,
                                      Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
-    void ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
-                                    float*, Py_ssize_t, Py_ssize_t)
-    void ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
-                                    float*, Py_ssize_t, Py_ssize_t)
-    void ws_spmv_rows_double_int32_t(const int32_t*, const int32_t*, const double*,
-                                     const double*, double*, Py_ssize_t, Py_ssize_t)
-    void ws_spmv_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
-                                     const double*, double*, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                    const double*, double*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                    const double*, double*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_chk_float_int32_t(const int32_t*, const int32_t*, const float*,
+                                       const float*, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_chk_float_int64_t(const int64_t*, const int64_t*, const float*,
+                                       const float*, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_chk_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                        const double*, double*, Py_ssize_t, Py_ssize_t,
+                                        Py_ssize_t)
+    int ws_spmv_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                        const double*, double*, Py_ssize_t, Py_ssize_t,
+                                        Py_ssize_t)
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+cdef extern from "_csr_check.h" nogil:
+    int ws_indptr_decreases_int32_t(const int32_t*, Py_ssize_t)
+    int ws_indptr_decreases_int64_t(const int64_t*, Py_ssize_t)
+    int ws_indices_out_of_range_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_indices_out_of_range_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+
+
+cdef inline int _decreases(const index_t* indptr, Py_ssize_t n) noexcept nogil:
+    if index_t is int32_t:
+        return ws_indptr_decreases_int32_t(indptr, n)
+    else:
+        return ws_indptr_decreases_int64_t(indptr, n)
+
+
+cdef inline int _out_of_range(const index_t* indices, Py_ssize_t p0, Py_ssize_t p1,
+                              Py_ssize_t n_cols) noexcept nogil:
+    if index_t is int32_t:
+        return ws_indices_out_of_range_int32_t(indices, p0, p1, n_cols)
+    else:
+        return ws_indices_out_of_range_int64_t(indices, p0, p1, n_cols)
+
 
 ctypedef fused value_t:
     float
@@ -55,16 +91,15 @@ ctypedef fused value_t:
     float complex
     double complex
 
-ctypedef fused index_t:
-    int32_t
-    int64_t
-
 # Token tile: the accumulator acc[0:T] of one output row (512 bytes: 8 AVX2 or
 # 4 AVX-512 registers' worth) stays in L1/registers while the row's nonzeros
 # stream past.
 cdef enum:
     TILE_BYTES = 512
     TILE_MAX = 128   # TILE_BYTES // sizeof(float)
+    # Checked products validate the column indices of this many nonzeros (or
+    # of one longer row) just before multiplying them, while they are in L1.
+    CHECK_BLOCK = 2048
 
 
 # The Python layer sizes column panels in whole tiles.
@@ -155,30 +190,61 @@ cdef inline void _spmm_rows(const index_t* indptr, const index_t* indices,
         _complex_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt)
 
 
-cdef void _sweep(const index_t* indptr, const index_t* indices, const value_t* data,
-                 const value_t* X, Py_ssize_t ldx, value_t* Y, Py_ssize_t ldy,
-                 Py_ssize_t width, const int64_t* bounds, Py_ssize_t n_parts,
-                 int n_threads, int prefetch) noexcept nogil:
-    """Y[:, 0:width] = A @ X[:, 0:width], the row parts handed out dynamically."""
+cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
+                            const value_t* data, const value_t* X, Py_ssize_t ldx,
+                            value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
+                            Py_ssize_t nt, int pf, Py_ssize_t check_cols) noexcept nogil:
+    """``_spmm_rows``; with ``check_cols`` > 0, first checks every block of rows'
+    column indices against it and returns 1 (rows from that block on left
+    undone) on the first one out of range. ``indptr`` must already be valid."""
+    cdef Py_ssize_t i = r0, j
+    if check_cols <= 0:
+        _spmm_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)
+        return 0
+    # A separate pass over all indices before the product streamed them from
+    # memory twice (one-shot SpMV at 4096^2, density 0.1: 20 % of the call).
+    while i < r1:
+        j = i + 1
+        while j < r1 and indptr[j] - indptr[i] < CHECK_BLOCK:
+            j = j + 1
+        if _out_of_range(indices, indptr[i], indptr[j], check_cols):
+            return 1
+        _spmm_rows(indptr, indices, data, X, ldx, Y, ldy, i, j, nt, pf)
+        i = j
+    return 0
+
+
+cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* data,
+                const value_t* X, Py_ssize_t ldx, value_t* Y, Py_ssize_t ldy,
+                Py_ssize_t width, const int64_t* bounds, Py_ssize_t n_parts,
+                int n_threads, int prefetch, Py_ssize_t check_cols) noexcept nogil:
+    """Y[:, 0:width] = A @ X[:, 0:width], the row parts handed out dynamically.
+
+    Returns the number of parts that found an out-of-range column index
+    (only when ``check_cols`` > 0; see ``_spmm_rows_checked``)."""
     cdef Py_ssize_t part
+    cdef int bad = 0
     if n_parts == 1:
         # One part: no parallel region to open (a few microseconds).
-        _spmm_rows(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1], width, prefetch)
-        return
+        return _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1],
+                                  width, prefetch, check_cols)
     for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-        _spmm_rows(indptr, indices, data, X, ldx, Y, ldy, bounds[part], bounds[part + 1],
-                   width, prefetch)
+        bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
+                                  bounds[part + 1], width, prefetch, check_cols)
+    return bad
 
 
-cdef void _spmm_parts(const index_t* indptr, const index_t* indices, const value_t* data,
-                      const value_t* X, value_t* Y, Py_ssize_t N, Py_ssize_t K,
-                      const int64_t* bounds, Py_ssize_t n_parts, Py_ssize_t panel,
-                      int n_threads, int prefetch) noexcept nogil:
+cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_t* data,
+                     const value_t* X, value_t* Y, Py_ssize_t N, Py_ssize_t K,
+                     const int64_t* bounds, Py_ssize_t n_parts, Py_ssize_t panel,
+                     int n_threads, int prefetch, Py_ssize_t check_cols) noexcept nogil:
+    """Returns nonzero when ``check_cols`` > 0 and a column index is out of range."""
     cdef Py_ssize_t c0, w, k
     cdef value_t* buf = NULL
+    cdef int bad = 0
     if panel >= N:
-        _sweep(indptr, indices, data, X, N, Y, N, N, bounds, n_parts, n_threads, prefetch)
-        return
+        return _sweep(indptr, indices, data, X, N, Y, N, N, bounds, n_parts, n_threads,
+                      prefetch, check_cols)
     # Several panels: each X[:, c0:c0+panel] is packed into a contiguous (K, panel)
     # buffer first. Read in place, a panel is a short piece of every long X row,
     # and the kernel ran 1.7x slower (K = 16384, float64, N = 256, 64-column panels:
@@ -188,15 +254,19 @@ cdef void _spmm_parts(const index_t* indptr, const index_t* indices, const value
     while c0 < N:
         w = min(panel, N - c0)
         if buf == NULL:  # no memory for the copy: read X in place
-            _sweep(indptr, indices, data, X + c0, N, Y + c0, N, w, bounds, n_parts,
-                   n_threads, prefetch)
+            bad = _sweep(indptr, indices, data, X + c0, N, Y + c0, N, w, bounds, n_parts,
+                         n_threads, prefetch, check_cols)
         else:
             for k in prange(K, num_threads=n_threads, schedule="static"):
                 memcpy(buf + k * w, X + k * N + c0, w * sizeof(value_t))
-            _sweep(indptr, indices, data, buf, w, Y + c0, N, w, bounds, n_parts,
-                   n_threads, prefetch)
+            bad = _sweep(indptr, indices, data, buf, w, Y + c0, N, w, bounds, n_parts,
+                         n_threads, prefetch, check_cols)
+        if bad:
+            break
+        check_cols = 0  # the first panel's sweep checked every row
         c0 = c0 + w
     free(buf)
+    return bad
 
 
 cdef int _value_type(cnp.ndarray data, tuple dense) except -1:
@@ -237,7 +307,7 @@ cdef int _index_type(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray bounds
 
 def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray X,
              cnp.ndarray Y, cnp.ndarray row_bounds, Py_ssize_t panel, int n_threads,
-             bint prefetch):
+             bint prefetch, Py_ssize_t check_cols=0):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
     X is (n_cols, N) and Y is (n_rows, N), both C-contiguous, of the dtype of
@@ -248,6 +318,11 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     panel does not fit in L2). Parts are handed out dynamically (a thread that
     lost its core to another process does not hold the others up); which
     thread computes a row never changes its value.
+
+    With ``check_cols`` > 0 (the column count of A, whose ``indptr`` has been
+    checked but whose ``indices`` have not), each block of rows has its column
+    indices checked just before it is multiplied; returns 4 (``csr_check``'s
+    code) if one is out of range, Y then being partly written, else 0.
     """
     if cnp.PyArray_NDIM(X) != 2 or cnp.PyArray_NDIM(Y) != 2:
         raise ValueError("X and Y must be 2-D")
@@ -265,41 +340,45 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef void* d = cnp.PyArray_DATA(data)
     cdef void* x = cnp.PyArray_DATA(X)
     cdef void* y = cnp.PyArray_DATA(Y)
+    cdef int bad = 0
+    if check_cols > 0 and cnp.PyArray_DIM(X, 0) != check_cols:
+        raise ValueError("check_cols must be the number of rows of X")
     if N == 0 or n_parts <= 0:
-        return
+        return csr_check(indptr, indices, check_cols, 1) if check_cols > 0 else 0
     if panel < 1:
         panel = N
     with nogil:
         if it == cnp.NPY_INT32:
             if vt == cnp.NPY_FLOAT32:
-                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>x, <float*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>x, <float*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
             elif vt == cnp.NPY_FLOAT64:
-                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>x, <double*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>x, <double*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
             elif vt == cnp.NPY_COMPLEX64:
-                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
-                            <float complex*>x, <float complex*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
+                                  <float complex*>x, <float complex*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
             else:
-                _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
-                            <double complex*>x, <double complex*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
+                                  <double complex*>x, <double complex*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
         else:
             if vt == cnp.NPY_FLOAT32:
-                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>x, <float*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>x, <float*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
             elif vt == cnp.NPY_FLOAT64:
-                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>x, <double*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>x, <double*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
             elif vt == cnp.NPY_COMPLEX64:
-                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
-                            <float complex*>x, <float complex*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
+                                  <float complex*>x, <float complex*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
             else:
-                _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
-                            <double complex*>x, <double complex*>y,
-                            N, K, b, n_parts, panel, n_threads, prefetch)
+                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
+                                  <double complex*>x, <double complex*>y,
+                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
+    return 4 if bad else 0
 
 
 cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
@@ -330,37 +409,70 @@ cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
         y[i] = (s0 + s1) + (s2 + s3)
 
 
-cdef inline void _spmv_rows(const index_t* indptr, const index_t* indices,
-                            const value_t* data, const value_t* x, value_t* y,
-                            Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
+                           const value_t* data, const value_t* x, value_t* y,
+                           Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t check_cols) noexcept nogil:
+    """y[r0:r1] = rows r0:r1 of A @ x; with ``check_cols`` > 0, the column
+    indices are checked against it on the way (returns 1 on the first one out
+    of range, leaving later rows undone). ``indptr`` must already be valid."""
+    cdef Py_ssize_t i = r0, j
     if value_t is float:
         if index_t is int32_t:
-            ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1)
+            if check_cols > 0:
+                return ws_spmv_rows_chk_float_int32_t(indptr, indices, data, x, y, r0, r1,
+                                                      check_cols)
+            return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, 0)
         else:
-            ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1)
+            if check_cols > 0:
+                return ws_spmv_rows_chk_float_int64_t(indptr, indices, data, x, y, r0, r1,
+                                                      check_cols)
+            return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, 0)
     elif value_t is double:
         if index_t is int32_t:
-            ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1)
+            if check_cols > 0:
+                return ws_spmv_rows_chk_double_int32_t(indptr, indices, data, x, y, r0, r1,
+                                                       check_cols)
+            return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, 0)
         else:
-            ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1)
+            if check_cols > 0:
+                return ws_spmv_rows_chk_double_int64_t(indptr, indices, data, x, y, r0, r1,
+                                                       check_cols)
+            return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, 0)
     else:
-        _complex_dots(indptr, indices, data, x, y, r0, r1)
+        if check_cols <= 0:
+            _complex_dots(indptr, indices, data, x, y, r0, r1)
+            return 0
+        # Complex: each block of rows checked just before it is used.
+        while i < r1:
+            j = i + 1
+            while j < r1 and indptr[j] - indptr[i] < CHECK_BLOCK:
+                j = j + 1
+            if _out_of_range(indices, indptr[i], indptr[j], check_cols):
+                return 1
+            _complex_dots(indptr, indices, data, x, y, i, j)
+            i = j
+        return 0
 
 
-cdef void _spmv_parts(const index_t* indptr, const index_t* indices, const value_t* data,
-                      const value_t* x, value_t* y, const int64_t* bounds,
-                      Py_ssize_t n_parts, int n_threads) noexcept nogil:
+cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_t* data,
+                     const value_t* x, value_t* y, const int64_t* bounds,
+                     Py_ssize_t n_parts, int n_threads, Py_ssize_t check_cols) noexcept nogil:
     cdef Py_ssize_t part
+    cdef int bad = 0
     if n_parts == 1:
-        _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1])
-        return
+        return _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], check_cols)
     for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-        _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1])
+        bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
+                          check_cols)
+    return bad
 
 
 def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
-             cnp.ndarray y, cnp.ndarray row_bounds, int n_threads):
-    """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries."""
+             cnp.ndarray y, cnp.ndarray row_bounds, int n_threads, Py_ssize_t check_cols=0):
+    """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries.
+
+    ``check_cols`` and the return value as in ``csr_spmm``.
+    """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")
     cdef int vt = _value_type(data, (x, y))
@@ -372,35 +484,43 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef void* d = cnp.PyArray_DATA(data)
     cdef void* xp = cnp.PyArray_DATA(x)
     cdef void* yp = cnp.PyArray_DATA(y)
+    cdef int bad = 0
+    if check_cols > 0 and cnp.PyArray_DIM(x, 0) != check_cols:
+        raise ValueError("check_cols must be the length of x")
     if n_parts <= 0:
-        return
+        return 0
     with nogil:
         if it == cnp.NPY_INT32:
             if vt == cnp.NPY_FLOAT32:
-                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>xp, <float*>yp,
-                            b, n_parts, n_threads)
+                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>xp, <float*>yp,
+                                  b, n_parts, n_threads, check_cols)
             elif vt == cnp.NPY_FLOAT64:
-                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>xp, <double*>yp,
-                            b, n_parts, n_threads)
+                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>xp, <double*>yp,
+                                  b, n_parts, n_threads, check_cols)
             elif vt == cnp.NPY_COMPLEX64:
-                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
-                            <float complex*>xp, <float complex*>yp, b, n_parts, n_threads)
+                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
+                                  <float complex*>xp, <float complex*>yp,
+                                  b, n_parts, n_threads, check_cols)
             else:
-                _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
-                            <double complex*>xp, <double complex*>yp, b, n_parts, n_threads)
+                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
+                                  <double complex*>xp, <double complex*>yp,
+                                  b, n_parts, n_threads, check_cols)
         else:
             if vt == cnp.NPY_FLOAT32:
-                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>xp, <float*>yp,
-                            b, n_parts, n_threads)
+                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>xp, <float*>yp,
+                                  b, n_parts, n_threads, check_cols)
             elif vt == cnp.NPY_FLOAT64:
-                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>xp, <double*>yp,
-                            b, n_parts, n_threads)
+                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>xp, <double*>yp,
+                                  b, n_parts, n_threads, check_cols)
             elif vt == cnp.NPY_COMPLEX64:
-                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
-                            <float complex*>xp, <float complex*>yp, b, n_parts, n_threads)
+                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
+                                  <float complex*>xp, <float complex*>yp,
+                                  b, n_parts, n_threads, check_cols)
             else:
-                _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
-                            <double complex*>xp, <double complex*>yp, b, n_parts, n_threads)
+                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
+                                  <double complex*>xp, <double complex*>yp,
+                                  b, n_parts, n_threads, check_cols)
+    return 4 if bad else 0
 
 
 def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_cost):
@@ -433,30 +553,9 @@ def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_c
     return out
 
 
-cdef extern from "_csr_check.h" nogil:
-    int ws_indptr_decreases_int32_t(const int32_t*, Py_ssize_t)
-    int ws_indptr_decreases_int64_t(const int64_t*, Py_ssize_t)
-    int ws_indices_out_of_range_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
-    int ws_indices_out_of_range_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
-
-
-cdef inline int _decreases(const index_t* indptr, Py_ssize_t n) noexcept nogil:
-    if index_t is int32_t:
-        return ws_indptr_decreases_int32_t(indptr, n)
-    else:
-        return ws_indptr_decreases_int64_t(indptr, n)
-
-
-cdef inline int _out_of_range(const index_t* indices, Py_ssize_t p0, Py_ssize_t p1,
-                              Py_ssize_t n_cols) noexcept nogil:
-    if index_t is int32_t:
-        return ws_indices_out_of_range_int32_t(indices, p0, p1, n_cols)
-    else:
-        return ws_indices_out_of_range_int64_t(indices, p0, p1, n_cols)
-
-
 cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices,
-                Py_ssize_t n_indices, Py_ssize_t n_cols, int n_threads) noexcept nogil:
+                Py_ssize_t n_indices, Py_ssize_t n_cols, int n_threads,
+                bint check_indices) noexcept nogil:
     cdef Py_ssize_t k, nnz, chunk
     cdef int bad = 0
     if indptr[0] != 0:
@@ -466,6 +565,8 @@ cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices
     nnz = indptr[n_rows]
     if nnz > n_indices:
         return 3
+    if not check_indices:
+        return 0
     if n_threads <= 1:
         # No parallel region for small matrices: opening one costs more.
         bad = _out_of_range(indices, 0, nnz, n_cols)
@@ -476,7 +577,8 @@ cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices
     return 4 if bad else 0
 
 
-def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_threads):
+def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_threads,
+              bint check_indices=True):
     """Check a CSR structure in O(nnz).
 
     Returns 0 when ``indptr`` is nondecreasing from 0 and every stored column
@@ -484,6 +586,8 @@ def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_
     ``indptr`` decreases somewhere; 3 when ``indptr[-1]`` exceeds
     ``len(indices)``; 4 when a column index is out of range.
     ``indptr`` and ``indices`` are 1-D, C-contiguous, both int32 or both int64.
+    Without ``check_indices``, only ``indptr`` is checked (codes 1 to 3): for
+    a product that checks the indices itself (``check_cols``).
     """
     cdef int it = cnp.PyArray_TYPE(indptr)
     if (it not in (cnp.NPY_INT32, cnp.NPY_INT64) or cnp.PyArray_TYPE(indices) != it
@@ -501,7 +605,9 @@ def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_
         raise ValueError("indptr must not be empty")
     with nogil:
         if it == cnp.NPY_INT32:
-            code = _check(<int32_t*>ip, n_rows, <int32_t*>ix, n_indices, n_cols, n_threads)
+            code = _check(<int32_t*>ip, n_rows, <int32_t*>ix, n_indices, n_cols, n_threads,
+                          check_indices)
         else:
-            code = _check(<int64_t*>ip, n_rows, <int64_t*>ix, n_indices, n_cols, n_threads)
+            code = _check(<int64_t*>ip, n_rows, <int64_t*>ix, n_indices, n_cols, n_threads,
+                          check_indices)
     return code

@@ -145,3 +145,89 @@ def test_panel_width_rule():
     # Never wider than N, never narrower than one tile.
     assert _panel_width((1000, K), 100 * 1000, 7, 8) == 7
     assert _panel_width((10, 1 << 40), 1000, 10_000, 8) == tile
+
+
+# -- one-shot products: the kernels check the column indices as they go -------
+
+_DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("max_len", [12, 40, 70])
+@pytest.mark.parametrize("one_shot", [False, True])
+def test_spmv_every_row_length(dtype, itype, max_len, one_shot):
+    """Rows averaging under two vector steps take the scalar loop alone
+    (max_len 12), longer ones the vector steps with scalar short rows and
+    tails; prepared (unchecked) and one-shot (checked) kernels alike."""
+    A = _rows_of_every_length(max_len, 97, dtype, itype, seed=max_len)
+    x = np.random.default_rng(2).standard_normal(97).astype(dtype)
+    expected = A.astype(np.complex128).toarray() @ x.astype(np.complex128)
+    got = sparse_matmul(A if one_shot else CSR(A), x)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+def _long_csr(dtype, itype, n_rows=300, per_row=20, n_cols=50, seed=0) -> sp.csr_array:
+    """More nonzeros than one checked block (2048), rows of several lengths."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 2 * per_row, size=n_rows)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    indices = rng.integers(0, n_cols, size=indptr[-1]).astype(itype)
+    data = rng.standard_normal(indptr[-1]).astype(dtype)
+    return sp.csr_array((data, indices, indptr), shape=(n_rows, n_cols))
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_tokens", [1, 8, 40])
+def test_one_shot_product_finds_a_bad_index_anywhere(dtype, itype, n_tokens):
+    A = _long_csr(dtype, itype)
+    X = np.ones((50, n_tokens), dtype=dtype)
+    X = X[:, 0] if n_tokens == 1 else X
+    np.testing.assert_allclose(sparse_matmul(A, X), A @ X, rtol=1e-4)
+    nnz = A.nnz
+    for pos in (0, 1, nnz // 3, nnz // 2, nnz - 2, nnz - 1):
+        for bad in (50, -1, 10**6):
+            B = A.copy()
+            B.indices[pos] = bad
+            with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
+                sparse_matmul(B, X)
+            with pytest.raises(ValueError, match="not below 50"):
+                CSR(B)  # a prepared operand is checked whole, at once
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_kernel_check_cols(dtype, n_threads):
+    """check_cols: 4 for an out-of-range index (in the first of several panels
+    too), 0 for a valid structure; N = 0 checks all the same."""
+    A = _long_csr(dtype, np.int32, per_row=40, seed=5)
+    bounds = CSR(A)._row_bounds(n_threads)
+    for N, panel in ((1, 0), (8, 8), (40, 16), (0, 0)):
+        X = np.ones((50, N), dtype=dtype)
+        Y = np.empty((A.shape[0], N), dtype=dtype)
+
+        def call(ind, X=X, Y=Y, N=N, panel=panel):
+            if N == 1:
+                return _spmm.csr_spmv(A.indptr, ind, A.data, X[:, 0], Y[:, 0].copy(), bounds,
+                                      n_threads, 50)
+            return _spmm.csr_spmm(A.indptr, ind, A.data, X, Y, bounds, panel, n_threads,
+                                  False, 50)
+
+        assert call(A.indices) == 0
+        for pos in (0, A.nnz // 2, A.nnz - 1):
+            bad = A.indices.copy()
+            bad[pos] = 50
+            assert call(bad) == 4
+    with pytest.raises(ValueError, match="check_cols"):
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, np.ones(50, dtype), np.empty(300, dtype),
+                       bounds, 1, 49)
+
+
+def test_csr_check_can_leave_the_indices_to_the_product():
+    ok = np.array([0, 1, 2], dtype=np.int32)
+    wild = np.array([0, 99], dtype=np.int32)
+    assert _spmm.csr_check(ok, wild, 5, 1, False) == 0
+    assert _spmm.csr_check(ok, wild, 5, 1, True) == 4
+    assert _spmm.csr_check(ok + 1, wild, 5, 1, False) == 1  # indptr is still checked

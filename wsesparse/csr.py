@@ -163,6 +163,20 @@ class CSR:
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
 
     @classmethod
+    def _for_one_product(cls, A) -> "CSR":
+        """A scipy CSR matrix/array ``A`` (2-D), for one product on the sparse path.
+
+        Only ``indptr`` is checked here; the product checks each block of
+        column indices just before it uses them (``check_cols`` of the
+        kernels), saving the separate pass over all indices that a prepared
+        operand pays once. Used by ``sparse_matmul``'s fast path only: the
+        operand never leaves it, and nothing but ``_multiply_into`` reads it.
+        """
+        self = cls.__new__(cls)
+        self._set(A.indptr, A.indices, A.data, A.shape, check="indptr", copy=False)
+        return self
+
+    @classmethod
     def from_arrays(cls, data, indices, indptr, shape, *, copy: bool = False) -> "CSR":
         """Build from raw CSR arrays, checking the structure in O(nnz).
 
@@ -177,7 +191,7 @@ class CSR:
                  check=True, copy=copy)
         return obj
 
-    def _set(self, indptr, indices, data, shape, *, check: bool, copy: bool) -> None:
+    def _set(self, indptr, indices, data, shape, *, check: bool | str, copy: bool) -> None:
         try:
             n_rows, n_cols = (operator.index(s) for s in shape)  # no floats
         except (TypeError, ValueError):
@@ -203,11 +217,14 @@ class CSR:
         self.indices = conv(indices, dtype=itype)
         self.data = conv(data)
         self.shape = (n_rows, n_cols)
+        # Whether the column indices are known to be in range; if not (check="indptr"),
+        # the kernels check them (they take a column count of 0 to mean "checked").
+        self._cols_checked = check != "indptr" or n_cols == 0
         if check:
             nnz = int(self.indptr[-1])
             # The check streams the indices once; threads pay off only for big matrices.
             code = _spmm.csr_check(self.indptr, self.indices, n_cols,
-                                   resolve_n_threads(None, nnz // 16))
+                                   resolve_n_threads(None, nnz // 16), self._cols_checked)
             if code:
                 raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
             if len(self.data) < nnz:
@@ -306,11 +323,20 @@ class CSR:
     def _multiply_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
         """Y = self @ X with X (n_cols,) or (n_cols, N) and Y alike, C-contiguous, same dtype."""
         nnz = self.nnz
+        check_cols = 0 if self._cols_checked else self.shape[1]
         if X.ndim == 1:
             threads = resolve_n_threads(n_threads, nnz + self.shape[0])
-            _spmm.csr_spmv(self.indptr, self.indices, self._values(X.dtype), X, Y,
-                           self._row_bounds(threads), threads)
-            return
+            code = _spmm.csr_spmv(self.indptr, self.indices, self._values(X.dtype), X, Y,
+                                  self._row_bounds(threads), threads, check_cols)
+        else:
+            code = self._spmm_into(X, Y, n_threads, check_cols)
+        if code:
+            raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
+        self._cols_checked = True
+
+    def _spmm_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None,
+                   check_cols: int) -> int:
+        nnz = self.nnz
         N = X.shape[1]
         threads = resolve_n_threads(n_threads, nnz * N + self.shape[0])
         panel = _panel_width(self.shape, nnz, N, X.dtype.itemsize)
@@ -320,5 +346,5 @@ class CSR:
         # 0.1, 512-column panels: 36 GFLOP/s without, 22 with).
         row_bytes = panel * X.dtype.itemsize
         prefetch = self.shape[1] * row_bytes > _L2_BYTES // 2 and row_bytes <= 1024
-        _spmm.csr_spmm(self.indptr, self.indices, self._values(X.dtype), X, Y,
-                       self._row_bounds(threads), panel, threads, prefetch)
+        return _spmm.csr_spmm(self.indptr, self.indices, self._values(X.dtype), X, Y,
+                              self._row_bounds(threads), panel, threads, prefetch, check_cols)

@@ -356,7 +356,7 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
         return None  # the dense-dispatch rules and empty shapes: general path
     if csr is None:
         try:
-            csr = CSR(A)
+            csr = CSR._for_one_product(A)
         except (TypeError, ValueError) as exc:
             raise _renamed(exc, "A") from None
     if csr.nnz == 0:
@@ -365,7 +365,7 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     if A.shape[0] * n_tokens * dtype.itemsize >= CHECK_MIN_BYTES:  # spare small calls the check
         check_array_allocation(shape, dtype, "the result of sparse_matmul")
     Y = np.empty(shape, dtype=dtype)
-    csr._multiply_into(B, Y, n_threads)  # validates n_threads
+    csr._multiply_into(B, Y, n_threads)  # validates n_threads; checks A's indices as it goes
     return Y
 
 
