@@ -167,11 +167,12 @@ class CSR:
     def _for_one_product(cls, A) -> "CSR":
         """A scipy CSR matrix/array ``A`` (2-D), for one product on the sparse path.
 
-        Only ``indptr`` is checked here; the product checks each block of
-        column indices just before it uses them (``check_cols`` of the
-        kernels), saving the separate pass over all indices that a prepared
-        operand pays once. Used by ``sparse_matmul``'s fast path only: the
-        operand never leaves it, and nothing but ``_multiply_into`` reads it.
+        Only ``indptr`` is checked here; the kernels check the column indices
+        as they use them (``check_cols``: in the loop for float32/float64
+        SpMV, per block of 2048 nonzeros otherwise), saving most of the
+        separate pass over all indices that a prepared operand pays once.
+        Used by ``sparse_matmul``'s fast path only: the operand never leaves
+        it, and nothing but ``_multiply_into`` reads it.
         """
         self = cls.__new__(cls)
         indptr, indices, data = A.indptr, A.indices, A.data
