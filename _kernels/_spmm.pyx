@@ -279,6 +279,24 @@ cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_
     return bad
 
 
+cdef int _spmm_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* x, void* y,
+                     Py_ssize_t N, Py_ssize_t K, const int64_t* b, Py_ssize_t n_parts,
+                     Py_ssize_t panel, int n_threads, int prefetch,
+                     Py_ssize_t check_cols) noexcept nogil:
+    """``_spmm_parts`` for the numpy value type ``vt`` (checked by ``_value_type``)."""
+    if vt == cnp.NPY_FLOAT32:
+        return _spmm_parts(ip, ix, <float*>d, <float*>x, <float*>y, N, K, b, n_parts, panel,
+                           n_threads, prefetch, check_cols)
+    if vt == cnp.NPY_FLOAT64:
+        return _spmm_parts(ip, ix, <double*>d, <double*>x, <double*>y, N, K, b, n_parts, panel,
+                           n_threads, prefetch, check_cols)
+    if vt == cnp.NPY_COMPLEX64:
+        return _spmm_parts(ip, ix, <float complex*>d, <float complex*>x, <float complex*>y, N, K,
+                           b, n_parts, panel, n_threads, prefetch, check_cols)
+    return _spmm_parts(ip, ix, <double complex*>d, <double complex*>x, <double complex*>y, N, K,
+                       b, n_parts, panel, n_threads, prefetch, check_cols)
+
+
 cdef int _value_type(cnp.ndarray data, tuple dense) except -1:
     """The numpy type number shared by ``data`` and the dense operands.
 
@@ -359,35 +377,11 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
         panel = N
     with nogil:
         if it == cnp.NPY_INT32:
-            if vt == cnp.NPY_FLOAT32:
-                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>x, <float*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
-            elif vt == cnp.NPY_FLOAT64:
-                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>x, <double*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
-            elif vt == cnp.NPY_COMPLEX64:
-                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
-                                  <float complex*>x, <float complex*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
-            else:
-                bad = _spmm_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
-                                  <double complex*>x, <double complex*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
+            bad = _spmm_typed(<int32_t*>ip, <int32_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
+                              n_threads, prefetch, check_cols)
         else:
-            if vt == cnp.NPY_FLOAT32:
-                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>x, <float*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
-            elif vt == cnp.NPY_FLOAT64:
-                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>x, <double*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
-            elif vt == cnp.NPY_COMPLEX64:
-                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
-                                  <float complex*>x, <float complex*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
-            else:
-                bad = _spmm_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
-                                  <double complex*>x, <double complex*>y,
-                                  N, K, b, n_parts, panel, n_threads, prefetch, check_cols)
+            bad = _spmm_typed(<int64_t*>ip, <int64_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
+                              n_threads, prefetch, check_cols)
     return 4 if bad else 0
 
 
@@ -475,6 +469,23 @@ cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_
     return bad
 
 
+cdef int _spmv_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* x, void* y,
+                     const int64_t* b, Py_ssize_t n_parts, int n_threads,
+                     Py_ssize_t check_cols) noexcept nogil:
+    """``_spmv_parts`` for the numpy value type ``vt`` (checked by ``_value_type``)."""
+    if vt == cnp.NPY_FLOAT32:
+        return _spmv_parts(ip, ix, <float*>d, <float*>x, <float*>y, b, n_parts, n_threads,
+                           check_cols)
+    if vt == cnp.NPY_FLOAT64:
+        return _spmv_parts(ip, ix, <double*>d, <double*>x, <double*>y, b, n_parts, n_threads,
+                           check_cols)
+    if vt == cnp.NPY_COMPLEX64:
+        return _spmv_parts(ip, ix, <float complex*>d, <float complex*>x, <float complex*>y, b,
+                           n_parts, n_threads, check_cols)
+    return _spmv_parts(ip, ix, <double complex*>d, <double complex*>x, <double complex*>y, b,
+                       n_parts, n_threads, check_cols)
+
+
 def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
              cnp.ndarray y, cnp.ndarray row_bounds, int n_threads, Py_ssize_t check_cols=0):
     """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries.
@@ -499,35 +510,11 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
         return 0
     with nogil:
         if it == cnp.NPY_INT32:
-            if vt == cnp.NPY_FLOAT32:
-                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float*>d, <float*>xp, <float*>yp,
-                                  b, n_parts, n_threads, check_cols)
-            elif vt == cnp.NPY_FLOAT64:
-                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double*>d, <double*>xp, <double*>yp,
-                                  b, n_parts, n_threads, check_cols)
-            elif vt == cnp.NPY_COMPLEX64:
-                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <float complex*>d,
-                                  <float complex*>xp, <float complex*>yp,
-                                  b, n_parts, n_threads, check_cols)
-            else:
-                bad = _spmv_parts(<int32_t*>ip, <int32_t*>ix, <double complex*>d,
-                                  <double complex*>xp, <double complex*>yp,
-                                  b, n_parts, n_threads, check_cols)
+            bad = _spmv_typed(<int32_t*>ip, <int32_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
+                              check_cols)
         else:
-            if vt == cnp.NPY_FLOAT32:
-                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float*>d, <float*>xp, <float*>yp,
-                                  b, n_parts, n_threads, check_cols)
-            elif vt == cnp.NPY_FLOAT64:
-                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double*>d, <double*>xp, <double*>yp,
-                                  b, n_parts, n_threads, check_cols)
-            elif vt == cnp.NPY_COMPLEX64:
-                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <float complex*>d,
-                                  <float complex*>xp, <float complex*>yp,
-                                  b, n_parts, n_threads, check_cols)
-            else:
-                bad = _spmv_parts(<int64_t*>ip, <int64_t*>ix, <double complex*>d,
-                                  <double complex*>xp, <double complex*>yp,
-                                  b, n_parts, n_threads, check_cols)
+            bad = _spmv_typed(<int64_t*>ip, <int64_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
+                              check_cols)
     return 4 if bad else 0
 
 
