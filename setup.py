@@ -61,13 +61,19 @@ def _extensions() -> list[Extension]:
     exts = []
     for pyx in sorted(glob("_kernels/*.pyx")):
         name = Path(pyx).stem
+        extra = []
+        if name == "_spmm" and sys.platform != "win32":
+            # Its kernels write their fused multiply-adds out (_axpy_tiles.h):
+            # GCC's own contraction fused the same line in one inlined copy and
+            # not in another, so one row could sum to different bits.
+            extra = ["-ffp-contract=off"]
         exts.append(
             Extension(
                 f"wsesparse._kernels.{name}",
                 sources=[pyx],
                 include_dirs=[np.get_include(), "_kernels"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
-                extra_compile_args=compile_args,
+                extra_compile_args=compile_args + extra,
                 extra_link_args=link_args,
             )
         )

@@ -35,6 +35,26 @@ typedef double ws_vd __attribute__((vector_size(32), aligned(8)));
 #define WS_BCAST_float(v) ((ws_vf){v, v, v, v, v, v, v, v})
 #define WS_BCAST_double(v) ((ws_vd){v, v, v, v})
 
+/* a * b + c. Written out, never left to the compiler's contraction (the
+ * extension is built with -ffp-contract=off): whether GCC fuses a multiply
+ * and an add depends on the code around it, and it fused the same source
+ * line in one inlined copy and not in another, so the same row came out
+ * differently from the checked and unchecked SpMV. Fused where the target
+ * has FMA instructions, two roundings elsewhere; the same for every row. */
+#if defined(__FMA__) && defined(__AVX__) && WS_HAVE_VEC
+#include <immintrin.h>
+#define WS_FMA_float(a, b, c) __builtin_fmaf((a), (b), (c))
+#define WS_FMA_double(a, b, c) __builtin_fma((a), (b), (c))
+#define WS_VFMA_float(a, b, c) ((ws_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define WS_VFMA_double(a, b, c) \
+    ((ws_vd)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#else
+#define WS_FMA_float(a, b, c) ((a) * (b) + (c))
+#define WS_FMA_double(a, b, c) ((a) * (b) + (c))
+#define WS_VFMA_float(a, b, c) ((a) * (b) + (c))
+#define WS_VFMA_double(a, b, c) ((a) * (b) + (c))
+#endif
+
 #if WS_HAVE_VEC
 
 /* Rows of X are visited in the order of a row's column indices, which the
@@ -69,7 +89,8 @@ typedef double ws_vd __attribute__((vector_size(32), aligned(8)));
             for (int c = 0; c < (int)(NV * 32); c += 64) __builtin_prefetch(xp + c); \
         }                                                                         \
         _Pragma("GCC unroll 8")                                                   \
-        for (int k = 0; k < NV; ++k) acc[s][k] += w * *(const V *)(x_ + k * VL);  \
+        for (int k = 0; k < NV; ++k)                                              \
+            acc[s][k] = WS_VFMA_##T(w, *(const V *)(x_ + k * VL), acc[s][k]);     \
     }
 
 #define WS_DEFINE_TILE_PF(T, VT, I, NV, SUFFIX, PF)                               \
@@ -120,7 +141,7 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
     for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
         const T *x = X + (ptrdiff_t)indices[p] * ldx;                             \
         const T w = data[p];                                                      \
-        for (int t = 0; t < W; ++t) acc[t] += w * x[t];                           \
+        for (int t = 0; t < W; ++t) acc[t] = WS_FMA_##T(w, x[t], acc[t]);         \
     }                                                                             \
     for (int t = 0; t < W; ++t) y[t] = acc[t];                                    \
 }
@@ -191,7 +212,7 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
             for (ptrdiff_t p = p0; p < p1; ++p) {                                 \
                 const T *x = X + (ptrdiff_t)indices[p] * ldx + t;                 \
                 const T v = data[p];                                              \
-                for (ptrdiff_t c = 0; c < w; ++c) acc[c] += v * x[c];             \
+                for (ptrdiff_t c = 0; c < w; ++c) acc[c] = WS_FMA_##T(v, x[c], acc[c]); \
             }                                                                     \
             for (ptrdiff_t c = 0; c < w; ++c) y[t + c] = acc[c];                  \
         }                                                                         \
@@ -221,6 +242,11 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
 #else
 #define WS_SCALAR_LOOP
 #endif
+#if defined(__GNUC__) || defined(__clang__)
+#define WS_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define WS_ALWAYS_INLINE
+#endif
 /* Index q out of range (only in the _chk functions; ws_u_ is I made unsigned,
  * so one comparison also catches negative indices). Functions using it declare
  * WS_CHK_TYPES(U, CHK) first. */
@@ -241,7 +267,7 @@ WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                    
         /* out-of-order core overlaps consecutive rows' sums. */                \
         for (; p < p1; ++p) {                                                     \
             if (WS_OOR(p)) goto out_of_range;                                     \
-            s0 += data[p] * x[indices[p]];                                        \
+            s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                                        \
         }                                                                         \
         return s0;                                                                \
     }                                                                             \
@@ -249,18 +275,18 @@ WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                    
     T s4 = 0, s5 = 0, s6 = 0, s7 = 0;                                             \
     for (; p + 8 <= p1; p += 8) {                                                 \
         if (WS_OOR8(p)) goto out_of_range;                                        \
-        s0 += data[p] * x[indices[p]];                                            \
-        s1 += data[p + 1] * x[indices[p + 1]];                                    \
-        s2 += data[p + 2] * x[indices[p + 2]];                                    \
-        s3 += data[p + 3] * x[indices[p + 3]];                                    \
-        s4 += data[p + 4] * x[indices[p + 4]];                                    \
-        s5 += data[p + 5] * x[indices[p + 5]];                                    \
-        s6 += data[p + 6] * x[indices[p + 6]];                                    \
-        s7 += data[p + 7] * x[indices[p + 7]];                                    \
+        s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                                            \
+        s1 = WS_FMA_##T(data[p + 1], x[indices[p + 1]], s1);                                    \
+        s2 = WS_FMA_##T(data[p + 2], x[indices[p + 2]], s2);                                    \
+        s3 = WS_FMA_##T(data[p + 3], x[indices[p + 3]], s3);                                    \
+        s4 = WS_FMA_##T(data[p + 4], x[indices[p + 4]], s4);                                    \
+        s5 = WS_FMA_##T(data[p + 5], x[indices[p + 5]], s5);                                    \
+        s6 = WS_FMA_##T(data[p + 6], x[indices[p + 6]], s6);                                    \
+        s7 = WS_FMA_##T(data[p + 7], x[indices[p + 7]], s7);                                    \
     }                                                                             \
     for (; p < p1; ++p) {                                                         \
         if (WS_OOR(p)) goto out_of_range;                                         \
-        s4 += data[p] * x[indices[p]];                                            \
+        s4 = WS_FMA_##T(data[p], x[indices[p]], s4);                                            \
     }                                                                             \
     s0 += s4; s1 += s5; s2 += s6; s3 += s7;                                       \
     return (s0 + s1) + (s2 + s3);                                                 \
@@ -273,18 +299,20 @@ out_of_range:                                                                   
  * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols):
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
- * range, y then being partly written. Rows of at least WS_SPMV_VEC_MIN
- * vectors' worth of nonzeros take VL of them per step: their values loaded as
+ * range, y then being partly written. Rows of at least WS_SPMV_VEC_NNZ
+ * nonzeros (two float32 vectors' worth) take VL of them per step: their values loaded as
  * one vector, the x[indices[p]] put together lane by lane (scalar loads
  * inserted into a vector, not a gather instruction: gathers are slower on
  * Zen), one vector FMA into one of two accumulators; about 2 loads per
  * nonzero instead of 3 (K = 4096, density 0.1, float32: 1.3x the scalar loop
  * on one thread). The lanes are summed as a tree, the last (< VL) nonzeros in
- * two chains. Where rows average less than that, all rows take ws_spmv_row
- * (the vector path's register use made them 12 % slower).
+ * two chains. Shorter rows take ws_spmv_row. The float64 threshold is also
+ * 16 (not two of its vectors, 8): rows of 8-15 gain little from the vector
+ * steps, and parts of short rows then meet a long one less often (see
+ * ws_spmv_scalar_rows).
  */
-#ifndef WS_SPMV_VEC_MIN
-#define WS_SPMV_VEC_MIN 2
+#ifndef WS_SPMV_VEC_NNZ
+#define WS_SPMV_VEC_NNZ 16
 #endif
 #if WS_HAVE_VEC
 #define WS_XV_float(x, ix, p) ((ws_vf){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]],   \
@@ -336,60 +364,89 @@ static inline double WS_HSUM_double(ws_vd a)
     ws_vd2 h = (ws_vd2){a[0], a[1]} + (ws_vd2){a[2], a[3]};
     return h[0] + h[1];
 }
-#define WS_SPMV_LONG_ROW(T, VT)                                                   \
-        if (p + WS_SPMV_VEC_MIN * VL <= p1) {                                     \
-            WS_LIMV                                                               \
-            VT a0 = (VT){0}, a1 = (VT){0};                                        \
-            for (; p + 2 * VL <= p1; p += 2 * VL) {                               \
-                if (WS_OORV2(p)) return 1;                                        \
-                a0 += *(const VT *)(data + p) * WS_XV_##T(x, indices, p);         \
-                a1 += *(const VT *)(data + p + VL) * WS_XV_##T(x, indices, p + VL); \
-            }                                                                     \
-            if (p + VL <= p1) {                                                   \
-                if (WS_OORV1(p)) return 1;                                        \
-                a1 += *(const VT *)(data + p) * WS_XV_##T(x, indices, p);         \
-                p += VL;                                                          \
-            }                                                                     \
-            T s = WS_HSUM_##T(a0 + a1), t = 0;                                    \
-            for (; p + 2 <= p1; p += 2) {                                         \
-                if (WS_OOR(p) || WS_OOR(p + 1)) return 1;                         \
-                s += data[p] * x[indices[p]];                                     \
-                t += data[p + 1] * x[indices[p + 1]];                             \
-            }                                                                     \
-            if (p < p1) {                                                         \
-                if (WS_OOR(p)) return 1;                                          \
-                s += data[p] * x[indices[p]];                                     \
-            }                                                                     \
-            y[i] = s + t;                                                         \
-            continue;                                                             \
-        }
-#else
-#define WS_SPMV_LONG_ROW(T, VT)
-#endif
-#define WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, CHK, SFX)                          \
-WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                             \
-WS_SCALAR_LOOP static int ws_spmv_scalar_rows##SFX##_##T##_##I(                    \
-    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
-{                                                                                 \
-    int bad = 0;                                                                  \
-    for (ptrdiff_t i = r0; i < r1 && !bad; ++i)                                   \
-        y[i] = ws_spmv_row##SFX##_##T##_##I(indices, data, x, indptr[i], indptr[i + 1], \
-                                            lim, &bad);                           \
-    return bad;                                                                   \
-}                                                                                 \
-WS_SCALAR_LOOP static int ws_spmv_vector_rows##SFX##_##T##_##I(                    \
-    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
+/* ws_spmv_vrow[_chk]_<T>_<I>: ws_spmv_row for rows of at least
+ * WS_SPMV_VEC_NNZ nonzeros, VL of them per step. */
+#define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
+WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(   \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
 {                                                                                 \
     enum { VL = WS_VL_##T };                                                      \
     WS_CHK_TYPES(U, CHK)                                                          \
+    WS_LIMV                                                                       \
+    VT a0 = (VT){0}, a1 = (VT){0};                                                \
+    (void)lim;                                                                    \
+    for (; p + 2 * VL <= p1; p += 2 * VL) {                                       \
+        if (WS_OORV2(p)) goto out_of_range;                                       \
+        a0 = WS_VFMA_##T(*(const VT *)(data + p), WS_XV_##T(x, indices, p), a0);  \
+        a1 = WS_VFMA_##T(*(const VT *)(data + p + VL), WS_XV_##T(x, indices, p + VL), a1);\
+    }                                                                             \
+    if (p + VL <= p1) {                                                           \
+        if (WS_OORV1(p)) goto out_of_range;                                       \
+        a1 = WS_VFMA_##T(*(const VT *)(data + p), WS_XV_##T(x, indices, p), a1);  \
+        p += VL;                                                                  \
+    }                                                                             \
+    T s = WS_HSUM_##T(a0 + a1), t = 0;                                            \
+    for (; p + 2 <= p1; p += 2) {                                                 \
+        if (WS_OOR(p) || WS_OOR(p + 1)) goto out_of_range;                        \
+        s = WS_FMA_##T(data[p], x[indices[p]], s);                                \
+        t = WS_FMA_##T(data[p + 1], x[indices[p + 1]], t);                        \
+    }                                                                             \
+    if (p < p1) {                                                                 \
+        if (WS_OOR(p)) goto out_of_range;                                         \
+        s = WS_FMA_##T(data[p], x[indices[p]], s);                                \
+    }                                                                             \
+    return s + t;                                                                 \
+out_of_range:                                                                     \
+    *bad = 1;                                                                     \
+    return 0;                                                                     \
+}
+#else
+#define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
+WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(   \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    return ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);       \
+}
+#endif
+/* Every row of at least WS_SPMV_VEC_NNZ nonzeros is summed by
+ * ws_spmv_vrow, every shorter one by ws_spmv_row, whichever rows function
+ * (chosen per part, i.e. per thread count) runs it: the rows function only
+ * decides whether the long-row code is inlined (vector_rows) or called
+ * (scalar_rows, whose short rows ran 12 % slower beside the inlined copy). */
+#define WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, CHK, SFX)                          \
+WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                             \
+WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                        \
+WS_SCALAR_LOOP __attribute__((noinline)) static T ws_spmv_vrow_call##SFX##_##T##_##I(\
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    return ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);      \
+}                                                                                 \
+WS_SCALAR_LOOP static int ws_spmv_scalar_rows##SFX##_##T##_##I(                   \
+    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
+    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
+{                                                                                 \
     int bad = 0;                                                                  \
     for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
-        const ptrdiff_t p1 = indptr[i + 1];                                       \
-        ptrdiff_t p = indptr[i];                                                  \
-        WS_SPMV_LONG_ROW(T, VT)                                                   \
-        y[i] = ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad);  \
+        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
+        y[i] = p1 - p >= WS_SPMV_VEC_NNZ                                          \
+            ? ws_spmv_vrow_call##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad)\
+            : ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad);   \
+    }                                                                             \
+    return bad;                                                                   \
+}                                                                                 \
+WS_SCALAR_LOOP static int ws_spmv_vector_rows##SFX##_##T##_##I(                   \
+    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
+    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
+{                                                                                 \
+    int bad = 0;                                                                  \
+    for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
+        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
+        y[i] = p1 - p >= WS_SPMV_VEC_NNZ                                          \
+            ? ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad)   \
+            : ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad);   \
     }                                                                             \
     return bad;                                                                   \
 }                                                                                 \
@@ -399,10 +456,10 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
                                          ptrdiff_t n_cols)                        \
 {                                                                                 \
     /* Every nonnegative I is below n_cols when n_cols exceeds I's range. */      \
-    const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;        \
-    if (indptr[r1] - indptr[r0] < WS_SPMV_VEC_MIN * WS_VL_##T * (r1 - r0))        \
-        return ws_spmv_scalar_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim); \
-    return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim); \
+    const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;         \
+    if (indptr[r1] - indptr[r0] < WS_SPMV_VEC_NNZ * (r1 - r0))                    \
+        return ws_spmv_scalar_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim);\
+    return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim);\
 }
 
 #define WS_DEFINE_ALL(T, VT, I, U, IMAX) \

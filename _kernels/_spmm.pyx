@@ -27,6 +27,7 @@ cnp.import_array()
 cdef extern from "_omp_compat.h" nogil:
     int omp_get_max_threads()
     int wsesparse_has_openmp()
+    int wsesparse_available_cores()
 
 cdef extern from "_axpy_tiles.h" nogil:
     void ws_spmm_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
@@ -115,6 +116,11 @@ def openmp_enabled():
 def max_threads():
     """``omp_get_max_threads()``: honours OMP_NUM_THREADS and threadpoolctl."""
     return omp_get_max_threads()
+
+
+def available_cores():
+    """CPUs this process may run on (its affinity mask), or -1 if unknown."""
+    return wsesparse_available_cores()
 
 
 cdef inline void _row_tile(const index_t* indices, const value_t* data,
@@ -318,28 +324,26 @@ cdef int _value_type(cnp.ndarray data, tuple dense) except -1:
     return vt
 
 
-cdef int _index_type(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray bounds,
-                     Py_ssize_t n_rows) except -1:
+cdef int _index_type(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_rows) except -1:
     cdef int it = cnp.PyArray_TYPE(indptr)
     if it not in (cnp.NPY_INT32, cnp.NPY_INT64) or cnp.PyArray_TYPE(indices) != it:
         raise TypeError("indptr and indices must both be int32 or both int64")
-    if not (cnp.PyArray_IS_C_CONTIGUOUS(indptr) and cnp.PyArray_IS_C_CONTIGUOUS(indices)
-            and cnp.PyArray_IS_C_CONTIGUOUS(bounds)):
-        raise ValueError("indptr, indices and row_bounds must be C-contiguous")
-    if cnp.PyArray_TYPE(bounds) != cnp.NPY_INT64 or cnp.PyArray_NDIM(bounds) != 1:
-        raise TypeError("row_bounds must be a 1-D int64 array")
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(indptr) and cnp.PyArray_IS_C_CONTIGUOUS(indices)):
+        raise ValueError("indptr and indices must be C-contiguous")
     if cnp.PyArray_NDIM(indptr) != 1 or cnp.PyArray_DIM(indptr, 0) != n_rows + 1:
         raise ValueError("indptr must have one entry per output row, plus one")
     return it
 
 
 def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray X,
-             cnp.ndarray Y, cnp.ndarray row_bounds, Py_ssize_t panel, int n_threads,
+             cnp.ndarray Y, object row_bounds, Py_ssize_t panel, int n_threads,
              bint prefetch, Py_ssize_t check_cols=0):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
     X is (n_cols, N) and Y is (n_rows, N), both C-contiguous, of the dtype of
-    ``data``. Part ``k`` is rows ``row_bounds[k]:row_bounds[k+1]``. ``panel``
+    ``data``. Part ``k`` is rows ``row_bounds[k]:row_bounds[k+1]``; an int
+    ``row_bounds`` asks for ``balanced_bounds(indptr, row_bounds, ROW_COST)``,
+    computed here (saves a one-shot product the array). ``panel``
     (a multiple of the tile width) is the number of token columns processed
     per sweep over the rows, chosen so that ``X[:, panel]`` stays in cache;
     ``prefetch`` turns on software prefetch of X rows (worth it when that
@@ -360,9 +364,7 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     if cnp.PyArray_DIM(Y, 1) != N:
         raise ValueError("X and Y must have the same number of columns")
     cdef int vt = _value_type(data, (X, Y))
-    cdef int it = _index_type(indptr, indices, row_bounds, n_rows)
-    cdef Py_ssize_t n_parts = cnp.PyArray_DIM(row_bounds, 0) - 1
-    cdef const int64_t* b = <const int64_t*>cnp.PyArray_DATA(row_bounds)
+    cdef int it = _index_type(indptr, indices, n_rows)
     cdef void* ip = cnp.PyArray_DATA(indptr)
     cdef void* ix = cnp.PyArray_DATA(indices)
     cdef void* d = cnp.PyArray_DATA(data)
@@ -371,7 +373,11 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef int bad = 0
     if check_cols > 0 and cnp.PyArray_DIM(X, 0) != check_cols:
         raise ValueError("check_cols must be the number of rows of X")
+    cdef int64_t* owned = NULL
+    cdef Py_ssize_t n_parts
+    cdef const int64_t* b = _parts(row_bounds, it, ip, n_rows, &n_parts, &owned)
     if N == 0 or n_parts <= 0:
+        free(owned)
         return csr_check(indptr, indices, check_cols, 1) if check_cols > 0 else 0
     if panel < 1:
         panel = N
@@ -382,6 +388,7 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
         else:
             bad = _spmm_typed(<int64_t*>ip, <int64_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
                               n_threads, prefetch, check_cols)
+        free(owned)
     return 4 if bad else 0
 
 
@@ -487,17 +494,15 @@ cdef int _spmv_typed(const index_t* ip, const index_t* ix, int vt, void* d, void
 
 
 def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
-             cnp.ndarray y, cnp.ndarray row_bounds, int n_threads, Py_ssize_t check_cols=0):
+             cnp.ndarray y, object row_bounds, int n_threads, Py_ssize_t check_cols=0):
     """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries.
 
-    ``check_cols`` and the return value as in ``csr_spmm``.
+    ``row_bounds``, ``check_cols`` and the return value as in ``csr_spmm``.
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")
     cdef int vt = _value_type(data, (x, y))
-    cdef int it = _index_type(indptr, indices, row_bounds, cnp.PyArray_DIM(y, 0))
-    cdef Py_ssize_t n_parts = cnp.PyArray_DIM(row_bounds, 0) - 1
-    cdef const int64_t* b = <const int64_t*>cnp.PyArray_DATA(row_bounds)
+    cdef int it = _index_type(indptr, indices, cnp.PyArray_DIM(y, 0))
     cdef void* ip = cnp.PyArray_DATA(indptr)
     cdef void* ix = cnp.PyArray_DATA(indices)
     cdef void* d = cnp.PyArray_DATA(data)
@@ -506,6 +511,9 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef int bad = 0
     if check_cols > 0 and cnp.PyArray_DIM(x, 0) != check_cols:
         raise ValueError("check_cols must be the length of x")
+    cdef int64_t* owned = NULL
+    cdef Py_ssize_t n_parts
+    cdef const int64_t* b = _parts(row_bounds, it, ip, cnp.PyArray_DIM(y, 0), &n_parts, &owned)
     if n_parts <= 0:
         return 0
     with nogil:
@@ -515,20 +523,22 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
         else:
             bad = _spmv_typed(<int64_t*>ip, <int64_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
                               check_cols)
+        free(owned)
     return 4 if bad else 0
 
 
-def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_cost):
-    """Cut rows into ``n_parts`` ranges of about equal ``nnz + row_cost * rows``.
+cdef enum:
+    # A row costs this many nonzeros' worth of work on top of its nonzeros
+    # (writing its output tile) when rows are split among threads.
+    _ROW_COST = 2
 
-    Returns an int64 array of ``n_parts + 1`` nondecreasing boundaries from 0
-    to ``n_rows``; O(n_parts * log(n_rows)) by bisection on the cumulative
-    cost ``indptr[i] + row_cost * i`` (nondecreasing once indptr is valid).
-    """
-    import numpy as np
-    cdef Py_ssize_t n_rows = indptr.shape[0] - 1
-    out = np.empty(n_parts + 1, dtype=np.int64)
-    cdef int64_t[::1] b = out
+ROW_COST = _ROW_COST
+
+
+cdef void _bounds_into(const index_t* indptr, Py_ssize_t n_rows, Py_ssize_t n_parts,
+                       int64_t row_cost, int64_t* b) noexcept nogil:
+    """b[0:n_parts+1]: ``balanced_bounds``. Always a nondecreasing partition of
+    [0, n_rows], even for an indptr that is not nondecreasing (then unbalanced)."""
     cdef double total = <double>indptr[n_rows] + <double>row_cost * n_rows
     cdef double target
     cdef Py_ssize_t k, lo, hi, mid
@@ -545,7 +555,49 @@ def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_c
                 hi = mid
         b[k] = lo
     b[n_parts] = n_rows
+
+
+def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_cost):
+    """Cut rows into ``n_parts`` ranges of about equal ``nnz + row_cost * rows``.
+
+    Returns an int64 array of ``n_parts + 1`` nondecreasing boundaries from 0
+    to ``n_rows``; O(n_parts * log(n_rows)) by bisection on the cumulative
+    cost ``indptr[i] + row_cost * i`` (nondecreasing once indptr is valid).
+    """
+    import numpy as np
+    if n_parts < 1 or indptr.shape[0] < 1:
+        raise ValueError("need n_parts >= 1 and a non-empty indptr")
+    out = np.empty(n_parts + 1, dtype=np.int64)
+    cdef int64_t[::1] b = out
+    _bounds_into(&indptr[0], indptr.shape[0] - 1, n_parts, row_cost, &b[0])
     return out
+
+
+cdef const int64_t* _parts(object row_bounds, int it, void* ip, Py_ssize_t n_rows,
+                           Py_ssize_t* n_parts, int64_t** owned) except NULL:
+    """The row partition: ``row_bounds`` itself (a 1-D int64 array), or, for an
+    int ``n``, ``balanced_bounds(indptr, n, ROW_COST)`` computed here into
+    ``*owned`` (to be freed by the caller): a one-shot product skips making
+    an array for it."""
+    cdef cnp.ndarray arr
+    if isinstance(row_bounds, cnp.ndarray):
+        arr = row_bounds
+        if (cnp.PyArray_TYPE(arr) != cnp.NPY_INT64 or cnp.PyArray_NDIM(arr) != 1
+                or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+            raise TypeError("row_bounds must be a C-contiguous 1-D int64 array or an int")
+        n_parts[0] = cnp.PyArray_DIM(arr, 0) - 1
+        return <const int64_t*>cnp.PyArray_DATA(arr)
+    if isinstance(row_bounds, bool) or not isinstance(row_bounds, int) or row_bounds < 1:
+        raise TypeError("row_bounds must be a C-contiguous 1-D int64 array or an int >= 1")
+    n_parts[0] = row_bounds
+    owned[0] = <int64_t*>malloc((n_parts[0] + 1) * sizeof(int64_t))
+    if owned[0] == NULL:
+        raise MemoryError()
+    if it == cnp.NPY_INT32:
+        _bounds_into(<const int32_t*>ip, n_rows, n_parts[0], _ROW_COST, owned[0])
+    else:
+        _bounds_into(<const int64_t*>ip, n_rows, n_parts[0], _ROW_COST, owned[0])
+    return owned[0]
 
 
 cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices,

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
+from wsesparse.csr import balanced_row_bounds
 
 
 def _rows_of_every_length(max_len: int, n_cols: int, dtype, itype, seed=0) -> sp.csr_array:
@@ -231,3 +232,47 @@ def test_csr_check_can_leave_the_indices_to_the_product():
     assert _spmm.csr_check(ok, wild, 5, 1, False) == 0
     assert _spmm.csr_check(ok, wild, 5, 1, True) == 4
     assert _spmm.csr_check(ok + 1, wild, 5, 1, False) == 1  # indptr is still checked
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_parts", [1, 2, 3, 8, 299, 300, 301, 1000])
+def test_kernel_cuts_the_rows_itself(dtype, itype, n_parts):
+    """An int row_bounds (one-shot products) partitions the rows in the kernel:
+    same result, bitwise, as the balanced_row_bounds array, also with more
+    parts than rows."""
+    A = _long_csr(dtype, itype, seed=n_parts)
+    bounds = balanced_row_bounds(A.indptr, n_parts)
+    for N in (1, 8, 40):
+        X = np.random.default_rng(N).standard_normal((50, N)).astype(dtype)
+        Y_int = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        Y_arr = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        if N == 1:
+            y_int, y_arr = Y_int[:, 0].copy(), Y_arr[:, 0].copy()
+            assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_int,
+                                  n_parts, 2, 50) == 0
+            assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_arr,
+                                  bounds, 2) == 0
+            Y_int[:, 0], Y_arr[:, 0] = y_int, y_arr
+        else:
+            assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_int, n_parts, 16, 2,
+                                  False, 50) == 0
+            assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_arr, bounds, 16, 2,
+                                  False) == 0
+        np.testing.assert_array_equal(Y_int, Y_arr)
+        np.testing.assert_allclose(Y_int, A @ X, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("row_bounds", [0, -1, True, 2.0, "2", None,
+                                        np.array([0, 300], dtype=np.int32),
+                                        np.array([[0, 300]], dtype=np.int64),
+                                        np.array([0, 0, 300, 300], dtype=np.int64)[::2]])
+def test_kernel_rejects_bad_row_bounds(row_bounds):
+    A = _long_csr(np.float64, np.int32)
+    X = np.ones((50, 8))
+    with pytest.raises(TypeError, match="row_bounds"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, np.empty((300, 8)), row_bounds, 8, 1,
+                       False)
+    with pytest.raises(TypeError, match="row_bounds"):
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), np.empty(300),
+                       row_bounds, 1)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -161,3 +162,52 @@ def test_fewer_rows_than_threads(m, n):
     for t in (2, 3, 4):
         assert sparse_matmul(A, X, n_threads=t).tobytes() == ref.tobytes()
         assert sparse_matmul(Y, A.T, n_threads=t).tobytes() == refT.tobytes()
+
+
+@pytest.fixture(scope="module")
+def mixed_rows():
+    """Runs of long rows (16-60 nonzeros) among short ones (0-15), so that
+    different row partitions give parts of very different average length
+    (the SpMV kernels pick their inner loop per part) and a row of any length
+    can land in any kind of part."""
+    rng = np.random.default_rng(99)
+    lengths = rng.integers(0, 16, size=8000)
+    lengths[:2500] = rng.integers(16, 61, size=2500)  # a long-row head
+    lengths[rng.choice(8000, size=300, replace=False)] = rng.integers(16, 61, size=300)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = rng.integers(0, 3000, size=indptr[-1])
+    return sp.csr_array((rng.standard_normal(indptr[-1]), indices, indptr), shape=(8000, 3000))
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
+@pytest.mark.parametrize("n", [None, 1, 8, 40])
+def test_every_row_summed_the_same_way(mixed_rows, dtype, n):
+    """Each row comes out bitwise the same for every thread count, and for a
+    one-shot product (indices checked inside the kernels) as for a prepared
+    operand (checked before): a row's summation order depends on the row
+    alone, not on the part of rows it was computed with."""
+    A = mixed_rows.astype(dtype)
+    _really_parallel(A.nnz * (1 if n is None else n))
+    X = random_dense(np.random.default_rng(5), (3000,) if n is None else (3000, n), dtype)
+    W = CSR(A)
+    ref = sparse_matmul(W, X, n_threads=1)
+    assert_matches(ref, A @ X, A, X)
+    for t in THREAD_COUNTS:
+        for operand in (W, A):
+            got = sparse_matmul(operand, X, n_threads=t)
+            assert got.tobytes() == ref.tobytes(), (
+                f"n_threads={t}, {'prepared' if operand is W else 'one-shot'} differs")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux affinity calls")
+def test_available_cores_follows_the_affinity_mask():
+    """The C-level count (read on every call) is the OS's, also after the mask changes."""
+    before = os.sched_getaffinity(0)
+    assert _spmm.available_cores() == len(before)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        assert _spmm.available_cores() == 1
+        assert resolve_n_threads(None) == 1
+    finally:
+        os.sched_setaffinity(0, before)
+    assert _spmm.available_cores() == len(before)

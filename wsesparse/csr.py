@@ -14,9 +14,9 @@ from wsesparse._kernels import _spmm
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import resolve_n_threads
 
-# A row costs this many nonzeros' worth of work on top of its nonzeros
-# (writing its output tile), when rows are split among threads.
-_ROW_COST = 2
+# Work of a row beyond its nonzeros when rows are split among threads (the
+# kernels cut rows themselves for one-shot products, with the same value).
+_ROW_COST = _spmm.ROW_COST
 # A prepared CSR keeps its densified form (for dense dispatch) up to this size.
 _KEEP_DENSE_BYTES = 256 << 20
 _KERNEL_INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -195,6 +195,7 @@ class CSR:
             self._clear_caches()
         else:
             self._set(indptr, indices, data, A.shape, check="indptr", copy=False)
+        self._bounds = None  # used once: the kernels compute the partition themselves
         return self
 
     @classmethod
@@ -336,11 +337,15 @@ class CSR:
             self._dense = dense
         return dense
 
-    def _row_bounds(self, threads: int) -> np.ndarray:
-        """The cached row partition for a call on ``threads`` threads."""
+    def _row_bounds(self, threads: int) -> np.ndarray | int:
+        """The cached row partition for a call on ``threads`` threads, or for
+        an operand used once, the number of parts (the kernel cuts the rows
+        itself, a few microseconds less than making the array)."""
+        n_parts = 1 if threads == 1 else threads * _PARTS_PER_THREAD
+        if self._bounds is None:
+            return n_parts
         b = self._bounds.get(threads)
         if b is None:
-            n_parts = 1 if threads == 1 else threads * _PARTS_PER_THREAD
             b = self._bounds[threads] = balanced_row_bounds(self.indptr, n_parts)
         return b
 
