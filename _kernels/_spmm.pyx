@@ -99,9 +99,11 @@ ctypedef fused value_t:
 cdef enum:
     TILE_BYTES = 512
     TILE_MAX = 128   # TILE_BYTES // sizeof(float)
+
+cdef extern from "_axpy_tiles.h" nogil:
     # Checked products validate the column indices of this many nonzeros (or
-    # of one longer row) just before multiplying them, while they are in L1.
-    CHECK_BLOCK = 2048
+    # of one longer row) just before multiplying them, while they are in cache.
+    enum: CHECK_BLOCK "WS_CHECK_BLOCK"
 
 
 # The Python layer sizes column panels in whole tiles.

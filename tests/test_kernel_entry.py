@@ -276,3 +276,23 @@ def test_kernel_rejects_bad_row_bounds(row_bounds):
     with pytest.raises(TypeError, match="row_bounds"):
         _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), np.empty(300),
                        row_bounds, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_parts", [1, 3])
+def test_spmv_check_in_parts_of_short_rows(dtype, itype, n_parts):
+    """Parts of short rows check their indices per block before use (not in
+    the loop): a bad index in the first, a middle or the last block is found,
+    a valid matrix gives the unchecked kernel's result bitwise."""
+    A = _long_csr(dtype, itype, n_rows=4000, per_row=3, seed=11)  # ~6k nonzeros: 3 blocks
+    x = np.random.default_rng(2).standard_normal(50).astype(dtype)
+    y_ref, y = np.empty(4000, dtype), np.empty(4000, dtype)
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y_ref, n_parts, 2) == 0
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, 50) == 0
+    np.testing.assert_array_equal(y, y_ref)
+    for pos in (0, 1, A.nnz // 3, A.nnz // 2, A.nnz - 1):
+        for bad in (50, -1):
+            ind = A.indices.copy()
+            ind[pos] = bad
+            assert _spmm.csr_spmv(A.indptr, ind, A.data, x, y, n_parts, 2, 50) == 4
