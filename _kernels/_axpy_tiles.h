@@ -78,7 +78,7 @@ typedef double ws_vd __attribute__((vector_size(32), aligned(8)));
 #define WS_FMA_float(a, b, c) __builtin_fmaf((a), (b), (c))
 #define WS_FMA_double(a, b, c) __builtin_fma((a), (b), (c))
 #define WS_VFMA_float(a, b, c) ((ws_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
-#define WS_VFMA_double(a, b, c) \
+#define WS_VFMA_double(a, b, c)                                                   \
     ((ws_vd)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
 #else
 #define WS_FMA_float(a, b, c) ((a) * (b) + (c))
@@ -267,17 +267,17 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
     for (ptrdiff_t i = r0; i < r1; ++i) {                                         \
         const ptrdiff_t p0 = indptr[i], p1 = indptr[i + 1];                       \
         T *y = Y + i * ldy;                                                       \
-        const ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt)\
-                               : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt);\
+        const ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt) \
+                               : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt); \
         const T *x = X + t;                                                       \
         switch (nt - t) {  /* 0 <= nt - t < VL <= 8 */                            \
-        case 1: ws_rest_##T##_##I##_1(indices, data, p0, p1, x, ldx, y + t); break;\
-        case 2: ws_rest_##T##_##I##_2(indices, data, p0, p1, x, ldx, y + t); break;\
-        case 3: ws_rest_##T##_##I##_3(indices, data, p0, p1, x, ldx, y + t); break;\
-        case 4: ws_rest_##T##_##I##_4(indices, data, p0, p1, x, ldx, y + t); break;\
-        case 5: ws_rest_##T##_##I##_5(indices, data, p0, p1, x, ldx, y + t); break;\
-        case 6: ws_rest_##T##_##I##_6(indices, data, p0, p1, x, ldx, y + t); break;\
-        case 7: ws_rest_##T##_##I##_7(indices, data, p0, p1, x, ldx, y + t); break;\
+        case 1: ws_rest_##T##_##I##_1(indices, data, p0, p1, x, ldx, y + t); break; \
+        case 2: ws_rest_##T##_##I##_2(indices, data, p0, p1, x, ldx, y + t); break; \
+        case 3: ws_rest_##T##_##I##_3(indices, data, p0, p1, x, ldx, y + t); break; \
+        case 4: ws_rest_##T##_##I##_4(indices, data, p0, p1, x, ldx, y + t); break; \
+        case 5: ws_rest_##T##_##I##_5(indices, data, p0, p1, x, ldx, y + t); break; \
+        case 6: ws_rest_##T##_##I##_6(indices, data, p0, p1, x, ldx, y + t); break; \
+        case 7: ws_rest_##T##_##I##_7(indices, data, p0, p1, x, ldx, y + t); break; \
         default: break;                                                           \
         }                                                                         \
     }                                                                             \
@@ -322,7 +322,7 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
 #define WS_OOR8(q) (WS_OOR(q) || WS_OOR((q) + 1) || WS_OOR((q) + 2) || WS_OOR((q) + 3) || \
                     WS_OOR((q) + 4) || WS_OOR((q) + 5) || WS_OOR((q) + 6) || WS_OOR((q) + 7))
 #define WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                     \
-WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                       \
+WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                      \
     const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
     U lim, int *bad)                                                              \
 {                                                                                 \
@@ -330,30 +330,30 @@ WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                    
     T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                             \
     (void)lim;                                                                    \
     if (p + 8 > p1) {                                                             \
-        /* Short rows: one loop, one loop-exit branch to mispredict; the */      \
-        /* out-of-order core overlaps consecutive rows' sums. */                \
+        /* Short rows: one loop, one loop-exit branch to mispredict; the */       \
+        /* out-of-order core overlaps consecutive rows' sums. */                  \
         for (; p < p1; ++p) {                                                     \
             if (WS_OOR(p)) goto out_of_range;                                     \
-            s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                                        \
+            s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                          \
         }                                                                         \
         return s0;                                                                \
     }                                                                             \
-    /* Longer rows: eight partial sums (the add latency bounds one). */          \
+    /* Longer rows: eight partial sums (the add latency bounds one). */           \
     T s4 = 0, s5 = 0, s6 = 0, s7 = 0;                                             \
     for (; p + 8 <= p1; p += 8) {                                                 \
         if (WS_OOR8(p)) goto out_of_range;                                        \
-        s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                                            \
-        s1 = WS_FMA_##T(data[p + 1], x[indices[p + 1]], s1);                                    \
-        s2 = WS_FMA_##T(data[p + 2], x[indices[p + 2]], s2);                                    \
-        s3 = WS_FMA_##T(data[p + 3], x[indices[p + 3]], s3);                                    \
-        s4 = WS_FMA_##T(data[p + 4], x[indices[p + 4]], s4);                                    \
-        s5 = WS_FMA_##T(data[p + 5], x[indices[p + 5]], s5);                                    \
-        s6 = WS_FMA_##T(data[p + 6], x[indices[p + 6]], s6);                                    \
-        s7 = WS_FMA_##T(data[p + 7], x[indices[p + 7]], s7);                                    \
+        s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                              \
+        s1 = WS_FMA_##T(data[p + 1], x[indices[p + 1]], s1);                      \
+        s2 = WS_FMA_##T(data[p + 2], x[indices[p + 2]], s2);                      \
+        s3 = WS_FMA_##T(data[p + 3], x[indices[p + 3]], s3);                      \
+        s4 = WS_FMA_##T(data[p + 4], x[indices[p + 4]], s4);                      \
+        s5 = WS_FMA_##T(data[p + 5], x[indices[p + 5]], s5);                      \
+        s6 = WS_FMA_##T(data[p + 6], x[indices[p + 6]], s6);                      \
+        s7 = WS_FMA_##T(data[p + 7], x[indices[p + 7]], s7);                      \
     }                                                                             \
     for (; p < p1; ++p) {                                                         \
         if (WS_OOR(p)) goto out_of_range;                                         \
-        s4 = WS_FMA_##T(data[p], x[indices[p]], s4);                                            \
+        s4 = WS_FMA_##T(data[p], x[indices[p]], s4);                              \
     }                                                                             \
     s0 += s4; s1 += s5; s2 += s6; s3 += s7;                                       \
     return (s0 + s1) + (s2 + s3);                                                 \
@@ -367,22 +367,22 @@ out_of_range:                                                                   
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
  * range, y then being partly written. Rows of at least WS_SPMV_VEC_NNZ
- * nonzeros (two float32 vectors' worth) take VL of them per step: their values loaded as
- * one vector, the x[indices[p]] put together lane by lane (scalar loads
- * inserted into a vector, not a gather instruction: gathers are slower on
- * Zen), one vector FMA into one of two accumulators; about 2 loads per
+ * nonzeros (two float32 vectors' worth) take VL of them per step: their values
+ * loaded as one vector, the x[indices[p]] put together lane by lane (scalar
+ * loads inserted into a vector, not a gather instruction: gathers are slower
+ * on Zen), one vector FMA into one of two accumulators; about 2 loads per
  * nonzero instead of 3 (K = 4096, density 0.1, float32: 1.3x the scalar loop
  * on one thread). The lanes are summed as a tree, the last (< VL) nonzeros in
- * two chains. Shorter rows take ws_spmv_row. The float64 threshold is also
- * 16 (not two of its vectors, 8): rows of 8-15 gain little from the vector
- * steps, and parts of short rows then meet a long one less often (see
+ * two chains. Shorter rows take ws_spmv_row. The float64 threshold is also 16
+ * (not two of its vectors, 8): rows of 8-15 gain little from the vector steps,
+ * and parts of short rows then meet a long one less often (see
  * ws_spmv_scalar_rows).
  */
 #ifndef WS_SPMV_VEC_NNZ
 #define WS_SPMV_VEC_NNZ 16
 #endif
 #if WS_HAVE_VEC
-#define WS_XV_float(x, ix, p) ((ws_vf){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]],   \
+#define WS_XV_float(x, ix, p) ((ws_vf){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]], \
                                        x[ix[p + 4]], x[ix[p + 5]], x[ix[p + 6]], x[ix[p + 7]]})
 #define WS_XV_double(x, ix, p) ((ws_vd){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]]})
 #if defined(__AVX2__)
@@ -404,11 +404,11 @@ static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
     const __m256i m = _mm256_cmpeq_epi32(_mm256_max_epu32(a, lim), a);
     return !_mm256_testz_si256(m, m);
 }
-#define WS_OORV2(q) (ws_chk_ && (sizeof(ws_u_) == 4                                  \
-    ? (VL == 8 ? ws_oor_i32((const int32_t *)indices + (q), limv)                    \
-               : ws_oor_i32_8((const int32_t *)indices + (q), limv))                 \
+#define WS_OORV2(q) (ws_chk_ && (sizeof(ws_u_) == 4                               \
+    ? (VL == 8 ? ws_oor_i32((const int32_t *)indices + (q), limv)                 \
+               : ws_oor_i32_8((const int32_t *)indices + (q), limv))              \
     : (WS_OOR_VL(q) || WS_OOR_VL((q) + VL))))
-#define WS_OORV1(q) (ws_chk_ && (sizeof(ws_u_) == 4 && VL == 8                       \
+#define WS_OORV1(q) (ws_chk_ && (sizeof(ws_u_) == 4 && VL == 8                    \
     ? ws_oor_i32_8((const int32_t *)indices + (q), limv) : WS_OOR_VL(q)))
 #define WS_LIMV __m256i limv = _mm256_set1_epi32((int32_t)lim); (void)limv;
 #else
@@ -416,7 +416,7 @@ static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
 #define WS_OORV1(q) WS_OOR_VL(q)
 #define WS_LIMV
 #endif
-#define WS_OOR_VL(q) (VL == 8 ? WS_OOR8(q) : (WS_OOR(q) || WS_OOR((q) + 1) ||        \
+#define WS_OOR_VL(q) (VL == 8 ? WS_OOR8(q) : (WS_OOR(q) || WS_OOR((q) + 1) ||     \
                                             WS_OOR((q) + 2) || WS_OOR((q) + 3)))
 /* Sum of a vector's lanes as a tree: log2(VL) add latencies, not VL. */
 typedef float ws_vf4 __attribute__((vector_size(16)));
@@ -434,7 +434,7 @@ static inline double WS_HSUM_double(ws_vd a)
 /* ws_spmv_vrow[_chk]_<T>_<I>: ws_spmv_row for rows of at least
  * WS_SPMV_VEC_NNZ nonzeros, VL of them per step. */
 #define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
-WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(   \
+WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(    \
     const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
     U lim, int *bad)                                                              \
 {                                                                                 \
@@ -446,7 +446,7 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
     for (; p + 2 * VL <= p1; p += 2 * VL) {                                       \
         if (WS_OORV2(p)) goto out_of_range;                                       \
         a0 = WS_VFMA_##T(*(const VT *)(data + p), WS_XV_##T(x, indices, p), a0);  \
-        a1 = WS_VFMA_##T(*(const VT *)(data + p + VL), WS_XV_##T(x, indices, p + VL), a1);\
+        a1 = WS_VFMA_##T(*(const VT *)(data + p + VL), WS_XV_##T(x, indices, p + VL), a1); \
     }                                                                             \
     if (p + VL <= p1) {                                                           \
         if (WS_OORV1(p)) goto out_of_range;                                       \
@@ -470,7 +470,7 @@ out_of_range:                                                                   
 }
 #else
 #define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
-WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(   \
+WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(    \
     const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
     U lim, int *bad)                                                              \
 {                                                                                 \
@@ -485,7 +485,7 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
 #define WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, CHK, SFX)                          \
 WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                             \
 WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                        \
-WS_SCALAR_LOOP __attribute__((noinline)) static T ws_spmv_vrow_call##SFX##_##T##_##I(\
+WS_SCALAR_LOOP __attribute__((noinline)) static T ws_spmv_vrow_call##SFX##_##T##_##I( \
     const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
     U lim, int *bad)                                                              \
 {                                                                                 \
@@ -499,7 +499,7 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int ws_spmv_scalar_rows##SFX##_##T##_##I( 
     for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
         const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
         y[i] = p1 - p >= WS_SPMV_VEC_NNZ                                          \
-            ? ws_spmv_vrow_call##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad)\
+            ? ws_spmv_vrow_call##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad) \
             : ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad);   \
     }                                                                             \
     return bad;                                                                   \
@@ -525,11 +525,11 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
     /* Every nonnegative I is below n_cols when n_cols exceeds I's range. */      \
     const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;         \
     if (indptr[r1] - indptr[r0] >= WS_SPMV_VEC_NNZ * (r1 - r0))                   \
-        return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim);\
+        return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim); \
     if (!CHK)                                                                     \
         return ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, r0, r1, lim); \
     /* Short rows: a compare per index in the loop cost more than checking */     \
-    /* each block of WS_CHECK_BLOCK nonzeros just before use, vectorized */      \
+    /* each block of WS_CHECK_BLOCK nonzeros just before use, vectorized */       \
     /* (K = 4096, density 0.001: +5 us vs +0.8 us on a 12 us product). */         \
     for (ptrdiff_t i = r0, j; i < r1; i = j) {                                    \
         j = ws_block_end_##I(indptr, i, r1);                                      \
@@ -540,9 +540,9 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
     return 0;                                                                     \
 }
 
-#define WS_DEFINE_ALL(T, VT, I, U, IMAX) \
-    WS_DEFINE_SPMM_ROWS(T, VT, I) \
-    WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, 0, ) \
+#define WS_DEFINE_ALL(T, VT, I, U, IMAX)                                          \
+    WS_DEFINE_SPMM_ROWS(T, VT, I)                                                 \
+    WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, 0, )                                   \
     WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, 1, _chk)
 
 WS_DEFINE_ALL(float, ws_vf, int32_t, uint32_t, INT32_MAX)

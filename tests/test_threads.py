@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -14,7 +15,7 @@ from threadpoolctl import threadpool_limits
 from matmul_helpers import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
-from wsesparse._threads import resolve_n_threads
+from wsesparse._threads import AFFINITY_MAX_AGE, resolve_n_threads
 
 THREAD_COUNTS = (1, 2, 3, 4)
 
@@ -201,13 +202,17 @@ def test_every_row_summed_the_same_way(mixed_rows, dtype, n):
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux affinity calls")
 def test_available_cores_follows_the_affinity_mask():
-    """The C-level count (read on every call) is the OS's, also after the mask changes."""
+    """The C-level count is the OS's, also after the mask changes; the thread count
+    follows within AFFINITY_MAX_AGE."""
     before = os.sched_getaffinity(0)
     assert _spmm.available_cores() == len(before)
     try:
         os.sched_setaffinity(0, {min(before)})
         assert _spmm.available_cores() == 1
+        time.sleep(AFFINITY_MAX_AGE * 1.5)
         assert resolve_n_threads(None) == 1
     finally:
         os.sched_setaffinity(0, before)
     assert _spmm.available_cores() == len(before)
+    time.sleep(AFFINITY_MAX_AGE * 1.5)
+    assert resolve_n_threads(None) == min(len(before), _spmm.max_threads())
