@@ -477,6 +477,21 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
     return ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);       \
 }
 #endif
+/* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
+ * VROW if it has at least WS_SPMV_VEC_NNZ nonzeros, else ROW. */
+#define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW)                          \
+WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                   \
+    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
+    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
+{                                                                                 \
+    int bad = 0;                                                                  \
+    for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
+        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
+        y[i] = p1 - p >= WS_SPMV_VEC_NNZ ? VROW(indices, data, x, p, p1, lim, &bad) \
+                                         : ROW(indices, data, x, p, p1, lim, &bad); \
+    }                                                                             \
+    return bad;                                                                   \
+}
 /* Every row of at least WS_SPMV_VEC_NNZ nonzeros is summed by
  * ws_spmv_vrow, every shorter one by ws_spmv_row, whichever rows function
  * (chosen per part, i.e. per thread count) runs it: the rows function only
@@ -491,32 +506,10 @@ WS_SCALAR_LOOP __attribute__((noinline)) static T ws_spmv_vrow_call##SFX##_##T##
 {                                                                                 \
     return ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);      \
 }                                                                                 \
-WS_SCALAR_LOOP WS_MAYBE_UNUSED static int ws_spmv_scalar_rows##SFX##_##T##_##I(   \
-    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
-{                                                                                 \
-    int bad = 0;                                                                  \
-    for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
-        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
-        y[i] = p1 - p >= WS_SPMV_VEC_NNZ                                          \
-            ? ws_spmv_vrow_call##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad) \
-            : ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad);   \
-    }                                                                             \
-    return bad;                                                                   \
-}                                                                                 \
-WS_SCALAR_LOOP static int ws_spmv_vector_rows##SFX##_##T##_##I(                   \
-    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
-{                                                                                 \
-    int bad = 0;                                                                  \
-    for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
-        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
-        y[i] = p1 - p >= WS_SPMV_VEC_NNZ                                          \
-            ? ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad)   \
-            : ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, &bad);   \
-    }                                                                             \
-    return bad;                                                                   \
-}                                                                                 \
+WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_scalar_rows##SFX##_##T##_##I,             \
+                       ws_spmv_vrow_call##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I) \
+WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_vector_rows##SFX##_##T##_##I,             \
+                       ws_spmv_vrow##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I) \
 static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,       \
                                          const T *data, const T *x, T *y,         \
                                          ptrdiff_t r0, ptrdiff_t r1,              \
