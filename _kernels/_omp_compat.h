@@ -11,7 +11,7 @@ static inline int wsesparse_has_openmp(void) { return 0; }
 
 /* The number of CPUs this process may run on (sched_getaffinity; the set
  * grows until the kernel accepts its size), or -1 where that is unknown.
- * os.sched_getaffinity does the same at about ten times the cost, which a
+ * os.sched_getaffinity does the same at about three times the cost, which a
  * small product notices. Needs _GNU_SOURCE, which Python.h defines first. */
 #if defined(__linux__)
 #include <sched.h>

@@ -104,6 +104,8 @@ cdef extern from "_axpy_tiles.h" nogil:
     # Checked products validate the column indices of this many nonzeros (or
     # of one longer row) just before multiplying them, while they are in cache.
     enum: CHECK_BLOCK "WS_CHECK_BLOCK"
+    Py_ssize_t ws_block_end_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t)
+    Py_ssize_t ws_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
 
 
 # The Python layer sizes column panels in whole tiles.
@@ -202,11 +204,12 @@ cdef inline void _spmm_rows(const index_t* indptr, const index_t* indices,
 cdef inline Py_ssize_t _block_end(const index_t* indptr, Py_ssize_t i,
                                   Py_ssize_t r1) noexcept nogil:
     """The end of the block of rows from ``i`` (before ``r1``) holding about
-    CHECK_BLOCK nonzeros (at least one row)."""
-    cdef Py_ssize_t j = i + 1
-    while j < r1 and indptr[j] - indptr[i] < CHECK_BLOCK:
-        j = j + 1
-    return j
+    CHECK_BLOCK nonzeros (at least one row): ``ws_block_end``, the one the
+    SpMV kernels use."""
+    if index_t is int32_t:
+        return ws_block_end_int32_t(indptr, i, r1)
+    else:
+        return ws_block_end_int64_t(indptr, i, r1)
 
 
 cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
@@ -222,7 +225,7 @@ cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
         return 0
     # Measured to cost about what a separate pass over all indices did
     # (4096^2, density 0.01, N = 8: +8 us vs 8.7 us); the float SpMV kernels
-    # check in their loops instead, which costs a third of that.
+    # check in their loops in parts of long rows, which costs a third of that.
     while i < r1:
         j = _block_end(indptr, i, r1)
         if _out_of_range(indices, indptr[i], indptr[j], check_cols):
@@ -345,7 +348,7 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     X is (n_cols, N) and Y is (n_rows, N), both C-contiguous, of the dtype of
     ``data``. Part ``k`` is rows ``row_bounds[k]:row_bounds[k+1]``; an int
     ``row_bounds`` asks for ``balanced_bounds(indptr, row_bounds, ROW_COST)``,
-    computed here (saves a one-shot product the array). ``panel``
+    computed here (a one-shot product then makes no array for it). ``panel``
     (a multiple of the tile width) is the number of token columns processed
     per sweep over the rows, chosen so that ``X[:, panel]`` stays in cache;
     ``prefetch`` turns on software prefetch of X rows (worth it when that

@@ -22,12 +22,12 @@ AFFINITY_MAX_AGE = 0.05
 _affinity: tuple[float, int] = (-float("inf"), 1)  # (when read, CPU count)
 
 
-def _available_cores(max_age: float = AFFINITY_MAX_AGE) -> int:
-    """CPUs this process may run on (its affinity mask, read ``max_age`` s ago at most)."""
+def _available_cores() -> int:
+    """CPUs this process may run on (its affinity mask, read AFFINITY_MAX_AGE s ago at most)."""
     global _affinity
     now = time.monotonic()
     when, n = _affinity
-    if now - when <= max_age:
+    if now - when <= AFFINITY_MAX_AGE:
         return n
     n = _spmm.available_cores()  # sched_getaffinity from C: ~3x cheaper than os's
     if n <= 0:  # pragma: no cover - not Linux

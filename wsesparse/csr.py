@@ -174,8 +174,9 @@ class CSR:
 
         Only ``indptr`` is checked here; the kernels check the column indices
         as they use them (``check_cols``: in the loop for float32/float64
-        SpMV, per block of 2048 nonzeros otherwise), saving most of the
-        separate pass over all indices that a prepared operand pays once.
+        SpMV in parts of long rows, per block of 2048 nonzeros otherwise),
+        saving most of the separate pass over all indices that a prepared
+        operand pays once.
         Used by ``sparse_matmul``'s fast path only: the operand never leaves
         it, and nothing but ``_multiply_into`` reads it.
         """
