@@ -296,3 +296,13 @@ def test_spmv_check_in_parts_of_short_rows(dtype, itype, n_parts):
             ind = A.indices.copy()
             ind[pos] = bad
             assert _spmm.csr_spmv(A.indptr, ind, A.data, x, y, n_parts, 2, 50) == 4
+
+
+def test_kernel_balanced_bounds_rejects_bad_input():
+    indptr = np.array([0, 2, 4, 6], dtype=np.int64)
+    np.testing.assert_array_equal(_spmm.balanced_bounds(indptr, 3, 0), [0, 1, 2, 3])
+    for n_parts in (0, -1):
+        with pytest.raises(ValueError, match="n_parts >= 1"):
+            _spmm.balanced_bounds(indptr, n_parts, 0)
+    with pytest.raises(ValueError, match="non-empty indptr"):
+        _spmm.balanced_bounds(np.array([], dtype=np.int64), 2, 0)
