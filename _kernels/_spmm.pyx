@@ -61,6 +61,15 @@ cdef extern from "_axpy_tiles.h" nogil:
                                         const double*, double*, Py_ssize_t, Py_ssize_t,
                                         Py_ssize_t)
 
+    void ws_cdots_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                float*, Py_ssize_t, Py_ssize_t)
+    void ws_cdots_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                float*, Py_ssize_t, Py_ssize_t)
+    void ws_cdots_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                 const double*, double*, Py_ssize_t, Py_ssize_t)
+    void ws_cdots_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                 const double*, double*, Py_ssize_t, Py_ssize_t)
+
 ctypedef fused index_t:
     int32_t
     int64_t
@@ -400,29 +409,21 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
 cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
                                const value_t* data, const value_t* x, value_t* y,
                                Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
-    """y[i] = sum_p data[p] * x[indices[p]] for rows r0:r1 (complex types)."""
-    cdef value_t s0, s1, s2, s3
-    cdef Py_ssize_t i, p, p1
-    for i in range(r0, r1):
-        # Four independent partial sums hide the add latency; the way they
-        # are combined is fixed, so the result does not depend on the thread
-        # count.
-        s0 = 0
-        s1 = 0
-        s2 = 0
-        s3 = 0
-        p = indptr[i]
-        p1 = indptr[i + 1]
-        while p + 4 <= p1:
-            s0 = s0 + data[p] * x[indices[p]]
-            s1 = s1 + data[p + 1] * x[indices[p + 1]]
-            s2 = s2 + data[p + 2] * x[indices[p + 2]]
-            s3 = s3 + data[p + 3] * x[indices[p + 3]]
-            p = p + 4
-        while p < p1:
-            s0 = s0 + data[p] * x[indices[p]]
-            p = p + 1
-        y[i] = (s0 + s1) + (s2 + s3)
+    """y[i] = sum_p data[p] * x[indices[p]] for rows r0:r1 (complex types: ws_cdots)."""
+    if value_t is cython.floatcomplex:
+        if index_t is int32_t:
+            ws_cdots_float_int32_t(indptr, indices, <const float*>data, <const float*>x,
+                                   <float*>y, r0, r1)
+        else:
+            ws_cdots_float_int64_t(indptr, indices, <const float*>data, <const float*>x,
+                                   <float*>y, r0, r1)
+    else:
+        if index_t is int32_t:
+            ws_cdots_double_int32_t(indptr, indices, <const double*>data, <const double*>x,
+                                    <double*>y, r0, r1)
+        else:
+            ws_cdots_double_int64_t(indptr, indices, <const double*>data, <const double*>x,
+                                    <double*>y, r0, r1)
 
 
 cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
@@ -603,6 +604,50 @@ cdef const int64_t* _parts(object row_bounds, int it, void* ip, Py_ssize_t n_row
     else:
         _bounds_into(<const int64_t*>ip, n_rows, n_parts[0], _ROW_COST, owned[0])
     return owned[0]
+
+
+cdef inline bint _plain(object a, int ndim) noexcept:
+    """Whether ``a`` is exactly an ndarray, ``ndim``-D, C-contiguous, aligned, native order."""
+    return (cnp.PyArray_CheckExact(a) and cnp.PyArray_NDIM(<cnp.ndarray>a) == ndim
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_ISALIGNED(<cnp.ndarray>a)
+            and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a))
+
+
+def plain_csr_nnz(object indptr, object indices, object data, Py_ssize_t n_rows,
+                  Py_ssize_t n_cols):
+    """Stored entries of the CSR arrays of an (n_rows, n_cols) matrix, or -1.
+
+    -1 unless the arrays are what the kernels take as they are (1-D,
+    C-contiguous, aligned, native-order ndarrays; indices of one kernel index
+    type; values of a kernel dtype), ``n_cols > 0`` and ``indptr`` is valid
+    (one entry per row plus one, from 0, nondecreasing, ending within
+    ``indices`` and ``data``). The column indices are not checked: a one-shot
+    product has the kernel check them (``check_cols``). For ``sparse_matmul``'s
+    fast path, which leaves everything else (conversions, error messages) to
+    its general path.
+    """
+    if not (_plain(indptr, 1) and _plain(indices, 1) and _plain(data, 1)) or n_cols <= 0:
+        return -1
+    cdef int it = cnp.PyArray_TYPE(<cnp.ndarray>indptr)
+    cdef int vt = cnp.PyArray_TYPE(<cnp.ndarray>data)
+    if (it not in (cnp.NPY_INT32, cnp.NPY_INT64) or cnp.PyArray_TYPE(<cnp.ndarray>indices) != it
+            or vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_COMPLEX64,
+                          cnp.NPY_COMPLEX128)
+            or cnp.PyArray_DIM(<cnp.ndarray>indptr, 0) != n_rows + 1):
+        return -1
+    cdef void* ip = cnp.PyArray_DATA(<cnp.ndarray>indptr)
+    cdef Py_ssize_t n_indices = cnp.PyArray_DIM(<cnp.ndarray>indices, 0)
+    cdef Py_ssize_t nnz
+    if it == cnp.NPY_INT32:
+        if _check(<int32_t*>ip, n_rows, NULL, n_indices, n_cols, 1, False):
+            return -1
+        nnz = (<int32_t*>ip)[n_rows]
+    else:
+        if _check(<int64_t*>ip, n_rows, NULL, n_indices, n_cols, 1, False):
+            return -1
+        nnz = (<int64_t*>ip)[n_rows]
+    return nnz if nnz <= cnp.PyArray_DIM(<cnp.ndarray>data, 0) else -1
 
 
 cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices,

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
-from wsesparse.csr import balanced_row_bounds
+from wsesparse.csr import _row_bounds, balanced_row_bounds
 
 
 def _rows_of_every_length(max_len: int, n_cols: int, dtype, itype, seed=0) -> sp.csr_array:
@@ -204,7 +204,7 @@ def test_kernel_check_cols(dtype, n_threads):
     """check_cols: 4 for an out-of-range index (in the first of several panels
     too), 0 for a valid structure; N = 0 checks all the same."""
     A = _long_csr(dtype, np.int32, per_row=40, seed=5)
-    bounds = CSR(A)._row_bounds(n_threads)
+    bounds = _row_bounds(A.indptr, n_threads, {})
     for N, panel in ((1, 0), (8, 8), (40, 16), (0, 0)):
         X = np.ones((50, N), dtype=dtype)
         Y = np.empty((A.shape[0], N), dtype=dtype)
@@ -306,3 +306,41 @@ def test_kernel_balanced_bounds_rejects_bad_input():
             _spmm.balanced_bounds(indptr, n_parts, 0)
     with pytest.raises(ValueError, match="non-empty indptr"):
         _spmm.balanced_bounds(np.array([], dtype=np.int64), 2, 0)
+
+
+def _plain(dtype=np.float64, itype=np.int32):
+    A = _rows_of_every_length(6, 9, dtype, itype)
+    return A.indptr, A.indices, A.data, A.shape
+
+
+def test_plain_csr_nnz_takes_only_what_the_kernels_take_as_is():
+    """The fast path's gate: the stored-entry count for plain valid arrays, -1
+    (general path) for anything the kernels would misread or that is corrupt."""
+    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
+        for itype in (np.int32, np.int64):
+            ip, ix, d, (m, n) = _plain(dtype, itype)
+            assert _spmm.plain_csr_nnz(ip, ix, d, m, n) == ip[-1] == 21
+    ip, ix, d, (m, n) = _plain()
+    unaligned = np.frombuffer(b"\0" + d.tobytes(), dtype=d.dtype, count=len(d), offset=1)
+    bad = {
+        "big-endian data": (ip, ix, d.astype(">f8"), m, n),
+        "big-endian indices": (ip, ix.astype(">i4"), d, m, n),
+        "big-endian indptr": (ip.astype(">i4"), ix, d, m, n),
+        "strided indices": (ip, np.repeat(ix, 2)[::2], d, m, n),
+        "unaligned data": (ip, ix, unaligned, m, n),
+        "mixed index types": (ip.astype(np.int64), ix, d, m, n),
+        "int16 indices": (ip.astype(np.int16), ix.astype(np.int16), d, m, n),
+        "int data": (ip, ix, d.astype(np.int64), m, n),
+        "float16 data": (ip, ix, d.astype(np.float16), m, n),
+        "list indices": (ip, list(ix), d, m, n),
+        "ndarray subclass": (ip, ix, d.view(np.matrix), m, n),
+        "2-D data": (ip, ix, d[None, :], m, n),
+        "no columns": (ip, ix, d, m, 0),
+        "indptr too short": (ip[:-1], ix, d, m, n),
+        "indptr not from 0": (ip + 1, ix, d, m, n),
+        "indptr decreasing": (np.r_[ip[:3], ip[2] - 1, ip[4:]].astype(np.int32), ix, d, m, n),
+        "indptr beyond indices": (ip, ix[:-1], d, m, n),
+        "indptr beyond data": (ip, ix, d[:-1], m, n),
+    }
+    for what, args in bad.items():
+        assert _spmm.plain_csr_nnz(*args) == -1, what

@@ -674,3 +674,53 @@ def test_prepared_csr_with_an_infinite_value_stays_sparse():
     X = np.random.default_rng(1).standard_normal((100, 300))
     assert_matches(sparse_matmul(P, X), A @ X, A, X)
     assert P._finite is False and P._dense is None
+
+
+class _CSRSubclass(sp.csr_matrix):
+    pass
+
+
+def _unusual_csr(rng, how: str, dtype):
+    """A scipy CSR operand whose arrays ``sparse_matmul``'s fast path does not
+    take as they are (it must leave them to the general path)."""
+    A = random_sparse(rng, 30, 25, 0.3, dtype=dtype).tocsr()
+    data, indices, indptr = A.data, A.indices, A.indptr
+    if how == "bigendian_data":
+        data = data.astype(data.dtype.newbyteorder(">"))
+    elif how == "bigendian_indices":
+        indices = indices.astype(">i4")
+    elif how == "strided_indices":
+        indices = np.repeat(indices, 2)[::2]
+    elif how == "mixed_index_types":
+        indptr = indptr.astype(np.int64)
+    elif how == "subclass":
+        return _CSRSubclass(A)
+    A = sp.csr_array(A.shape, dtype=dtype)  # then the arrays, as scipy would not make them
+    A.data, A.indices, A.indptr = data, indices, indptr
+    return A
+
+
+@pytest.mark.parametrize("how", ["bigendian_data", "bigendian_indices", "strided_indices",
+                                 "mixed_index_types", "subclass"])
+@pytest.mark.parametrize("n", [None, 1, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_unusual_scipy_csr_arrays(rng, how, n, dtype):
+    A = _unusual_csr(rng, how, dtype)
+    X = random_dense(rng, (25,) if n is None else (25, n), dtype)
+    got = sparse_matmul(A, X)
+    assert type(got) is np.ndarray
+    assert_matches(got, scipy_product(A, X), A, X)
+    # The same kernel as for the plain arrays (the prepared operand skips the
+    # dense dispatch, which it would take at this density): bitwise equal.
+    prepared = sparse_matmul(CSR(A), X, method="sparse")
+    assert prepared.dtype == got.dtype
+    np.testing.assert_array_equal(prepared, got)
+
+
+def test_one_dimensional_csr_array(rng):
+    """scipy's 1-D CSR arrays are not the 2-D operand the fast path expects."""
+    a = sp.csr_array(np.array([1.0, 0.0, 2.0]))
+    if a.ndim != 1:
+        pytest.skip("this scipy has no 1-D CSR arrays")
+    with pytest.raises(ValueError, match="2-D"):
+        sparse_matmul(a, np.ones((3, 2)))

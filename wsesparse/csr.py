@@ -169,42 +169,6 @@ class CSR:
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
 
     @classmethod
-    def _for_one_product(cls, A) -> "CSR":
-        """A scipy CSR matrix/array ``A`` (2-D), for one product on the sparse path.
-
-        Only ``indptr`` is checked here; the kernels check the column indices
-        as they use them (``check_cols``: in the loop for float32/float64
-        SpMV in parts of long rows, per block of 2048 nonzeros otherwise),
-        saving most of the separate pass over all indices that a prepared
-        operand pays once.
-        Used by ``sparse_matmul``'s fast path only: the operand never leaves
-        it, and nothing but ``_multiply_into`` reads it.
-        """
-        self = cls.__new__(cls)
-        indptr, indices, data = A.indptr, A.indices, A.data
-        n_rows, n_cols = A.shape
-        if (type(indptr) is np.ndarray and type(indices) is np.ndarray
-                and type(data) is np.ndarray and indptr.dtype is indices.dtype
-                and indptr.dtype in _KERNEL_INDEX_TYPES and data.dtype.char in "fdFD"
-                and data.dtype.isnative
-                and indptr.ndim == indices.ndim == data.ndim == 1 and n_cols > 0
-                and len(indptr) == n_rows + 1 and indptr.flags.c_contiguous
-                and indices.flags.c_contiguous and data.flags.c_contiguous):
-            # The usual scipy matrix: nothing to convert, so only indptr to check
-            # (a few microseconds less than _set, which small products notice).
-            code = _spmm.csr_check(indptr, indices, n_cols, 1, False)
-            if code or len(data) < indptr[-1]:
-                self._set(indptr, indices, data, A.shape, check="indptr", copy=False)  # raises
-            self.indptr, self.indices, self.data = indptr, indices, data
-            self.shape = (n_rows, n_cols)
-            self._cols_checked = False
-            self._clear_caches()
-        else:
-            self._set(indptr, indices, data, A.shape, check="indptr", copy=False)
-        self._bounds = None  # used once: the kernels compute the partition themselves
-        return self
-
-    @classmethod
     def from_arrays(cls, data, indices, indptr, shape, *, copy: bool = False) -> "CSR":
         """Build from raw CSR arrays, checking the structure in O(nnz).
 
@@ -219,7 +183,7 @@ class CSR:
                  check=True, copy=copy)
         return obj
 
-    def _set(self, indptr, indices, data, shape, *, check: bool | str, copy: bool) -> None:
+    def _set(self, indptr, indices, data, shape, *, check: bool, copy: bool) -> None:
         try:
             n_rows, n_cols = (operator.index(s) for s in shape)  # no floats
         except (TypeError, ValueError):
@@ -245,14 +209,11 @@ class CSR:
         self.indices = conv(indices, dtype=itype)
         self.data = conv(data)
         self.shape = (n_rows, n_cols)
-        # Whether the column indices are known to be in range; if not (check="indptr"),
-        # the kernels check them (they take a column count of 0 to mean "checked").
-        self._cols_checked = check != "indptr" or n_cols == 0
         if check:
             nnz = int(self.indptr[-1])
             # The check streams the indices once; threads pay off only for big matrices.
             code = _spmm.csr_check(self.indptr, self.indices, n_cols,
-                                   resolve_n_threads(None, nnz // 16), self._cols_checked)
+                                   resolve_n_threads(None, nnz // 16))
             if code:
                 raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
             if len(self.data) < nnz:
@@ -343,43 +304,54 @@ class CSR:
             self._dense = dense
         return dense
 
-    def _row_bounds(self, threads: int) -> np.ndarray | int:
-        """The cached row partition for a call on ``threads`` threads, or for
-        an operand used once, the number of parts (the kernel cuts the rows
-        itself, a few microseconds less than making the array)."""
-        n_parts = 1 if threads == 1 else threads * _PARTS_PER_THREAD
-        if self._bounds is None:
-            return n_parts
-        b = self._bounds.get(threads)
-        if b is None:
-            b = self._bounds[threads] = balanced_row_bounds(self.indptr, n_parts)
-        return b
-
     def _multiply_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
         """Y = self @ X with X (n_cols,) or (n_cols, N) and Y alike, C-contiguous, same dtype."""
-        nnz = self.nnz
-        check_cols = 0 if self._cols_checked else self.shape[1]
-        if X.ndim == 1:
-            threads = resolve_n_threads(n_threads, _SPMV_WORK * (nnz + self.shape[0]))
-            code = _spmm.csr_spmv(self.indptr, self.indices, self._values(X.dtype), X, Y,
-                                  self._row_bounds(threads), threads, check_cols)
-        else:
-            code = self._spmm_into(X, Y, n_threads, check_cols)
-        if code:
-            raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
-        self._cols_checked = True
+        _product_into(self.indptr, self.indices, self._values(X.dtype), self.shape, self.nnz,
+                      X, Y, n_threads, self._bounds)
 
-    def _spmm_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None,
-                   check_cols: int) -> int:
-        nnz = self.nnz
+
+def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                  shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
+                  n_threads: int | None, bounds: dict[int, np.ndarray] | None) -> None:
+    """Y = A @ X for the CSR arrays of A, X (n_cols,) or (n_cols, N) and Y alike.
+
+    All C-contiguous and of one kernel dtype. ``bounds`` caches the row
+    partition per thread count (a prepared ``CSR``, whose column indices have
+    been checked); ``None`` means a one-shot product: the kernel cuts the rows
+    itself (no array to make) and checks the column indices as it goes,
+    raising ValueError for one out of range.
+    """
+    n_rows, n_cols = shape
+    check_cols = n_cols if bounds is None else 0
+    if X.ndim == 1:
+        threads = resolve_n_threads(n_threads, _SPMV_WORK * (nnz + n_rows))
+        code = _spmm.csr_spmv(indptr, indices, data, X, Y,
+                              _row_bounds(indptr, threads, bounds), threads, check_cols)
+    else:
         N = X.shape[1]
-        threads = resolve_n_threads(n_threads, nnz * N + self.shape[0])
-        panel = _panel_width(self.shape, nnz, N, X.dtype.itemsize)
+        threads = resolve_n_threads(n_threads, nnz * N + n_rows)
+        panel = _panel_width(shape, nnz, N, X.dtype.itemsize)
         # Software prefetch of X rows pays when the panel misses L2, and only
         # for panels of up to 1 KiB per row: on wider ones the hardware
         # prefetcher does better alone (K = 4096, N = 1024, float32, density
         # 0.1, 512-column panels: 36 GFLOP/s without, 22 with).
         row_bytes = panel * X.dtype.itemsize
-        prefetch = self.shape[1] * row_bytes > _L2_BYTES // 2 and row_bytes <= 1024
-        return _spmm.csr_spmm(self.indptr, self.indices, self._values(X.dtype), X, Y,
-                              self._row_bounds(threads), panel, threads, prefetch, check_cols)
+        prefetch = n_cols * row_bytes > _L2_BYTES // 2 and row_bytes <= 1024
+        code = _spmm.csr_spmm(indptr, indices, data, X, Y, _row_bounds(indptr, threads, bounds),
+                              panel, threads, prefetch, check_cols)
+    if code:
+        raise ValueError(csr_error_message(code, "A", shape, len(indices)))
+
+
+def _row_bounds(indptr: np.ndarray, threads: int,
+                cache: dict[int, np.ndarray] | None) -> np.ndarray | int:
+    """The row partition for a call on ``threads`` threads, from ``cache``; or,
+    without a cache (an operand used once), the number of parts: the kernel
+    cuts the rows itself, a few microseconds less than making the array."""
+    n_parts = 1 if threads == 1 else threads * _PARTS_PER_THREAD
+    if cache is None:
+        return n_parts
+    b = cache.get(threads)
+    if b is None:
+        b = cache[threads] = balanced_row_bounds(indptr, n_parts)
+    return b

@@ -13,7 +13,8 @@ from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_
                                fits_in_memory, product_shape, result_dtype)
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import _available_cores, resolve_n_threads
-from wsesparse.csr import _KEEP_DENSE_BYTES, CSR
+from wsesparse._kernels import _spmm
+from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into
 
 # Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
 # BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A (which
@@ -243,12 +244,13 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
     (16, 300)
     """
-    if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
-        return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
-    if out is None and method == "auto" and type(B) is np.ndarray:
+    if (out is None and type(B) is np.ndarray and method == "auto"
+            and (type(A) is CSR or type(A) in _SCIPY_CSR_TYPES)):
         Y = _fast_product(A, B, n_threads)
         if Y is not None:
             return Y
+    if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
+        return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
     if method not in ("auto", "sparse", "dense"):
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
     if n_threads is not None:
@@ -331,41 +333,47 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     return _wrap(result, S, dense_in)
 
 
+_SCIPY_CSR_TYPES = (sp.csr_matrix, sp.csr_array)
+
+
 def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     """``A @ B`` for the commonest call, or None to take the general path.
 
-    The common call in inference and training loops, a prepared ``CSR`` (or
-    a scipy CSR matrix/array) times a C-contiguous ndarray of the same kernel
-    dtype on the sparse path, costs a few microseconds less this way than
-    through the general path's conversions and checks (which it skips only
-    where they cannot apply).
+    The common call in inference and training loops: a prepared ``CSR``, or a
+    scipy CSR matrix/array (exactly those classes) with the plain arrays
+    scipy makes, times a C-contiguous ndarray of the same kernel dtype, on the
+    sparse path. It skips the general path's conversions and checks (only
+    where they cannot apply) and, for a scipy operand, the ``CSR`` object: at
+    64 x 64 the call then costs less than scipy's own product. Everything
+    unusual (other classes or array types, a corrupt structure, empty or dense
+    products) goes the general way, which converts, dispatches and words the
+    errors.
     """
-    if type(A) is CSR:
-        csr = A
-    elif getattr(A, "format", None) == "csr" and sp.issparse(A) and A.ndim == 2:
-        csr = None  # built below, once B has passed
-    else:
+    shape = A.shape
+    if len(shape) != 2:  # scipy's 1-D CSR arrays
         return None
-    dtype = A.dtype
-    if (B.dtype is not dtype or dtype.char not in "fdFD" or not 0 < B.ndim < 3
-            or B.shape[0] != A.shape[1] or not B.flags.c_contiguous):
+    indptr, indices, data = A.indptr, A.indices, A.data
+    dtype = data.dtype
+    if (B.dtype is not dtype or not 0 < B.ndim < 3 or B.shape[0] != shape[1]
+            or not B.flags.c_contiguous or B.size == 0):
         return None
     n_tokens = 1 if B.ndim == 1 else B.shape[1]
-    if (n_tokens >= DENSE_MIN_TOKENS or B.size == 0
-            or (csr is not None and csr.density >= _dense_threshold(dtype, n_tokens, True))):
-        return None  # the dense-dispatch rules and empty shapes: general path
-    if csr is None:
-        try:
-            csr = CSR._for_one_product(A)
-        except (TypeError, ValueError) as exc:
-            raise _renamed(exc, "A") from None
-    if csr.nnz == 0:
+    if n_tokens >= DENSE_MIN_TOKENS:
+        return None  # the dense-dispatch rules: general path
+    if type(A) is CSR:
+        if dtype.char not in "fdFD" or A.density >= _dense_threshold(dtype, n_tokens, True):
+            return None
+        nnz, bounds = A.nnz, A._bounds
+    else:
+        nnz = _spmm.plain_csr_nnz(indptr, indices, data, shape[0], shape[1])
+        bounds = None  # used once: the kernel cuts the rows and checks the column indices
+    if nnz <= 0:
         return None
-    shape = product_shape(A.shape, B.shape, False)
-    if A.shape[0] * n_tokens * dtype.itemsize >= CHECK_MIN_BYTES:  # spare small calls the check
-        check_array_allocation(shape, dtype, "the result of sparse_matmul")
-    Y = np.empty(shape, dtype=dtype)
-    csr._multiply_into(B, Y, n_threads)  # validates n_threads; checks A's indices as it goes
+    out_shape = shape[:1] + B.shape[1:]
+    if shape[0] * n_tokens * dtype.itemsize >= CHECK_MIN_BYTES:  # spare small calls the check
+        check_array_allocation(out_shape, dtype, "the result of sparse_matmul")
+    Y = np.empty(out_shape, dtype=dtype)
+    _product_into(indptr, indices, data, shape, nnz, B, Y, n_threads, bounds)
     return Y
 
 
