@@ -100,13 +100,15 @@ def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int)
     float64, N = 256: 64-column panels 12.3, one sweep 9.8.
     """
     n_rows, n_cols = shape
-    per_row = nnz / max(n_rows, 1)
+    # (Conditionals, not min()/max(): a small product notices the builtins' cost.)
+    per_row = nnz / n_rows if n_rows > 0 else 0.0
     if per_row <= _VERY_SHORT_ROW_NNZ or (per_row <= _SHORT_ROW_NNZ and
                                           n_cols * n_tokens * itemsize <= _L3_BYTES // 2):
         return n_tokens
     tile = _spmm.TILE_BYTES_PER_ROW // itemsize
-    fit = (_L3_BYTES // 4) // max(1, n_cols * itemsize) // tile * tile
-    return min(n_tokens, max(tile, fit))
+    fit = (_L3_BYTES // 4) // (n_cols * itemsize or 1) // tile * tile
+    panel = fit if fit > tile else tile
+    return panel if panel < n_tokens else n_tokens
 
 
 class CSR:

@@ -361,9 +361,12 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     if n_tokens >= DENSE_MIN_TOKENS:
         return None  # the dense-dispatch rules: general path
     if type(A) is CSR:
-        if dtype.char not in "fdFD" or A.density >= _dense_threshold(dtype, n_tokens, True):
+        nnz = int(indptr[-1])
+        # A.density (without its property calls): nnz > 0 implies a nonempty shape.
+        if (nnz <= 0 or dtype.char not in "fdFD"
+                or nnz / (shape[0] * shape[1]) >= _dense_threshold(dtype, n_tokens, True)):
             return None
-        nnz, bounds = A.nnz, A._bounds
+        bounds = A._bounds
     else:
         nnz = _spmm.plain_csr_nnz(indptr, indices, data, shape[0], shape[1])
         bounds = None  # used once: the kernel cuts the rows and checks the column indices
