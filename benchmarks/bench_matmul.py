@@ -29,7 +29,7 @@ def random_csr(m, k, density, dtype, seed=0):
     A = sp.random(m, k, density=density, format="csr", random_state=rng, dtype=real)
     A = A.astype(dtype)
     if np.dtype(dtype).kind == "c":
-        A.data = A.data + 1j * rng.standard_normal(A.nnz)
+        A.data = (A.data + 1j * rng.standard_normal(A.nnz)).astype(dtype)  # not complex128
     return sp.csr_matrix(A)
 
 
@@ -100,6 +100,24 @@ class GEMV:
         self.P @ self.x
 
 
+class ComplexGEMV:
+    """Complex SpMV (the TLR/seismic use case; real-arithmetic dot products, ws_cdots)."""
+
+    params = ([0.01, 0.001], ["complex64", "complex128"])
+    param_names = ["density", "dtype"]
+
+    def setup(self, density, dtype):
+        self.A = random_csr(4096, 4096, density, dtype)
+        self.P = CSR(self.A)
+        self.x = random_dense(4096, 1, dtype)[:, 0].copy()
+
+    def time_spmv(self, density, dtype):
+        sparse_matmul(self.A, self.x)
+
+    def time_spmv_csr_prepared(self, density, dtype):
+        self.P @ self.x
+
+
 class Dispatch:
     """Around the sparse/dense crossover: method="auto" must track the faster of the two."""
 
@@ -164,13 +182,16 @@ class DenseTimesSparse:
 
 
 class PrepareAndOverhead:
-    """Fixed costs: preparing a CSR operand, and a call on a tiny problem."""
+    """Fixed costs: preparing a CSR operand, and calls on a tiny problem (64 x 64,
+    N = 1 and 8), where the per-call Python work is most of the time; scipy's own
+    product on the same operands is the yardstick (the call should cost less)."""
 
     def setup(self):
         self.A = random_csr(4096, 4096, 0.01, "float32")
         self.small = random_csr(64, 64, 0.1, "float64")
         self.small_P = CSR(self.small)
         self.x = np.ones(64)
+        self.X8 = np.ones((64, 8))
 
     def time_prepare_csr(self):
         CSR(self.A)
@@ -180,6 +201,18 @@ class PrepareAndOverhead:
 
     def time_tiny_call_prepared(self):
         self.small_P @ self.x
+
+    def time_tiny_call_scipy(self):
+        self.small @ self.x
+
+    def time_tiny_spmm(self):
+        sparse_matmul(self.small, self.X8)
+
+    def time_tiny_spmm_prepared(self):
+        self.small_P @ self.X8
+
+    def time_tiny_spmm_scipy(self):
+        self.small @ self.X8
 
 
 class PeakMemory:
