@@ -19,7 +19,6 @@ from wsesparse._threads import resolve_n_threads
 _ROW_COST = _spmm.ROW_COST
 # A prepared CSR keeps its densified form (for dense dispatch) up to this size.
 _KEEP_DENSE_BYTES = 256 << 20
-_KERNEL_INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 # Rows are cut into this many parts per thread, handed out dynamically, so a
 # thread whose core is busy with another process delays the call only a little.
 _PARTS_PER_THREAD = 4
