@@ -620,14 +620,15 @@ def plain_csr_nnz(object indptr, object indices, object data, Py_ssize_t n_rows,
 
     -1 unless the arrays are what the kernels take as they are (1-D,
     C-contiguous, aligned, native-order ndarrays; indices of one kernel index
-    type; values of a kernel dtype), ``n_cols > 0`` and ``indptr`` is valid
-    (one entry per row plus one, from 0, nondecreasing, ending within
-    ``indices`` and ``data``). The column indices are not checked: a one-shot
+    type; values of a kernel dtype), ``n_rows >= 0``, ``n_cols > 0`` and
+    ``indptr`` is valid (one entry per row plus one, from 0, nondecreasing,
+    ending within ``indices`` and ``data``). The column indices are not checked: a one-shot
     product has the kernel check them (``check_cols``). For ``sparse_matmul``'s
     fast path, which leaves everything else (conversions, error messages) to
     its general path.
     """
-    if not (_plain(indptr, 1) and _plain(indices, 1) and _plain(data, 1)) or n_cols <= 0:
+    if (not (_plain(indptr, 1) and _plain(indices, 1) and _plain(data, 1))
+            or n_rows < 0 or n_cols <= 0):  # n_rows = -1 would read indptr[0] of an empty array
         return -1
     cdef int it = cnp.PyArray_TYPE(<cnp.ndarray>indptr)
     cdef int vt = cnp.PyArray_TYPE(<cnp.ndarray>data)

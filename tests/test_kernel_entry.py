@@ -336,6 +336,7 @@ def test_plain_csr_nnz_takes_only_what_the_kernels_take_as_is():
         "ndarray subclass": (ip, ix, d.view(np.matrix), m, n),
         "2-D data": (ip, ix, d[None, :], m, n),
         "no columns": (ip, ix, d, m, 0),
+        "negative row count": (ip[:0], ix, d, -1, n),
         "indptr too short": (ip[:-1], ix, d, m, n),
         "indptr not from 0": (ip + 1, ix, d, m, n),
         "indptr decreasing": (np.r_[ip[:3], ip[2] - 1, ip[4:]].astype(np.int32), ix, d, m, n),
