@@ -345,3 +345,94 @@ def test_plain_csr_nnz_takes_only_what_the_kernels_take_as_is():
     }
     for what, args in bad.items():
         assert _spmm.plain_csr_nnz(*args) == -1, what
+
+
+def _with_duplicates(A: sp.csr_array) -> sp.csr_array:
+    """``A`` with every row's entries reversed (unsorted) and its first entry stored twice."""
+    rows, data, cols = [], [], []
+    for i in range(A.shape[0]):
+        lo, hi = A.indptr[i], A.indptr[i + 1]
+        c, d = A.indices[lo:hi][::-1], A.data[lo:hi][::-1]
+        c, d = np.concatenate([c, c[:1]]), np.concatenate([d, d[:1]])
+        cols.append(c), data.append(d), rows.append(len(c))
+    indptr = np.concatenate([[0], np.cumsum(rows)]).astype(A.indptr.dtype)
+    return sp.csr_array((np.concatenate(data), np.concatenate(cols).astype(A.indices.dtype),
+                         indptr), shape=A.shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_tokens", [None, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33,
+                                      40, 64, 65, 100])
+def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
+    """The scatter kernel (Z = B.T @ U) against a complex128 oracle for every panel
+    layout (whole vectors, remainders, several panels), with unsorted and duplicate
+    entries, bitwise the same for 1-4 threads; and X @ W, W.T-as-CSC @ X.T through
+    sparse_matmul (scatter or transpose, by width)."""
+    from wsesparse import matmul
+    A = _with_duplicates(_rows_of_every_length(40, 97, dtype, itype))
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((97,) if n_tokens is None else (n_tokens, 41)).astype(dtype)
+    if n_tokens is None:
+        X = X[:41]
+    if np.dtype(dtype).kind == "c":
+        X = X + 1j * rng.standard_normal(X.shape).astype(dtype)
+    expected = X.astype(np.complex128) @ A.astype(np.complex128).toarray()
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    U = np.ascontiguousarray(X.T)
+    ref = None
+    for t in (1, 2, 3, 4):
+        Z = np.full(expected.shape[::-1], np.nan, dtype=dtype)
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, t)
+        if ref is None:
+            ref = Z
+            np.testing.assert_allclose(Z.T, expected, rtol=tol, atol=tol)
+        assert Z.tobytes() == ref.tobytes(), f"{t} threads differ from 1"
+    # A.T as CSC has the same arrays as A.
+    At = sp.csc_array((A.data, A.indices, A.indptr), shape=A.shape[::-1])
+    for got in (sparse_matmul(X, A), sparse_matmul(At, X.T).T):
+        assert got.dtype == np.dtype(dtype) and got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+        if (n_tokens or 1) * np.dtype(dtype).itemsize <= matmul.SCATTER_MAX_BYTES:
+            assert got.T.tobytes(order="A") == ref.tobytes(), "not the scatter kernel's sums"
+
+
+def test_one_shot_transposed_products_do_not_transpose(monkeypatch):
+    """While a token row takes at most SCATTER_MAX_BYTES, X @ W (W CSR) and W_csc @ X
+    never build a transpose; beyond, they do (and agree with scipy either way)."""
+    from wsesparse import matmul
+    W = sp.random(60, 50, density=0.2, format="csr", random_state=3)
+    rng = np.random.default_rng(3)
+    calls = []
+    real_T = CSR.T
+    monkeypatch.setattr(CSR, "T", property(lambda self: calls.append(1) or real_T.fget(self)))
+    n_max = matmul.SCATTER_MAX_BYTES // 8  # float64
+    for n in (1, 8, n_max):
+        X = rng.standard_normal((n, 60))
+        np.testing.assert_allclose(sparse_matmul(X, W), X @ W, rtol=1e-12, atol=1e-12)
+        Xc = rng.standard_normal((50, n))
+        np.testing.assert_allclose(sparse_matmul(W.tocsc(), Xc), W @ Xc, rtol=1e-12, atol=1e-12)
+    assert calls == []
+    X = rng.standard_normal((n_max + 1, 60))
+    np.testing.assert_allclose(sparse_matmul(X, W), X @ W, rtol=1e-12, atol=1e-12)
+    assert calls == [1]
+
+
+def test_scatter_kernel_rejects_bad_operands():
+    A = CSR(_rows_of_every_length(5, 9, np.float64, np.int32))
+    U, Z = np.ones((6, 4)), np.empty((9, 4))
+    _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1)
+    np.testing.assert_allclose(Z, A.to_scipy().T @ U)
+    with pytest.raises(ValueError, match="both be 1-D or both 2-D"):
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z[:, 0].copy(), 1)
+    with pytest.raises(ValueError, match="same number of columns"):
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z[:, :2].copy(), 1)
+    with pytest.raises(ValueError, match="dense operands"):
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U.astype(np.float32), Z, 1)
+    with pytest.raises(ValueError, match="one entry per output row"):
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U[:-1], Z, 1)
+    with pytest.raises(TypeError, match="int32 or both int64"):
+        _spmm.csr_spmm_t(A.indptr, A.indices.astype(np.int64), A.data, U, Z, 1)
+    Z.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1)

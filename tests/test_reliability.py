@@ -292,10 +292,12 @@ def test_int64_indices_are_kept_through_products_and_wafer():
     assert W64.indptr.dtype == np.int64 and W64.indices.dtype == np.int64
     rng = np.random.default_rng(4)
     for x, left in ((rng.standard_normal(200), True), (rng.standard_normal((200, 40)), True),
-                    (rng.standard_normal((7, 300)), False)):
-        for S in (A64, W64):
+                    (rng.standard_normal((7, 300)), False), (rng.standard_normal(300), False)):
+        # One-shot with one-shot, prepared with prepared: x @ A one-shot is a
+        # scatter, x @ CSR(A) a gather over the cached transpose (other rounding).
+        for S, S32 in ((A64, A), (W64, CSR(A))):
             got = sparse_matmul(S, x) if left else sparse_matmul(x, S)
-            ref = sparse_matmul(A, x) if left else sparse_matmul(x, A)
+            ref = sparse_matmul(S32, x) if left else sparse_matmul(x, S32)
             assert got.tobytes() == ref.tobytes()
     # Random wafer patterns get int64 indptr whatever their size.
     P = wafer.random_weights(50, 40, 0.9)

@@ -310,6 +310,14 @@ class CSR:
         _product_into(self.indptr, self.indices, self._values(X.dtype), self.shape, self.nnz,
                       X, Y, n_threads, self._bounds)
 
+    def _multiply_transposed_into(self, X: np.ndarray, Y: np.ndarray,
+                                  n_threads: int | None) -> None:
+        """Y = self.T @ X by scatter, X (n_rows,) or (n_rows, N) and Y (n_cols,) or
+        (n_cols, N) alike, C-contiguous, same dtype, not overlapping."""
+        n_tokens = 1 if X.ndim == 1 else X.shape[1]
+        _spmm.csr_spmm_t(self.indptr, self.indices, self._values(X.dtype), X, Y,
+                         resolve_n_threads(n_threads, self.nnz * n_tokens + self.shape[1]))
+
 
 def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                   shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,

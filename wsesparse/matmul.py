@@ -36,6 +36,18 @@ DENSE_DENSITY = {
     np.dtype(np.complex128): 0.37,
 }
 DENSE_WIDE_TOKENS = 256
+# A one-shot product with a CSR operand used transposed (X @ W) or a CSC one
+# (A @ X) scatters from the stored arrays while a row of X (the tokens) takes
+# at most SCATTER_MAX_BYTES, and transposes them (scipy's conversion, O(nnz))
+# for the row-gather kernel beyond. The scatter kernel saves the transposition
+# but sweeps the matrix once per 64-byte token panel, slower per token than
+# the gather kernel. Scratch timing, 2 threads, ms scatter / transpose + gather:
+#   float32 T = 8 / 32 / 64: 4096^2 d=0.1 2.3/17.0, 12.9/19.5, 12.9/25.1;
+#   4096^2 d=0.01 0.44/1.33, 1.31/2.42, 2.78/3.62; 16384^2 d=0.001 0.71/2.58,
+#   3.74/5.19, 8.29/10.2;
+#   float64 T = 32 / 48: 4096^2 d=0.1 19.3/28.6, 18.0/30.6; 4096^2 d=0.01
+#   1.96/2.17, 2.66/3.14; 16384^2 d=0.001 5.51/6.54, 10.6/9.5.
+SCATTER_MAX_BYTES = 256
 DENSE_DENSITY_WIDE = {
     np.dtype(np.float32): 0.23,
     np.dtype(np.float64): 0.24,
@@ -103,18 +115,26 @@ def _compressed(S, name: str) -> tuple[CSR, bool] | None:
         raise _renamed(exc, name) from None
 
 
-def _as_csr(S, transpose: bool, name: str) -> CSR:
-    """The CSR operand of ``S`` (or of ``S.T``) without transposing data needlessly."""
+def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]:
+    """The CSR operand ``op`` of ``S`` (or of ``S.T``), as ``(op, scatter)``.
+
+    With ``scatter`` the product is ``op.T @ X``, to be computed by scatter
+    from op's arrays: a CSR operand used transposed (``X @ W``), or a CSC one
+    used as it is, if ``scatter_ok`` (few tokens: that costs less than
+    transposing the arrays). A prepared ``CSR`` caches its transpose instead.
+    """
     if isinstance(S, CSR):
-        return S.T if transpose else S
+        return (S.T if transpose else S), False
     if S.ndim != 2:
         raise ValueError(f"the sparse operand must be 2-D, got shape {S.shape}")
     comp = _compressed(S, name)
     if comp is not None:
         op, flipped = comp
-        return op.T if flipped != transpose else op
+        if flipped == transpose:
+            return op, False
+        return (op, True) if scatter_ok else (op.T, False)
     try:
-        return CSR(S.T.tocsr() if transpose else S.tocsr())
+        return CSR(S.T.tocsr() if transpose else S.tocsr()), False
     except (TypeError, ValueError) as exc:
         raise _renamed(exc, name) from None
 
@@ -195,7 +215,12 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         OpenMP threads for the kernel. Default: all cores this process may
         use, limited by ``OMP_NUM_THREADS`` and
         ``threadpoolctl.threadpool_limits``. Results are bitwise identical for
-        every thread count on the sparse path.
+        every thread count on the sparse path. (Between a one-shot and a
+        prepared operand they may differ in the last bits for ``X @ W`` with
+        ``W`` in CSR, or a CSC operand times ``X``, when a token row takes at
+        most ``SCATTER_MAX_BYTES``: the one-shot product then scatters from
+        the stored arrays instead of transposing them, which sums in another
+        order.)
     method : {"auto", "sparse", "dense"}, default "auto"
         "sparse" always uses the AXPY kernels; "dense" densifies the sparse
         operand and calls BLAS; "auto" uses dense BLAS only when the density
@@ -306,9 +331,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         return _wrap(result, S, dense_in)
 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
-    csr = _as_csr(S, transpose, sparse_name)
     X = np.ascontiguousarray(D.T if transpose else D, dtype=dtype)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
+    csr, scatter = _as_csr(S, transpose, sparse_name,
+                           n_tokens * dtype.itemsize <= SCATTER_MAX_BYTES)
     target = None
     if out is not None:
         view = out.T if transpose else out
@@ -321,7 +347,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     if csr.nnz == 0 or target.size == 0:
         target[...] = 0
     elif _use_dense(csr, X, method, n_tokens, prepared=isinstance(S, CSR)):
-        _dense_product(csr, X, target, n_threads, prepared=isinstance(S, CSR))
+        _dense_product(csr, X, target, n_threads, prepared=isinstance(S, CSR),
+                       transposed=scatter)
+    elif scatter:
+        csr._multiply_transposed_into(X, target, n_threads)
     else:
         csr._multiply_into(X, target, n_threads)
 
@@ -381,9 +410,12 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
 
 
 def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None,
-                   prepared: bool) -> None:
+                   prepared: bool, transposed: bool = False) -> None:
+    """Y = D @ X with D the dense ``csr`` (or its transpose), by BLAS."""
     # Only a CSR the caller prepared lives on to reuse a cached dense copy.
     dense = csr._densified(X.dtype, keep=prepared)
+    if transposed:
+        dense = dense.T  # BLAS takes the transposed layout as it is
     if n_threads is None or n_threads >= _available_cores():
         # BLAS already uses every core; threadpool_limits would only add its
         # cost (it scans the loaded libraries: milliseconds per call).
