@@ -729,12 +729,14 @@ def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_
 # the sweeps).
 cdef enum:
     _SCATTER_PANEL_BYTES = 64
+    _REDUCE_BLOCK = 8192  # elements per work item when the row chunks are added up
 
 
-cdef void _scatter_panel(const index_t* indptr, const index_t* indices, const value_t* data,
-                         const value_t* U, value_t* Z, Py_ssize_t n_rows, Py_ssize_t n_out,
-                         Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w) noexcept nogil:
-    """Z[:, t0:t0+w] = B.T @ U[:, t0:t0+w] (U is n_rows x T, Z n_out x T)."""
+cdef void _scatter_item(const index_t* indptr, const index_t* indices, const value_t* data,
+                        const value_t* U, value_t* Z, Py_ssize_t k0, Py_ssize_t k1,
+                        Py_ssize_t n_out, Py_ssize_t T, Py_ssize_t t0,
+                        Py_ssize_t w) noexcept nogil:
+    """Z[:, t0:t0+w] = B[k0:k1].T @ U[k0:k1, t0:t0+w] (U is n_rows x T, Z n_out x T)."""
     cdef Py_ssize_t j, k, p, t
     cdef const value_t* u
     cdef value_t* z
@@ -746,18 +748,22 @@ cdef void _scatter_panel(const index_t* indptr, const index_t* indices, const va
             memset(Z + j * T + t0, 0, w * sizeof(value_t))
     if value_t is float:
         if index_t is int32_t:
-            ws_scatter_float_int32_t(indptr, indices, data, U + t0, T, Z + t0, T, n_rows, w)
+            ws_scatter_float_int32_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
+                                     k1 - k0, w)
         else:
-            ws_scatter_float_int64_t(indptr, indices, data, U + t0, T, Z + t0, T, n_rows, w)
+            ws_scatter_float_int64_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
+                                     k1 - k0, w)
     elif value_t is double:
         if index_t is int32_t:
-            ws_scatter_double_int32_t(indptr, indices, data, U + t0, T, Z + t0, T, n_rows, w)
+            ws_scatter_double_int32_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
+                                      k1 - k0, w)
         else:
-            ws_scatter_double_int64_t(indptr, indices, data, U + t0, T, Z + t0, T, n_rows, w)
+            ws_scatter_double_int64_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
+                                      k1 - k0, w)
     else:
         # Complex: one loop; every element of a panel of w columns takes the
         # same instructions whatever the thread count (panels do not depend on it).
-        for k in range(n_rows):
+        for k in range(k0, k1):
             u = U + k * T + t0
             for p in range(indptr[k], indptr[k + 1]):
                 z = Z + <Py_ssize_t>indices[p] * T + t0
@@ -767,34 +773,60 @@ cdef void _scatter_panel(const index_t* indptr, const index_t* indices, const va
 
 
 cdef void _scatter_parts(const index_t* indptr, const index_t* indices, const value_t* data,
-                         const value_t* U, value_t* Z, Py_ssize_t n_rows, Py_ssize_t n_out,
-                         Py_ssize_t T, int n_threads) noexcept nogil:
+                         const value_t* U, value_t* Z, value_t* S, const int64_t* b,
+                         Py_ssize_t n_chunks, Py_ssize_t n_out, Py_ssize_t T,
+                         int n_threads) noexcept nogil:
+    """Work items: token panel q times row chunk c (rows b[c]:b[c+1]), chunk 0
+    into Z, chunk c > 0 into S[c-1]; then Z += S[0] + ... in that order."""
     cdef Py_ssize_t pw = _SCATTER_PANEL_BYTES // sizeof(value_t)
     cdef Py_ssize_t n_panels = (T + pw - 1) // pw
-    cdef Py_ssize_t q
-    if n_panels <= 1 or n_threads <= 1:
-        for q in range(n_panels):
-            _scatter_panel(indptr, indices, data, U, Z, n_rows, n_out, T, q * pw,
-                           pw if (q + 1) * pw <= T else T - q * pw)
+    cdef Py_ssize_t n_items = n_panels * n_chunks
+    cdef Py_ssize_t size = n_out * T
+    cdef Py_ssize_t item, q, c, blk, e, e1
+    cdef value_t acc
+    if n_items == 1 or n_threads <= 1:
+        for item in range(n_items):
+            q = item % n_panels
+            c = item // n_panels
+            _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
+                          b[c], b[c + 1], n_out, T, q * pw,
+                          pw if (q + 1) * pw <= T else T - q * pw)
+    else:
+        for item in prange(n_items, num_threads=n_threads, schedule="dynamic", chunksize=1):
+            q = item % n_panels
+            c = item // n_panels
+            _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
+                          b[c], b[c + 1], n_out, T, q * pw,
+                          pw if (q + 1) * pw <= T else T - q * pw)
+    if n_chunks == 1:
         return
-    for q in prange(n_panels, num_threads=n_threads, schedule="dynamic", chunksize=1):
-        _scatter_panel(indptr, indices, data, U, Z, n_rows, n_out, T, q * pw,
-                       pw if (q + 1) * pw <= T else T - q * pw)
+    for blk in prange((size + _REDUCE_BLOCK - 1) // _REDUCE_BLOCK, num_threads=n_threads,
+                      schedule="static"):
+        e1 = (blk + 1) * _REDUCE_BLOCK
+        if e1 > size:
+            e1 = size
+        for e in range(blk * _REDUCE_BLOCK, e1):
+            acc = Z[e]
+            for c in range(n_chunks - 1):
+                acc = acc + S[c * size + e]
+            Z[e] = acc
 
 
 cdef void _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* u,
-                         void* z, Py_ssize_t n_rows, Py_ssize_t n_out, Py_ssize_t T,
-                         int n_threads) noexcept nogil:
+                         void* z, void* s, const int64_t* b, Py_ssize_t n_chunks,
+                         Py_ssize_t n_out, Py_ssize_t T, int n_threads) noexcept nogil:
     if vt == cnp.NPY_FLOAT32:
-        _scatter_parts(ip, ix, <float*>d, <float*>u, <float*>z, n_rows, n_out, T, n_threads)
+        _scatter_parts(ip, ix, <float*>d, <float*>u, <float*>z, <float*>s, b, n_chunks, n_out,
+                       T, n_threads)
     elif vt == cnp.NPY_FLOAT64:
-        _scatter_parts(ip, ix, <double*>d, <double*>u, <double*>z, n_rows, n_out, T, n_threads)
-    elif vt == cnp.NPY_COMPLEX64:
-        _scatter_parts(ip, ix, <float complex*>d, <float complex*>u, <float complex*>z, n_rows,
+        _scatter_parts(ip, ix, <double*>d, <double*>u, <double*>z, <double*>s, b, n_chunks,
                        n_out, T, n_threads)
+    elif vt == cnp.NPY_COMPLEX64:
+        _scatter_parts(ip, ix, <float complex*>d, <float complex*>u, <float complex*>z,
+                       <float complex*>s, b, n_chunks, n_out, T, n_threads)
     else:
         _scatter_parts(ip, ix, <double complex*>d, <double complex*>u, <double complex*>z,
-                       n_rows, n_out, T, n_threads)
+                       <double complex*>s, b, n_chunks, n_out, T, n_threads)
 
 
 def scatter_panel_width(int itemsize):
@@ -803,16 +835,18 @@ def scatter_panel_width(int itemsize):
 
 
 def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray U,
-               cnp.ndarray Z, int n_threads):
+               cnp.ndarray Z, int n_threads, Py_ssize_t n_chunks=1, cnp.ndarray scratch=None):
     """Z = B.T @ U for CSR ``B`` (n_rows x n_cols) whose structure is valid.
 
     U is (n_rows,) or (n_rows, T), Z (n_cols,) or (n_cols, T): C-contiguous,
     of the dtype of ``data``, not overlapping; every column index of B must be
     below Z's length (the caller checked the structure against it). Each
     nonzero (k, j) adds ``data * U[k]`` to ``Z[j]`` (a scatter), in storage
-    order, so every element is summed in an order fixed by B alone. Threads
-    take panels of ``scatter_panel_width`` token columns (a panel's rows of Z
-    stay with one thread): fewer tokens than two panels run on one thread.
+    order. Work items are panels of ``scatter_panel_width`` token columns
+    times ``n_chunks`` ranges of rows of B (balanced by nonzeros); chunk c > 0
+    sums into ``scratch[c - 1]`` (shape ``(n_chunks - 1,) + Z.shape``), added
+    to Z in chunk order at the end. So every element is summed in an order
+    fixed by B and ``n_chunks`` alone, whatever the thread count.
     """
     if cnp.PyArray_NDIM(U) != cnp.PyArray_NDIM(Z) or not 1 <= cnp.PyArray_NDIM(U) <= 2:
         raise ValueError("U and Z must both be 1-D or both 2-D")
@@ -821,17 +855,33 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     cdef Py_ssize_t T = cnp.PyArray_DIM(U, 1) if cnp.PyArray_NDIM(U) == 2 else 1
     if cnp.PyArray_NDIM(U) == 2 and cnp.PyArray_DIM(Z, 1) != T:
         raise ValueError("U and Z must have the same number of columns")
-    cdef int vt = _value_type(data, (U, Z))
+    if n_chunks < 1:
+        raise ValueError("n_chunks must be at least 1")
+    cdef int vt
+    if n_chunks > 1:
+        if (scratch is None or cnp.PyArray_SIZE(scratch) != (n_chunks - 1) * n_out * T
+                or not cnp.PyArray_ISWRITEABLE(scratch)):
+            raise ValueError("scratch must be writeable and hold n_chunks - 1 arrays of Z's shape")
+        vt = _value_type(data, (U, scratch, Z))
+    else:
+        vt = _value_type(data, (U, Z))
     cdef int it = _index_type(indptr, indices, n_rows)
     cdef void* ip = cnp.PyArray_DATA(indptr)
     cdef void* ix = cnp.PyArray_DATA(indices)
     cdef void* d = cnp.PyArray_DATA(data)
     cdef void* u = cnp.PyArray_DATA(U)
     cdef void* z = cnp.PyArray_DATA(Z)
+    cdef void* sc = cnp.PyArray_DATA(scratch) if n_chunks > 1 else NULL
     if T == 0 or n_out == 0:
         return
+    cdef int64_t* b = NULL
+    cdef Py_ssize_t n_parts
+    _parts(n_chunks, it, ip, n_rows, &n_parts, &b)
     with nogil:
         if it == cnp.NPY_INT32:
-            _scatter_typed(<int32_t*>ip, <int32_t*>ix, vt, d, u, z, n_rows, n_out, T, n_threads)
+            _scatter_typed(<int32_t*>ip, <int32_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out, T,
+                           n_threads)
         else:
-            _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, n_rows, n_out, T, n_threads)
+            _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out, T,
+                           n_threads)
+        free(b)

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
-from wsesparse.csr import _row_bounds, balanced_row_bounds
+from wsesparse.csr import _row_bounds, _scatter_chunks, balanced_row_bounds
 
 
 def _rows_of_every_length(max_len: int, n_cols: int, dtype, itype, seed=0) -> sp.csr_array:
@@ -380,14 +380,17 @@ def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
     expected = X.astype(np.complex128) @ A.astype(np.complex128).toarray()
     tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
     U = np.ascontiguousarray(X.T)
-    ref = None
-    for t in (1, 2, 3, 4):
-        Z = np.full(expected.shape[::-1], np.nan, dtype=dtype)
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, t)
-        if ref is None:
-            ref = Z
-            np.testing.assert_allclose(Z.T, expected, rtol=tol, atol=tol)
-        assert Z.tobytes() == ref.tobytes(), f"{t} threads differ from 1"
+    refs = {}
+    for chunks in (1, 2, 3, 4, 5):
+        for t in (1, 2, 3, 4):
+            Z = np.full(expected.shape[::-1], np.nan, dtype=dtype)
+            scratch = np.full((chunks - 1,) + Z.shape, np.nan, dtype=dtype)
+            _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, t, chunks, scratch)
+            ref = refs.setdefault(chunks, Z)
+            if t == 1:
+                np.testing.assert_allclose(Z.T, expected, rtol=tol, atol=tol)
+            assert Z.tobytes() == ref.tobytes(), f"{chunks} chunks: {t} threads differ from 1"
+    ref = refs.get(_scatter_chunks(A.nnz, A.shape[1], n_tokens or 1, np.dtype(dtype).itemsize))
     # A.T as CSC has the same arrays as A.
     At = sp.csc_array((A.data, A.indices, A.indptr), shape=A.shape[::-1])
     for got in (sparse_matmul(X, A), sparse_matmul(At, X.T).T):
@@ -433,6 +436,25 @@ def test_scatter_kernel_rejects_bad_operands():
         _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U[:-1], Z, 1)
     with pytest.raises(TypeError, match="int32 or both int64"):
         _spmm.csr_spmm_t(A.indptr, A.indices.astype(np.int64), A.data, U, Z, 1)
+    with pytest.raises(ValueError, match="n_chunks"):
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, 0)
+    for bad in (None, np.empty((2, 9, 4)), np.empty((1, 9, 4), dtype=np.float32)):
+        with pytest.raises(ValueError, match="scratch|dense operands"):
+            _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, 2, bad)
+    scratch = np.empty((1, 9, 4))
+    scratch.flags.writeable = False
+    with pytest.raises(ValueError, match="scratch must be writeable"):
+        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, 2, scratch)
     Z.flags.writeable = False
     with pytest.raises(ValueError, match="writeable"):
         _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1)
+
+
+def test_scatter_chunk_rule():
+    """Row chunks only where panels are few and the nonzeros outweigh the copies."""
+    pw32 = _spmm.scatter_panel_width(4)
+    assert _scatter_chunks(10**6, 1000, 1, 4) == 4
+    assert _scatter_chunks(10**6, 1000, pw32 + 1, 4) == 2     # 2 panels
+    assert _scatter_chunks(10**6, 1000, 4 * pw32, 4) == 1     # enough panels
+    assert _scatter_chunks(4 * 1000 * 4 - 1, 1000, 1, 4) == 1  # too few nonzeros
+    assert _scatter_chunks(10**9, 10**7, 8, 4) == 1           # scratch too big

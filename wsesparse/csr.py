@@ -315,8 +315,35 @@ class CSR:
         """Y = self.T @ X by scatter, X (n_rows,) or (n_rows, N) and Y (n_cols,) or
         (n_cols, N) alike, C-contiguous, same dtype, not overlapping."""
         n_tokens = 1 if X.ndim == 1 else X.shape[1]
+        chunks = _scatter_chunks(self.nnz, self.shape[1], n_tokens, X.dtype.itemsize)
+        scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
         _spmm.csr_spmm_t(self.indptr, self.indices, self._values(X.dtype), X, Y,
-                         resolve_n_threads(n_threads, self.nnz * n_tokens + self.shape[1]))
+                         resolve_n_threads(n_threads, self.nnz * n_tokens + self.shape[1]),
+                         chunks, scratch)
+
+
+# A transposed product (scatter) with fewer token panels than this is also
+# cut into ranges of rows, each summed into its own copy of the output and
+# added up at the end, so that several threads have work (the cut depends on
+# the matrix and the token count alone: results stay the same for any thread
+# count). Only where the nonzeros outweigh the copies: at least
+# _SCATTER_CHUNK_NNZ nonzeros per output row per chunk, copies of at most
+# _SCATTER_SCRATCH_BYTES.
+_SCATTER_ITEMS = 4
+_SCATTER_CHUNK_NNZ = 4
+_SCATTER_SCRATCH_BYTES = 64 << 20
+
+
+def _scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int) -> int:
+    """Row chunks of a transposed product with ``n_out`` output rows (see above)."""
+    panels = -(-n_tokens // _spmm.scatter_panel_width(itemsize))
+    if panels >= _SCATTER_ITEMS:
+        return 1
+    chunks = -(-_SCATTER_ITEMS // panels)
+    if (nnz < _SCATTER_CHUNK_NNZ * n_out * chunks
+            or (chunks - 1) * n_out * n_tokens * itemsize > _SCATTER_SCRATCH_BYTES):
+        return 1
+    return chunks
 
 
 def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
