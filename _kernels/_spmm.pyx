@@ -18,8 +18,8 @@ _axpy_tiles.h), so results are bitwise identical for any thread count.
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 cnp.import_array()
@@ -885,3 +885,127 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
             _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out, T,
                            n_threads)
         free(b)
+
+
+# Values are moved, not computed with, by the transposition: any dtype, as
+# elements of its size.
+ctypedef fused elem_t:
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+    double complex
+
+
+cdef void _transpose_typed(const index_t* indptr, const index_t* indices, const elem_t* data,
+                           Py_ssize_t n_cols, index_t* tptr, index_t* tind, elem_t* tdata,
+                           int64_t* counts, const int64_t* b, Py_ssize_t n_parts) noexcept nogil:
+    """Counting sort by column, rows cut into ``n_parts`` ranges ``b``: part t
+    counts its columns into ``counts[t]`` (zeroed), which then become its
+    write positions; placing in row order within each part keeps the result
+    stable (each column's entries by row, duplicates in storage order)."""
+    cdef Py_ssize_t part, k, p, j
+    cdef int64_t pos = 0, c, q
+    cdef int64_t* cnt
+    for part in prange(n_parts, num_threads=n_parts, schedule="static", chunksize=1):
+        cnt = counts + part * n_cols
+        for k in range(b[part], b[part + 1]):
+            for p in range(indptr[k], indptr[k + 1]):
+                cnt[indices[p]] += 1
+    for j in range(n_cols):
+        tptr[j] = <index_t>pos
+        for part in range(n_parts):
+            c = counts[part * n_cols + j]
+            counts[part * n_cols + j] = pos
+            pos = pos + c
+    tptr[n_cols] = <index_t>pos
+    for part in prange(n_parts, num_threads=n_parts, schedule="static", chunksize=1):
+        cnt = counts + part * n_cols
+        for k in range(b[part], b[part + 1]):
+            for p in range(indptr[k], indptr[k + 1]):
+                j = indices[p]
+                q = cnt[j]
+                cnt[j] = q + 1
+                tind[q] = <index_t>k
+                tdata[q] = data[p]
+
+
+cdef void _transpose_elems(const index_t* indptr, const index_t* indices, void* data,
+                           Py_ssize_t itemsize, Py_ssize_t n_cols, index_t* tptr, index_t* tind,
+                           void* tdata, int64_t* counts, const int64_t* b,
+                           Py_ssize_t n_parts) noexcept nogil:
+    if itemsize == 1:
+        _transpose_typed(indptr, indices, <uint8_t*>data, n_cols, tptr, tind, <uint8_t*>tdata,
+                         counts, b, n_parts)
+    elif itemsize == 2:
+        _transpose_typed(indptr, indices, <uint16_t*>data, n_cols, tptr, tind,
+                         <uint16_t*>tdata, counts, b, n_parts)
+    elif itemsize == 4:
+        _transpose_typed(indptr, indices, <uint32_t*>data, n_cols, tptr, tind,
+                         <uint32_t*>tdata, counts, b, n_parts)
+    elif itemsize == 8:
+        _transpose_typed(indptr, indices, <uint64_t*>data, n_cols, tptr, tind,
+                         <uint64_t*>tdata, counts, b, n_parts)
+    else:
+        _transpose_typed(indptr, indices, <double complex*>data, n_cols, tptr, tind,
+                         <double complex*>tdata, counts, b, n_parts)
+
+
+def csr_transpose(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, Py_ssize_t n_cols,
+                  int n_threads):
+    """The CSR arrays ``(indptr, indices, data)`` of B.T for a valid CSR ``B``
+    with ``n_cols`` columns (every index in ``[0, n_cols)``, as checked by
+    ``csr_check``), with B's index dtype; values of any dtype of 1, 2, 4, 8 or
+    16 bytes, moved bit for bit. The same arrays as scipy's ``B.T.tocsr()``
+    (each row of B.T in ascending column order, duplicates kept in storage
+    order), whatever ``n_threads``: threads take ranges of B's rows, each
+    with a count array of ``n_cols`` entries (fewer threads when those would
+    outweigh the nonzeros).
+    """
+    import numpy as np
+    cdef int it = _index_type(indptr, indices, cnp.PyArray_DIM(indptr, 0) - 1)
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(indptr, 0) - 1
+    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(data)
+    if itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(f"data has {itemsize}-byte values; 1, 2, 4, 8 or 16 expected")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(data):
+        raise ValueError("data must be C-contiguous")
+    if n_cols < 0:
+        raise ValueError("n_cols must be nonnegative")
+    if it == cnp.NPY_INT32 and n_rows > 2147483647:
+        raise ValueError("B has too many rows for int32 column indices of B.T")
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef int64_t nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
+    if cnp.PyArray_DIM(indices, 0) < nnz or cnp.PyArray_DIM(data, 0) < nnz:
+        raise ValueError("indptr[-1] exceeds the stored indices or values")
+    itype = np.int32 if it == cnp.NPY_INT32 else np.int64
+    cdef cnp.ndarray tptr = np.empty(n_cols + 1, dtype=itype)
+    cdef cnp.ndarray tind = np.empty(nnz, dtype=itype)
+    cdef cnp.ndarray tdata = np.empty(nnz, dtype=data.dtype)
+    cdef Py_ssize_t n_parts = n_threads if n_threads > 1 else 1
+    if n_parts > 1 and nnz < 4 * n_cols * n_parts:
+        n_parts = 1
+    cdef int64_t* counts = <int64_t*>calloc(n_parts * n_cols + 1, sizeof(int64_t))
+    if counts == NULL:
+        raise MemoryError()
+    cdef int64_t* b = NULL
+    try:
+        _parts(n_parts, it, ip, n_rows, &n_parts, &b)
+    except BaseException:
+        free(counts)
+        raise
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef void* d = cnp.PyArray_DATA(data)
+    cdef void* tp = cnp.PyArray_DATA(tptr)
+    cdef void* ti = cnp.PyArray_DATA(tind)
+    cdef void* td = cnp.PyArray_DATA(tdata)
+    with nogil:
+        if it == cnp.NPY_INT32:
+            _transpose_elems(<int32_t*>ip, <int32_t*>ix, d, itemsize, n_cols, <int32_t*>tp,
+                             <int32_t*>ti, td, counts, b, n_parts)
+        else:
+            _transpose_elems(<int64_t*>ip, <int64_t*>ix, d, itemsize, n_cols, <int64_t*>tp,
+                             <int64_t*>ti, td, counts, b, n_parts)
+        free(counts)
+        free(b)
+    return tptr, tind, tdata

@@ -458,3 +458,47 @@ def test_scatter_chunk_rule():
     assert _scatter_chunks(10**6, 1000, 4 * pw32, 4) == 1     # enough panels
     assert _scatter_chunks(4 * 1000 * 4 - 1, 1000, 1, 4) == 1  # too few nonzeros
     assert _scatter_chunks(10**9, 10**7, 8, 4) == 1           # scratch too big
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128, bool,
+                                   np.int8, np.int16, np.uint64, np.longdouble])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("shape", [(300, 200), (1, 500), (500, 1), (0, 5), (5, 0), (40, 40)])
+def test_transpose_is_scipys(dtype, itype, shape):
+    """csr_transpose gives scipy's B.T.tocsr() arrays exactly (stable: rows of B.T by
+    column of B, duplicates in storage order), for unsorted and duplicate entries, empty
+    rows, any thread count, values longer than nnz."""
+    rng = np.random.default_rng(5)
+    B = _with_duplicates(sp.random(*shape, density=0.1, format="csr", random_state=5)
+                         .astype(dtype)) if 0 not in shape else sp.csr_array(shape, dtype=dtype)
+    indptr, indices = B.indptr.astype(itype), B.indices.astype(itype)
+    data = np.concatenate([B.data, rng.standard_normal(3).astype(dtype)])  # spare capacity
+    R = sp.csr_array((data[:indptr[-1]], indices, indptr), shape=shape).T.tocsr()
+    for t in (1, 2, 3, 8):
+        tp, ti, td = _spmm.csr_transpose(indptr, indices, data, shape[1], t)
+        assert tp.dtype == ti.dtype == np.dtype(itype) and td.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(tp, R.indptr)
+        np.testing.assert_array_equal(ti, R.indices)
+        np.testing.assert_array_equal(td, R.data)  # (longdouble's padding bytes may differ)
+
+
+def test_transpose_rejects_bad_operands():
+    B = sp.random(30, 20, density=0.2, format="csr", random_state=1)
+    with pytest.raises(TypeError, match="32-byte values"):
+        _spmm.csr_transpose(B.indptr, B.indices, B.data.astype(np.clongdouble), 20, 1)
+    with pytest.raises(ValueError, match="exceeds the stored"):
+        _spmm.csr_transpose(B.indptr, B.indices[:-1], B.data, 20, 1)
+    with pytest.raises(TypeError, match="int32 or both int64"):
+        _spmm.csr_transpose(B.indptr, B.indices.astype(np.int64), B.data, 20, 1)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _spmm.csr_transpose(B.indptr, B.indices, np.repeat(B.data, 2)[::2], 20, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.clongdouble, bool])
+def test_csr_from_csc_and_transpose(dtype):
+    """CSR(csc) and CSR.T (compiled transposition, or scipy's for clongdouble)."""
+    A = sp.random(50, 30, density=0.2, format="csr", random_state=2).astype(dtype)
+    for P in (CSR(A.tocsc()), CSR(A).T.T):
+        assert P.shape == A.shape
+        np.testing.assert_array_equal(P.to_scipy().toarray(), A.toarray())
+    np.testing.assert_array_equal(CSR(A).T.to_scipy().toarray(), A.toarray().T)

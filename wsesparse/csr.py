@@ -110,6 +110,11 @@ def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int)
     return panel if panel < n_tokens else n_tokens
 
 
+# Value sizes the compiled transposition moves (every numpy dtype scipy.sparse
+# takes but clongdouble).
+_TRANSPOSE_ITEMSIZES = (1, 2, 4, 8, 16)
+
+
 class CSR:
     """A sparse matrix in validated CSR form, ready for repeated products.
 
@@ -160,9 +165,8 @@ class CSR:
         if A.ndim != 2:
             raise ValueError(f"A must be 2-D, got a sparse operand of shape {A.shape}")
         if A.format == "csc":
-            # scipy's conversion trusts the stored indices: check the CSC
-            # arrays (the CSR arrays of A.T) before converting them.
-            S = CSR(A.T).to_scipy().T.tocsr()
+            # The CSC arrays are the CSR arrays of A.T: check them, then transpose.
+            S = CSR(A.T).T
             self._set(S.indptr, S.indices, S.data, S.shape, check=False, copy=False)
             return
         check_sparse_structure(A, "A")  # COO/BSR/DIA/LIL/DOK: before scipy converts it
@@ -249,9 +253,18 @@ class CSR:
     def T(self) -> "CSR":
         """The transpose, as a CSR operand (computed once, then cached)."""
         if self._transpose is None:
-            t = self.to_scipy().T.tocsr()
+            n_rows, n_cols = self.shape
+            if self.data.itemsize in _TRANSPOSE_ITEMSIZES:
+                # A parallel counting sort; the same arrays as scipy's A.T.tocsr().
+                indptr, indices, data = _spmm.csr_transpose(
+                    self.indptr, self.indices, self.data, n_cols,
+                    resolve_n_threads(None, self.nnz))
+            else:  # clongdouble
+                t = self.to_scipy().T.tocsr()
+                indptr, indices, data = t.indptr, t.indices, t.data
             self._transpose = CSR.__new__(CSR)
-            self._transpose._set(t.indptr, t.indices, t.data, t.shape, check=False, copy=False)
+            self._transpose._set(indptr, indices, data, (n_cols, n_rows), check=False,
+                                 copy=False)
         return self._transpose
 
     def to_scipy(self) -> sp.csr_array:
