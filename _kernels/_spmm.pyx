@@ -1009,3 +1009,63 @@ def csr_transpose(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, Py_
         free(counts)
         free(b)
     return tptr, tind, tdata
+
+
+cdef enum:
+    _T_ROWS = 8      # source rows per block: 8 lines live per column block (8-way L1 sets)
+    _T_COLS = 256    # source columns per work item (their destination rows stay in cache)
+
+
+cdef void _transpose_cols(const elem_t* src, elem_t* dst, Py_ssize_t R, Py_ssize_t C,
+                          Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+    """dst[c, r] = src[r, c] for c0 <= c < c1 and every r (src R x C, dst C x R)."""
+    cdef Py_ssize_t r0 = 0, r1, r, c
+    while r0 < R:
+        r1 = r0 + _T_ROWS if r0 + _T_ROWS < R else R
+        for c in range(c0, c1):
+            for r in range(r0, r1):
+                dst[c * R + r] = src[r * C + c]
+        r0 = r1
+
+
+cdef void _transpose_all(const elem_t* src, elem_t* dst, Py_ssize_t R, Py_ssize_t C,
+                         int n_threads) noexcept nogil:
+    cdef Py_ssize_t blk, c1, n_blk = (C + _T_COLS - 1) // _T_COLS
+    for blk in prange(n_blk, num_threads=n_threads, schedule="static"):
+        c1 = (blk + 1) * _T_COLS if (blk + 1) * _T_COLS < C else C
+        _transpose_cols(src, dst, R, C, blk * _T_COLS, c1)
+
+
+def transpose_into(cnp.ndarray src, cnp.ndarray dst, int n_threads):
+    """dst = src.T for a C-contiguous 2-D ``src`` (R x C) and ``dst`` (C x R) of one
+    dtype of 1, 2, 4, 8 or 16 bytes, copied in cache blocks: numpy's own strided copy
+    (``np.ascontiguousarray(src.T)``) misses the cache on every element when C is a
+    multiple of a large power of two (64 x 4096 float32: 1.05 ms)."""
+    if (cnp.PyArray_NDIM(src) != 2 or cnp.PyArray_NDIM(dst) != 2
+            or not cnp.PyArray_IS_C_CONTIGUOUS(src) or not cnp.PyArray_IS_C_CONTIGUOUS(dst)):
+        raise ValueError("src and dst must be C-contiguous 2-D arrays")
+    cdef Py_ssize_t R = cnp.PyArray_DIM(src, 0), C = cnp.PyArray_DIM(src, 1)
+    if cnp.PyArray_DIM(dst, 0) != C or cnp.PyArray_DIM(dst, 1) != R:
+        raise ValueError("dst must have the shape of src.T")
+    if src.dtype != dst.dtype:
+        raise ValueError("src and dst must have the same dtype")
+    if not cnp.PyArray_ISWRITEABLE(dst):
+        raise ValueError("dst must be writeable")
+    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(src)
+    if itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(f"{itemsize}-byte values; 1, 2, 4, 8 or 16 expected")
+    cdef void* s = cnp.PyArray_DATA(src)
+    cdef void* d = cnp.PyArray_DATA(dst)
+    if n_threads < 1:
+        n_threads = 1
+    with nogil:
+        if itemsize == 1:
+            _transpose_all(<const uint8_t*>s, <uint8_t*>d, R, C, n_threads)
+        elif itemsize == 2:
+            _transpose_all(<const uint16_t*>s, <uint16_t*>d, R, C, n_threads)
+        elif itemsize == 4:
+            _transpose_all(<const uint32_t*>s, <uint32_t*>d, R, C, n_threads)
+        elif itemsize == 8:
+            _transpose_all(<const uint64_t*>s, <uint64_t*>d, R, C, n_threads)
+        else:
+            _transpose_all(<const double complex*>s, <double complex*>d, R, C, n_threads)

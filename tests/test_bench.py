@@ -54,6 +54,27 @@ def test_bench_tiny_run_prints_checked_rows_and_missing_peers(no_peers, capsys, 
     assert all("spmv_GBs" in p and (p["spmv_GBs"] != "") == (p["N"] == "1") for p in points)
 
 
+def test_bench_left_times_dense_at_sparse_checked(no_peers, capsys, tmp_path, monkeypatch):
+    """--left: X @ A for every library, each result checked (as its transpose) against
+    scipy's; a wrong wsesparse result would be a FAIL, not a rate."""
+    path = tmp_path / "left.csv"
+    assert main(["bench", *TINY, "--left", "--csv", str(path)]) == 0
+    out, _ = capsys.readouterr()
+    assert "Products: dense @ sparse" in out
+    rows = _table(out)
+    assert len(rows) == 8
+    for lead, rates, tail in rows:
+        assert all(float(v) > 0 for v in rates.split()), rates
+    assert {p["side"] for p in csv.DictReader(path.open())} == {"left"}
+    # The check is real: a wrong dense @ sparse result is reported as FAIL.
+    import wsesparse
+    real = wsesparse.sparse_matmul
+    monkeypatch.setattr(wsesparse, "sparse_matmul", lambda a, b, **kw: real(a, b, **kw) * 1.01)
+    assert main(["bench", *TINY, "--left", "--tokens", "8", "--dtypes", "float64"]) == 0
+    rows = _table(capsys.readouterr()[0])
+    assert rows and all(r[1].split()[:2] == ["FAIL", "FAIL"] for r in rows)
+
+
 def test_bench_forced_progress_goes_to_stderr_only(no_peers, capsys):
     args = ["--sizes", "128", "--tokens", "4", "--densities", "0.1,0.05", "--dtypes", "float64",
             "--no-triad", "--budget", "0.002", "--repeats", "1", "--threads", "1"]

@@ -502,3 +502,53 @@ def test_csr_from_csc_and_transpose(dtype):
         assert P.shape == A.shape
         np.testing.assert_array_equal(P.to_scipy().toarray(), A.toarray())
     np.testing.assert_array_equal(CSR(A).T.to_scipy().toarray(), A.toarray().T)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128, np.int8,
+                                   np.int16, np.longdouble])
+@pytest.mark.parametrize("shape", [(64, 4096), (8, 16384), (1000, 333), (7, 5), (1, 9), (300, 1),
+                                   (0, 4), (3, 0)])
+def test_transpose_into(dtype, shape):
+    rng = np.random.default_rng(0)
+    src = (rng.standard_normal(shape) * 100).astype(dtype)
+    for t in (1, 2, 3):
+        dst = np.full(shape[::-1], 7, dtype=dtype)
+        _spmm.transpose_into(src, dst, t)
+        np.testing.assert_array_equal(dst, src.T)
+
+
+def test_transpose_into_rejects_bad_operands():
+    src = np.ones((4, 6))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _spmm.transpose_into(src.T, np.empty((4, 6)), 1)
+    with pytest.raises(ValueError, match="shape of src.T"):
+        _spmm.transpose_into(src, np.empty((4, 6)), 1)
+    with pytest.raises(ValueError, match="same dtype"):
+        _spmm.transpose_into(src, np.empty((6, 4), dtype=np.float32), 1)
+    dst = np.empty((6, 4))
+    dst.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        _spmm.transpose_into(src, dst, 1)
+    with pytest.raises(TypeError, match="32-byte"):
+        _spmm.transpose_into(src.astype(np.clongdouble), np.empty((6, 4), np.clongdouble), 1)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_blocked_copy_of_transposed_operands(side, monkeypatch):
+    """X @ W with X C-ordered, and W @ X with X Fortran-ordered, rows 16 KiB apart:
+    the dense operand is made C-contiguous by the blocked copy, results as scipy's."""
+    from wsesparse import matmul
+    calls = []
+    real = _spmm.transpose_into
+    monkeypatch.setattr(_spmm, "transpose_into",
+                        lambda s, d, t: calls.append(s.shape) or real(s, d, t))
+    W = sp.random(4096, 4096, density=0.001, format="csr", random_state=0, dtype=np.float32)
+    X = np.random.default_rng(0).standard_normal((64, 4096)).astype(np.float32)
+    if side == "left":
+        got, ref = sparse_matmul(X, W), X @ W
+    else:
+        got, ref = sparse_matmul(W, X.T), W @ X.T  # X.T is Fortran-ordered
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert calls == [(64, 4096)]
+    assert matmul._c_contiguous(X[:, :4000].copy().T, np.dtype(np.float32), None).flags.c_contiguous
+    assert calls == [(64, 4096)]  # 16000-byte rows: numpy's copy

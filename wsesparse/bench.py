@@ -1,6 +1,7 @@
 """``wsesparse bench``: ``sparse_matmul`` against the sparse libraries users have today.
 
-Times sparse (M x K) @ dense (K x N) with
+Times sparse (M x K) @ dense (K x N) (or, with ``--left``, dense (N x K) @ sparse (K x M))
+with
 
 * ``wsesparse``      - ``sparse_matmul(A, X)`` on a scipy CSR matrix (validates every call)
 * ``wsesparse.CSR``  - the same with a prepared ``wsesparse.CSR`` operand (validated once)
@@ -213,11 +214,14 @@ def print_load_average() -> None:
               "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
 
 
-def make_calls(A, X, mods, n_threads, dense_ok):
+def make_calls(A, X, mods, n_threads, dense_ok, left=False):
     """{name: zero-argument callable returning a numpy array} for every peer present.
 
     Conversions to each library's own format happen here, outside the timed region.
+    With ``left``, the calls compute ``X.T @ A`` (dense @ sparse; ``X.T`` C-contiguous).
     """
+    if left:
+        return _left_calls(A, X, mods, n_threads, dense_ok)
     import numpy as np
     import wsesparse as wse
     calls = {}
@@ -247,6 +251,44 @@ def make_calls(A, X, mods, n_threads, dense_ok):
     if dense_ok:
         Ad = A.toarray()
         calls["dense"] = lambda: Ad @ Xv
+    return calls
+
+
+def _left_calls(A, X, mods, n_threads, dense_ok):
+    """``make_calls`` for dense @ sparse: ``Xl @ A`` with ``Xl = X.T`` (N x K, C-contiguous;
+    a vector for N = 1)."""
+    import numpy as np
+    import wsesparse as wse
+    one = X.shape[1] == 1
+    Xl = X[:, 0].copy() if one else np.ascontiguousarray(X.T)
+    calls = {"wsesparse": lambda: wse.sparse_matmul(Xl, A, n_threads=n_threads)}
+    P = wse.CSR(A)
+    P.T  # noqa: B018 - a prepared operand transposes once, outside the timing
+    calls["wse.CSR"] = lambda: wse.sparse_matmul(Xl, P, n_threads=n_threads)
+    calls["scipy"] = lambda: Xl @ A
+    if "mkl" in mods:
+        dot = mods["mkl"].dot_product_mkl
+        calls["mkl"] = lambda: dot(Xl, A)
+    if "graphblas" in mods:
+        gb = mods["graphblas"]
+        Ag = gb.io.from_scipy_sparse(A)
+        if one:
+            xg = gb.Vector.from_dense(Xl)
+            calls["graphblas"] = _GraphBLASCall(lambda: xg.vxm(Ag).new(), transposed=False,
+                                                variant="vxm")
+        else:
+            Xg = gb.Matrix.from_dense(Xl)
+            calls["graphblas"] = _GraphBLASCall(lambda: Xg.mxm(Ag).new(), transposed=False,
+                                                variant="X*A")
+    if "torch" in mods:
+        torch = mods["torch"]
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
+                                     torch.from_numpy(A.data), size=A.shape, check_invariants=False)
+        calls["torch"] = _TorchCall(torch.from_numpy(Xl), At, one)
+    if dense_ok:
+        Ad = A.toarray()
+        calls["dense"] = lambda: Xl @ Ad
     return calls
 
 
@@ -293,11 +335,14 @@ class _GraphBLASCall:
 
 
 class _TorchCall:
-    def __init__(self, At, Xt, one):
-        self.At, self.Xt, self.one = At, Xt, one
+    """``a @ b`` (sparse @ dense, or dense @ sparse for ``--left``); a dense operand is
+    1-D for N = 1 (a matrix-vector product)."""
+
+    def __init__(self, a, b, one):
+        self.a, self.b, self.one = a, b, one
 
     def __call__(self):
-        return self.At @ self.Xt  # Xt is 1-D for N = 1 (a matrix-vector product)
+        return self.a @ self.b
 
     @staticmethod
     def to_numpy(r):
@@ -340,7 +385,12 @@ def run_point(M, N, density, dtype_name, mods, args):
     X = random_dense(M, N, dtype, seed=args.seed + 1)
     row["nnz"] = A.nnz
     flops = 2.0 * A.nnz * N
-    calls = make_calls(A, X, mods, args.threads, dense_ok=True)
+    left = getattr(args, "left", False)
+    if left:
+        row["side"] = "left"
+    calls = make_calls(A, X, mods, args.threads, dense_ok=True, left=left)
+    # With --left the results (X.T @ A) are checked as their transposes, A.T @ X.
+    A_ref = A.T.tocsr() if left else A
     if "graphblas" in calls:
         row["graphblas_variant"] = calls["graphblas"].variant
     results = {}
@@ -366,9 +416,11 @@ def run_point(M, N, density, dtype_name, mods, args):
             continue
         conv = getattr(fn, "to_numpy", None)
         out = conv(out) if conv else out
+        if left:
+            out = np.asarray(out).T
         if name == "scipy":
             ref = np.asarray(out).reshape(M, N)
-            if not check_reference(A, X, ref, dtype_name):
+            if not check_reference(A_ref, X, ref, dtype_name):
                 results[name] = ("FAIL", "scipy disagrees with a float64 dense product")
                 ref = None
                 break
@@ -380,7 +432,7 @@ def run_point(M, N, density, dtype_name, mods, args):
                 results[name] = ("unverif", "no scipy reference")
                 continue
             # scipy was too slow to run here: check sampled rows against a float64 product.
-            ok = out.size == M * N and check_reference(A, X, out.reshape(M, N), dtype_name)
+            ok = out.size == M * N and check_reference(A_ref, X, out.reshape(M, N), dtype_name)
             results[name] = ("ok", t) if ok else ("FAIL", "sampled rows off")
             continue
         ok, err = check(name, out.reshape(M, N) if out.size == M * N else out, ref, dtype_name)
@@ -508,6 +560,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-call", type=float, default=10.0,
                    help="skip a peer where one call is predicted to take longer than this "
                         "many seconds (shown as 'slow')")
+    p.add_argument("--left", action="store_true",
+                   help="time dense @ sparse (X @ A, X of N x K, as activations times "
+                        "weights) instead of A @ X")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-triad", action="store_true", help="skip the bandwidth measurement")
     p.add_argument("--csv", metavar="FILE", help="also write every point as CSV")
@@ -570,6 +625,8 @@ def run(args: argparse.Namespace) -> int:
             triad = max(triad, t_torch)
         print(f"STREAM-like triad a = b + s*c (float64, 160 MB arrays, {args.threads} threads): "
               f"{msg}; best {triad:.1f} GB/s")
+    if getattr(args, "left", False):
+        print("Products: dense @ sparse, X (N x K) @ A (K x M) (--left)")
     print("Rates in GFLOP/s = 2*nnz*N/t (best of repeats); ratio = wsesparse / best peer; "
           "r_CSR = prepared wsesparse.CSR / best peer; vs_scipy = wsesparse / scipy.")
     present = [p for p in PEER_ORDER if p in ("wsesparse", "wse.CSR", "scipy", "dense")
