@@ -131,6 +131,57 @@ WS_DEFINE_CDOTS(float, int64_t)
 WS_DEFINE_CDOTS(double, int32_t)
 WS_DEFINE_CDOTS(double, int64_t)
 
+/* ws_cscatter_<T>_<I>(indptr, indices, data, U, ldu, Z, ldz, n_rows, w): the
+ * complex ws_scatter (below), with WS_CMAC's operations in WS_CMAC's order,
+ * fixed by the source for the same reason as ws_cdots (the checked and
+ * unchecked copies must agree). With AVX, VL / 2 complex values per vector:
+ * z += d.re * u, then z += (-d.im, d.im) * (u with re/im swapped), lane for
+ * lane the same two FMAs as WS_CMAC, so vector and scalar columns agree too.
+ * Strides and the panel width count complex values. */
+#if defined(__AVX__) && WS_HAVE_VEC
+#define WS_CSWAP_float(v) ((ws_vf)_mm256_permute_ps((__m256)(v), 0xB1))
+#define WS_CSWAP_double(v) ((ws_vd)_mm256_permute_pd((__m256d)(v), 0x5))
+#define WS_CSIGN_float ((ws_vf){-1, 1, -1, 1, -1, 1, -1, 1})
+#define WS_CSIGN_double ((ws_vd){-1, 1, -1, 1})
+#define WS_CVEC_STEPS(T, VT)                                                      \
+    const VT dr = WS_BCAST_##T(d[0]), dis = WS_BCAST_##T(d[1]) * WS_CSIGN_##T;    \
+    for (; 2 * t + WS_VL_##T <= 2 * w; t += WS_VL_##T / 2) {                      \
+        const VT uv = *(const VT *)(u + 2 * t);                                   \
+        VT zv = WS_VFMA_##T(dr, uv, *(const VT *)(z + 2 * t));                    \
+        *(VT *)(z + 2 * t) = WS_VFMA_##T(dis, WS_CSWAP_##T(uv), zv);              \
+    }
+#else
+#define WS_CVEC_STEPS(T, VT)
+#endif
+#define WS_DEFINE_CSCATTER(T, VT, I)                                              \
+static void ws_cscatter_##T##_##I(const I *indptr, const I *indices, const T *data, \
+                                  const T *U, ptrdiff_t ldu, T *Z, ptrdiff_t ldz, \
+                                  ptrdiff_t n_rows, ptrdiff_t w)                  \
+{                                                                                 \
+    for (ptrdiff_t k = 0; k < n_rows; ++k) {                                      \
+        const T *restrict u = U + 2 * k * ldu;                                    \
+        const ptrdiff_t p1 = indptr[k + 1];                                       \
+        for (ptrdiff_t p = indptr[k]; p < p1; ++p) {                              \
+            T *restrict z = Z + 2 * (ptrdiff_t)indices[p] * ldz;                  \
+            const T d[2] = {data[2 * p], data[2 * p + 1]};                        \
+            ptrdiff_t t = 0;                                                      \
+            if (w >= WS_VL_##T / 2) { /* (the vector set-up costs narrow panels) */ \
+                WS_CVEC_STEPS(T, VT)                                              \
+            }                                                                     \
+            for (; t < w; ++t) {                                                  \
+                T re = z[2 * t], im = z[2 * t + 1];                               \
+                WS_CMAC(T, re, im, d, u + 2 * t);                                 \
+                z[2 * t] = re;                                                    \
+                z[2 * t + 1] = im;                                                \
+            }                                                                     \
+        }                                                                         \
+    }                                                                             \
+}
+WS_DEFINE_CSCATTER(float, ws_vf, int32_t)
+WS_DEFINE_CSCATTER(float, ws_vf, int64_t)
+WS_DEFINE_CSCATTER(double, ws_vd, int32_t)
+WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
+
 #if WS_HAVE_VEC
 
 /* Rows of X are visited in the order of a row's column indices, which the

@@ -72,6 +72,17 @@ cdef extern from "_axpy_tiles.h" nogil:
                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
                                    Py_ssize_t)
 
+    void ws_cscatter_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                   Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    void ws_cscatter_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                   Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    void ws_cscatter_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t)
+    void ws_cscatter_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t)
+
     void ws_cdots_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
                                 float*, Py_ssize_t, Py_ssize_t)
     void ws_cdots_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
@@ -732,20 +743,36 @@ cdef enum:
     _REDUCE_BLOCK = 8192  # elements per work item when the row chunks are added up
 
 
-cdef void _scatter_item(const index_t* indptr, const index_t* indices, const value_t* data,
-                        const value_t* U, value_t* Z, Py_ssize_t k0, Py_ssize_t k1,
-                        Py_ssize_t n_out, Py_ssize_t T, Py_ssize_t t0,
-                        Py_ssize_t w) noexcept nogil:
-    """Z[:, t0:t0+w] = B[k0:k1].T @ U[k0:k1, t0:t0+w] (U is n_rows x T, Z n_out x T)."""
-    cdef Py_ssize_t j, k, p, t
-    cdef const value_t* u
-    cdef value_t* z
-    cdef value_t dv
+cdef int _scatter_item(const index_t* indptr, const index_t* indices, const value_t* data,
+                       const value_t* U, value_t* Z, Py_ssize_t k0, Py_ssize_t k1,
+                       Py_ssize_t n_out, Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w,
+                       bint check_cols) noexcept nogil:
+    """Z[:, t0:t0+w] = B[k0:k1].T @ U[k0:k1, t0:t0+w] (U is n_rows x T, Z n_out x T).
+    With ``check_cols``, each block of rows has its column indices checked
+    against n_out just before it is scattered; returns 1 at the first one out
+    of range (Z then partly written), else 0."""
+    cdef Py_ssize_t j, i = k0
     if w == T:
         memset(Z, 0, n_out * T * sizeof(value_t))
     else:
         for j in range(n_out):
             memset(Z + j * T + t0, 0, w * sizeof(value_t))
+    # Blocks of about CHECK_BLOCK nonzeros, checked or not: one copy of the
+    # scatter loop (a second, inlined for the unchecked case, ran float32
+    # x @ W 1.3-1.6x slower; scratch A/B).
+    while i < k1:
+        j = _block_end(indptr, i, k1)
+        if check_cols and _out_of_range(indices, indptr[i], indptr[j], n_out):
+            return 1
+        _scatter_rows(indptr, indices, data, U, Z, i, j, T, t0, w)
+        i = j
+    return 0
+
+
+cdef void _scatter_rows(const index_t* indptr, const index_t* indices, const value_t* data,
+                        const value_t* U, value_t* Z, Py_ssize_t k0, Py_ssize_t k1,
+                        Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w) noexcept nogil:
+    """Z[:, t0:t0+w] += B[k0:k1].T @ U[k0:k1, t0:t0+w]."""
     if value_t is float:
         if index_t is int32_t:
             ws_scatter_float_int32_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
@@ -760,46 +787,56 @@ cdef void _scatter_item(const index_t* indptr, const index_t* indices, const val
         else:
             ws_scatter_double_int64_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
                                       k1 - k0, w)
+    elif value_t is cython.floatcomplex:
+        if index_t is int32_t:
+            ws_cscatter_float_int32_t(indptr + k0, indices, <const float*>data,
+                                      <const float*>(U + k0 * T + t0), T, <float*>(Z + t0), T,
+                                      k1 - k0, w)
+        else:
+            ws_cscatter_float_int64_t(indptr + k0, indices, <const float*>data,
+                                      <const float*>(U + k0 * T + t0), T, <float*>(Z + t0), T,
+                                      k1 - k0, w)
     else:
-        # Complex: one loop; every element of a panel of w columns takes the
-        # same instructions whatever the thread count (panels do not depend on it).
-        for k in range(k0, k1):
-            u = U + k * T + t0
-            for p in range(indptr[k], indptr[k + 1]):
-                z = Z + <Py_ssize_t>indices[p] * T + t0
-                dv = data[p]
-                for t in range(w):
-                    z[t] = z[t] + dv * u[t]
+        if index_t is int32_t:
+            ws_cscatter_double_int32_t(indptr + k0, indices, <const double*>data,
+                                       <const double*>(U + k0 * T + t0), T,
+                                       <double*>(Z + t0), T, k1 - k0, w)
+        else:
+            ws_cscatter_double_int64_t(indptr + k0, indices, <const double*>data,
+                                       <const double*>(U + k0 * T + t0), T,
+                                       <double*>(Z + t0), T, k1 - k0, w)
 
 
-cdef void _scatter_parts(const index_t* indptr, const index_t* indices, const value_t* data,
-                         const value_t* U, value_t* Z, value_t* S, const int64_t* b,
-                         Py_ssize_t n_chunks, Py_ssize_t n_out, Py_ssize_t T,
-                         int n_threads) noexcept nogil:
+cdef int _scatter_parts(const index_t* indptr, const index_t* indices, const value_t* data,
+                        const value_t* U, value_t* Z, value_t* S, const int64_t* b,
+                        Py_ssize_t n_chunks, Py_ssize_t n_out, Py_ssize_t T,
+                        int n_threads, bint check_cols) noexcept nogil:
     """Work items: token panel q times row chunk c (rows b[c]:b[c+1]), chunk 0
-    into Z, chunk c > 0 into S[c-1]; then Z += S[0] + ... in that order."""
+    into Z, chunk c > 0 into S[c-1]; then Z += S[0] + ... in that order.
+    Returns how many items found a column index out of range."""
     cdef Py_ssize_t pw = _SCATTER_PANEL_BYTES // sizeof(value_t)
     cdef Py_ssize_t n_panels = (T + pw - 1) // pw
     cdef Py_ssize_t n_items = n_panels * n_chunks
     cdef Py_ssize_t size = n_out * T
     cdef Py_ssize_t item, q, c, blk, e, e1
     cdef value_t acc
+    cdef int bad = 0
     if n_items == 1 or n_threads <= 1:
         for item in range(n_items):
             q = item % n_panels
             c = item // n_panels
-            _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
-                          b[c], b[c + 1], n_out, T, q * pw,
-                          pw if (q + 1) * pw <= T else T - q * pw)
+            bad += _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
+                                 b[c], b[c + 1], n_out, T, q * pw,
+                                 pw if (q + 1) * pw <= T else T - q * pw, check_cols)
     else:
         for item in prange(n_items, num_threads=n_threads, schedule="dynamic", chunksize=1):
             q = item % n_panels
             c = item // n_panels
-            _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
-                          b[c], b[c + 1], n_out, T, q * pw,
-                          pw if (q + 1) * pw <= T else T - q * pw)
-    if n_chunks == 1:
-        return
+            bad += _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
+                                 b[c], b[c + 1], n_out, T, q * pw,
+                                 pw if (q + 1) * pw <= T else T - q * pw, check_cols)
+    if n_chunks == 1 or bad:
+        return bad
     for blk in prange((size + _REDUCE_BLOCK - 1) // _REDUCE_BLOCK, num_threads=n_threads,
                       schedule="static"):
         e1 = (blk + 1) * _REDUCE_BLOCK
@@ -810,23 +847,24 @@ cdef void _scatter_parts(const index_t* indptr, const index_t* indices, const va
             for c in range(n_chunks - 1):
                 acc = acc + S[c * size + e]
             Z[e] = acc
+    return 0
 
 
-cdef void _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* u,
-                         void* z, void* s, const int64_t* b, Py_ssize_t n_chunks,
-                         Py_ssize_t n_out, Py_ssize_t T, int n_threads) noexcept nogil:
+cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* u,
+                        void* z, void* s, const int64_t* b, Py_ssize_t n_chunks,
+                        Py_ssize_t n_out, Py_ssize_t T, int n_threads,
+                        bint check_cols) noexcept nogil:
     if vt == cnp.NPY_FLOAT32:
-        _scatter_parts(ip, ix, <float*>d, <float*>u, <float*>z, <float*>s, b, n_chunks, n_out,
-                       T, n_threads)
-    elif vt == cnp.NPY_FLOAT64:
-        _scatter_parts(ip, ix, <double*>d, <double*>u, <double*>z, <double*>s, b, n_chunks,
-                       n_out, T, n_threads)
-    elif vt == cnp.NPY_COMPLEX64:
-        _scatter_parts(ip, ix, <float complex*>d, <float complex*>u, <float complex*>z,
-                       <float complex*>s, b, n_chunks, n_out, T, n_threads)
-    else:
-        _scatter_parts(ip, ix, <double complex*>d, <double complex*>u, <double complex*>z,
-                       <double complex*>s, b, n_chunks, n_out, T, n_threads)
+        return _scatter_parts(ip, ix, <float*>d, <float*>u, <float*>z, <float*>s, b, n_chunks,
+                              n_out, T, n_threads, check_cols)
+    if vt == cnp.NPY_FLOAT64:
+        return _scatter_parts(ip, ix, <double*>d, <double*>u, <double*>z, <double*>s, b,
+                              n_chunks, n_out, T, n_threads, check_cols)
+    if vt == cnp.NPY_COMPLEX64:
+        return _scatter_parts(ip, ix, <float complex*>d, <float complex*>u, <float complex*>z,
+                              <float complex*>s, b, n_chunks, n_out, T, n_threads, check_cols)
+    return _scatter_parts(ip, ix, <double complex*>d, <double complex*>u, <double complex*>z,
+                          <double complex*>s, b, n_chunks, n_out, T, n_threads, check_cols)
 
 
 def scatter_panel_width(int itemsize):
@@ -835,12 +873,15 @@ def scatter_panel_width(int itemsize):
 
 
 def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray U,
-               cnp.ndarray Z, int n_threads, Py_ssize_t n_chunks=1, cnp.ndarray scratch=None):
-    """Z = B.T @ U for CSR ``B`` (n_rows x n_cols) whose structure is valid.
+               cnp.ndarray Z, int n_threads, Py_ssize_t n_chunks=1, cnp.ndarray scratch=None,
+               bint check_cols=False):
+    """Z = B.T @ U for CSR ``B`` (n_rows x n_cols) whose ``indptr`` is valid.
 
     U is (n_rows,) or (n_rows, T), Z (n_cols,) or (n_cols, T): C-contiguous,
-    of the dtype of ``data``, not overlapping; every column index of B must be
-    below Z's length (the caller checked the structure against it). Each
+    of the dtype of ``data``, not overlapping. Every column index of B must be
+    below Z's length: checked by the caller, or, with ``check_cols``, here,
+    each block of rows just before it is scattered (returns 4, ``csr_check``'s
+    code, if one is out of range, Z then being garbage; else 0). Each
     nonzero (k, j) adds ``data * U[k]`` to ``Z[j]`` (a scatter), in storage
     order. Work items are panels of ``scatter_panel_width`` token columns
     times ``n_chunks`` ranges of rows of B (balanced by nonzeros); chunk c > 0
@@ -873,18 +914,20 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     cdef void* z = cnp.PyArray_DATA(Z)
     cdef void* sc = cnp.PyArray_DATA(scratch) if n_chunks > 1 else NULL
     if T == 0 or n_out == 0:
-        return
+        return 4 if check_cols and csr_check(indptr, indices, n_out, 1) else 0
     cdef int64_t* b = NULL
     cdef Py_ssize_t n_parts
+    cdef int bad
     _parts(n_chunks, it, ip, n_rows, &n_parts, &b)
     with nogil:
         if it == cnp.NPY_INT32:
-            _scatter_typed(<int32_t*>ip, <int32_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out, T,
-                           n_threads)
+            bad = _scatter_typed(<int32_t*>ip, <int32_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out,
+                                 T, n_threads, check_cols)
         else:
-            _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out, T,
-                           n_threads)
+            bad = _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out,
+                                 T, n_threads, check_cols)
         free(b)
+    return 4 if bad else 0
 
 
 # Values are moved, not computed with, by the transposition: any dtype, as

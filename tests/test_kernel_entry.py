@@ -199,6 +199,29 @@ def test_one_shot_product_finds_a_bad_index_anywhere(dtype, itype, n_tokens):
 
 
 @pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_tokens", [1, 8, 24])
+def test_one_shot_scatter_finds_a_bad_index_anywhere(dtype, itype, n_tokens):
+    """X @ W (W scipy CSR) and W_csc @ X scatter from the stored arrays, checking the
+    indices in the kernel: a bad one anywhere (any chunk or panel) is a ValueError
+    naming the operand, never a write out of bounds."""
+    A = _long_csr(dtype, itype)
+    X = np.ones((n_tokens, 300), dtype=dtype)
+    X = X[0] if n_tokens == 1 else X
+    np.testing.assert_allclose(sparse_matmul(X, A), X @ A, rtol=1e-4)
+    nnz = A.nnz
+    for pos in (0, 1, nnz // 3, nnz // 2, nnz - 2, nnz - 1):
+        for bad in (50, -1, 10**6):
+            B = A.copy()
+            B.indices[pos] = bad
+            with pytest.raises(ValueError, match=r"B has a corrupt .*not below 50"):
+                sparse_matmul(X, B)
+            C = sp.csc_array((B.data, B.indices, B.indptr), shape=(50, 300))
+            with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
+                sparse_matmul(C, X.T)
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_kernel_check_cols(dtype, n_threads):
     """check_cols: 4 for an out-of-range index (in the first of several panels
@@ -552,3 +575,30 @@ def test_blocked_copy_of_transposed_operands(side, monkeypatch):
     assert calls == [(64, 4096)]
     assert matmul._c_contiguous(X[:, :4000].copy().T, np.dtype(np.float32), None).flags.c_contiguous
     assert calls == [(64, 4096)]  # 16000-byte rows: numpy's copy
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_scatter_kernel_check_cols(dtype, n_threads):
+    """csr_spmm_t(check_cols=True): 4 for an index out of range in any chunk or panel,
+    0 and the right product for a valid structure; without columns it checks all the same."""
+    A = _long_csr(dtype, np.int32, per_row=40, seed=5)   # 300 x 50
+    for T, chunks in ((1, 1), (1, 4), (24, 2), (40, 1)):
+        U = np.ones((300, T), dtype=dtype)
+        Z = np.empty((50, T), dtype=dtype)
+        S = np.empty((chunks - 1, 50, T), dtype=dtype)
+
+        def call(ind):
+            return _spmm.csr_spmm_t(A.indptr, ind, A.data, U, Z, n_threads, chunks,
+                                    S if chunks > 1 else None, True)
+
+        assert call(A.indices) == 0
+        np.testing.assert_allclose(Z, A.T @ U, rtol=1e-4)
+        for pos in (0, A.nnz // 3, A.nnz // 2, A.nnz - 1):
+            bad = A.indices.copy()
+            bad[pos] = 50
+            assert call(bad) == 4
+    bad = A.indices.copy()
+    bad[7] = -1
+    assert _spmm.csr_spmm_t(A.indptr, bad, A.data, np.ones((300, 0), dtype),
+                            np.empty((50, 0), dtype), 1, 1, None, True) == 4

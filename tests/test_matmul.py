@@ -35,7 +35,13 @@ def scipy_product(A, B):
     A, B = _dia_as_csr(A), _dia_as_csr(B)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # inf/nan arithmetic
-        return A @ B
+        R = A @ B
+    if isinstance(R, np.generic) and (A.ndim == 2 or B.ndim == 2):
+        # scipy's vector @ COO array with no rows is a scalar (an empty sum);
+        # sparse_matmul gives the product's shape (found by hypothesis).
+        shape = (B.shape[1],) if A.ndim == 1 else (A.shape[0],) if B.ndim == 1 else ()
+        R = np.full(shape, R)
+    return R
 
 
 def product(A, B, **kw):
@@ -724,3 +730,14 @@ def test_one_dimensional_csr_array(rng):
         pytest.skip("this scipy has no 1-D CSR arrays")
     with pytest.raises(ValueError, match="2-D"):
         sparse_matmul(a, np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int32, np.float64])
+def test_vector_times_empty_coo_has_the_products_shape(dtype):
+    """scipy returns a scalar for these empty sums; sparse_matmul the product's shape."""
+    x = np.zeros(0, dtype)
+    for args, shape in (((x, sp.coo_array((0, 3), dtype=dtype)), (3,)),
+                        ((sp.coo_array((3, 0), dtype=dtype), x), (3,))):
+        got = sparse_matmul(*args)
+        assert type(got) is np.ndarray and got.shape == shape and got.dtype == np.dtype(dtype)
+        assert not got.any()

@@ -323,16 +323,22 @@ class CSR:
         _product_into(self.indptr, self.indices, self._values(X.dtype), self.shape, self.nnz,
                       X, Y, n_threads, self._bounds)
 
-    def _multiply_transposed_into(self, X: np.ndarray, Y: np.ndarray,
-                                  n_threads: int | None) -> None:
-        """Y = self.T @ X by scatter, X (n_rows,) or (n_rows, N) and Y (n_cols,) or
-        (n_cols, N) alike, C-contiguous, same dtype, not overlapping."""
-        n_tokens = 1 if X.ndim == 1 else X.shape[1]
-        chunks = _scatter_chunks(self.nnz, self.shape[1], n_tokens, X.dtype.itemsize)
-        scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
-        _spmm.csr_spmm_t(self.indptr, self.indices, self._values(X.dtype), X, Y,
-                         resolve_n_threads(n_threads, self.nnz * n_tokens + self.shape[1]),
-                         chunks, scratch)
+
+def _scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                  shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
+                  n_threads: int | None, check_cols: bool = False, name: str = "A") -> None:
+    """Y = B.T @ X by scatter, for the CSR arrays of B (``shape``, valid indptr): X
+    (n_rows,) or (n_rows, N) and Y (n_cols,) or (n_cols, N) alike, C-contiguous, of
+    data's dtype, not overlapping. ``check_cols``: the column indices have not been
+    checked; the kernel checks them (ValueError naming ``name`` if one is out of range)."""
+    n_tokens = 1 if X.ndim == 1 else X.shape[1]
+    chunks = _scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
+    scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
+    code = _spmm.csr_spmm_t(indptr, indices, data, X, Y,
+                            resolve_n_threads(n_threads, nnz * n_tokens + shape[1]),
+                            chunks, scratch, check_cols)
+    if code:
+        raise ValueError(csr_error_message(code, name, shape, len(indices)))
 
 
 # A transposed product (scatter) with fewer token panels than this is also

@@ -14,7 +14,7 @@ from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import _available_cores, resolve_n_threads
 from wsesparse._kernels import _spmm
-from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into
+from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into, _scatter_into
 
 # Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
 # BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A (which
@@ -329,6 +329,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         # bool/int results follow scipy's own (wrapping, saturating) rules.
         s = _as_checked_scipy(S, sparse_name)
         result = np.asarray(s @ D if a_sparse else D @ s)
+        if result.shape != res_shape:
+            # scipy returns a scalar for a vector times a COO array with no rows
+            # (an empty sum): give the product's shape, like the kernel path.
+            result = np.broadcast_to(result, res_shape).copy()
         if out is not None:
             out[...] = result
             return out
@@ -337,24 +341,32 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
     X = _c_contiguous(D.T if transpose else D, dtype, n_threads)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
-    csr, scatter = _as_csr(S, transpose, sparse_name,
-                           n_tokens * dtype.itemsize <= SCATTER_MAX_BYTES)
+    scatter_ok = n_tokens * dtype.itemsize <= SCATTER_MAX_BYTES
+    # A scipy CSR used transposed or CSC used as it is, for a scatter: its own
+    # arrays, indptr checked here, the column indices by the kernel as it goes.
+    plain = _scatter_arrays(S, transpose, dtype) if scatter_ok and method != "dense" else None
+    if plain is None:
+        csr, scatter = _as_csr(S, transpose, sparse_name, scatter_ok)
     target = None
     if out is not None:
         view = out.T if transpose else out
-        overlaps = np.may_share_memory(out, D) or np.may_share_memory(out, csr.data)
+        overlaps = (np.may_share_memory(out, D)
+                    or np.may_share_memory(out, csr.data if plain is None else plain[2]))
         if view.flags.c_contiguous and not overlaps:
             target = view  # the kernel writes straight into out
     if target is None:
         target = np.empty(res_shape[::-1] if transpose else res_shape, dtype=dtype)
 
-    if csr.nnz == 0 or target.size == 0:
+    if plain is not None:
+        _scatter_into(*plain, X, target, n_threads, check_cols=True, name=sparse_name)
+    elif csr.nnz == 0 or target.size == 0:
         target[...] = 0
     elif _use_dense(csr, X, method, n_tokens, prepared=isinstance(S, CSR)):
         _dense_product(csr, X, target, n_threads, prepared=isinstance(S, CSR),
                        transposed=scatter)
     elif scatter:
-        csr._multiply_transposed_into(X, target, n_threads)
+        _scatter_into(csr.indptr, csr.indices, csr._values(dtype), csr.shape, csr.nnz, X,
+                      target, n_threads)
     else:
         csr._multiply_into(X, target, n_threads)
 
@@ -367,6 +379,22 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
 
 
 _SCIPY_CSR_TYPES = (sp.csr_matrix, sp.csr_array)
+_SCIPY_COMPRESSED_TYPES = (sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.csc_array)
+
+
+def _scatter_arrays(S, transpose: bool, dtype: np.dtype) -> tuple | None:
+    """``(indptr, indices, data, shape, nnz)``: the CSR arrays of B, the matrix whose
+    transpose the product needs (a scipy CSR operand used transposed, or a CSC one used
+    as it is), when the kernels can take them as they are (exact scipy classes, values
+    of ``dtype``, a valid indptr, nnz > 0); else None (the general path converts)."""
+    if type(S) not in _SCIPY_COMPRESSED_TYPES or len(S.shape) != 2:
+        return None
+    is_csr = S.format == "csr"
+    if is_csr != transpose or S.data.dtype != dtype:
+        return None
+    shape = S.shape if is_csr else S.shape[::-1]
+    nnz = _spmm.plain_csr_nnz(S.indptr, S.indices, S.data, shape[0], shape[1])
+    return None if nnz <= 0 else (S.indptr, S.indices, S.data, shape, nnz)
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
