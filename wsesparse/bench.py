@@ -27,6 +27,7 @@ import argparse
 import csv
 import gc
 import glob
+import operator
 import os
 import sys
 import time
@@ -220,92 +221,66 @@ def make_calls(A, X, mods, n_threads, dense_ok, left=False):
     Conversions to each library's own format happen here, outside the timed region.
     With ``left``, the calls compute ``X.T @ A`` (dense @ sparse; ``X.T`` C-contiguous).
     """
+    import numpy as np
+    import wsesparse as wse
+    one = X.shape[1] == 1
+    if one:
+        D = X[:, 0].copy()
+    else:
+        D = np.ascontiguousarray(X.T) if left else X
+
+    def pair(S):
+        """The operands in product order: (dense, sparse) with --left."""
+        return (D, S) if left else (S, D)
+
+    calls = {"wsesparse": lambda: wse.sparse_matmul(*pair(A), n_threads=n_threads)}
+    P = wse.CSR(A)
     if left:
-        return _left_calls(A, X, mods, n_threads, dense_ok)
-    import numpy as np
-    import wsesparse as wse
-    calls = {}
-    Xv = X[:, 0].copy() if X.shape[1] == 1 else X
-    one = X.shape[1] == 1
-
-    calls["wsesparse"] = lambda: wse.sparse_matmul(A, Xv, n_threads=n_threads)
-    P = wse.CSR(A)
-    calls["wse.CSR"] = lambda: wse.sparse_matmul(P, Xv, n_threads=n_threads)
-    calls["scipy"] = lambda: A @ Xv
+        P.T  # noqa: B018 - a prepared operand transposes once, outside the timing
+    calls["wse.CSR"] = lambda: wse.sparse_matmul(*pair(P), n_threads=n_threads)
+    calls["scipy"] = lambda: operator.matmul(*pair(A))
 
     if "mkl" in mods:
         dot = mods["mkl"].dot_product_mkl
-        calls["mkl"] = lambda: dot(A, Xv)
+        calls["mkl"] = lambda: dot(*pair(A))
 
     if "graphblas" in mods:
-        calls["graphblas"] = _graphblas_call(mods["graphblas"], A, X, Xv, one)
+        calls["graphblas"] = _graphblas_call(mods["graphblas"], A, X, D, one, left)
 
     if "torch" in mods:
         torch = mods["torch"]
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
                                      torch.from_numpy(A.data), size=A.shape, check_invariants=False)
-        Xt = torch.from_numpy(np.ascontiguousarray(Xv))
-        calls["torch"] = _TorchCall(At, Xt, one)
+        Dt = torch.from_numpy(np.ascontiguousarray(D))
+        calls["torch"] = _TorchCall(*((Dt, At) if left else (At, Dt)))
 
     if dense_ok:
         Ad = A.toarray()
-        calls["dense"] = lambda: Ad @ Xv
+        calls["dense"] = lambda: operator.matmul(*pair(Ad))
     return calls
 
 
-def _left_calls(A, X, mods, n_threads, dense_ok):
-    """``make_calls`` for dense @ sparse: ``Xl @ A`` with ``Xl = X.T`` (N x K, C-contiguous;
-    a vector for N = 1)."""
-    import numpy as np
-    import wsesparse as wse
-    one = X.shape[1] == 1
-    Xl = X[:, 0].copy() if one else np.ascontiguousarray(X.T)
-    calls = {"wsesparse": lambda: wse.sparse_matmul(Xl, A, n_threads=n_threads)}
-    P = wse.CSR(A)
-    P.T  # noqa: B018 - a prepared operand transposes once, outside the timing
-    calls["wse.CSR"] = lambda: wse.sparse_matmul(Xl, P, n_threads=n_threads)
-    calls["scipy"] = lambda: Xl @ A
-    if "mkl" in mods:
-        dot = mods["mkl"].dot_product_mkl
-        calls["mkl"] = lambda: dot(Xl, A)
-    if "graphblas" in mods:
-        gb = mods["graphblas"]
-        Ag = gb.io.from_scipy_sparse(A)
-        if one:
-            xg = gb.Vector.from_dense(Xl)
-            calls["graphblas"] = _GraphBLASCall(lambda: xg.vxm(Ag).new(), transposed=False,
-                                                variant="vxm")
-        else:
-            Xg = gb.Matrix.from_dense(Xl)
-            calls["graphblas"] = _GraphBLASCall(lambda: Xg.mxm(Ag).new(), transposed=False,
-                                                variant="X*A")
-    if "torch" in mods:
-        torch = mods["torch"]
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
-                                     torch.from_numpy(A.data), size=A.shape, check_invariants=False)
-        calls["torch"] = _TorchCall(torch.from_numpy(Xl), At, one)
-    if dense_ok:
-        Ad = A.toarray()
-        calls["dense"] = lambda: Xl @ Ad
-    return calls
-
-
-def _graphblas_call(gb, A, X, Xv, one):
+def _graphblas_call(gb, A, X, D, one, left=False):
     """The faster of two ways to run A @ X in SuiteSparse:GraphBLAS, picked by one timing.
 
     Operands are converted once here. "A*X": mxm of A (CSR) with X as a full row-major
     matrix; "(X'*A')'": mxm of X' (full) with A' (CSR), i.e. the transposed product, whose
     result is Y'. GraphBLAS picks its own algorithm (saxpy/dot) inside either. For N = 1 it
-    is mxv. The result stays a GraphBLAS object inside the timed call; converting it back to
-    numpy (for the check) is not timed.
+    is mxv. With ``left`` (D = X.T, or the vector): "X*A" (mxm), or vxm for N = 1. The
+    result stays a GraphBLAS object inside the timed call; converting it back to numpy
+    (for the check) is not timed.
     """
     import numpy as np
     Ag = gb.io.from_scipy_sparse(A)
     if one:
-        xg = gb.Vector.from_dense(Xv)
+        xg = gb.Vector.from_dense(D)
+        if left:
+            return _GraphBLASCall(lambda: xg.vxm(Ag).new(), transposed=False, variant="vxm")
         return _GraphBLASCall(lambda: Ag.mxv(xg).new(), transposed=False, variant="mxv")
+    if left:
+        Dg = gb.Matrix.from_dense(D)
+        return _GraphBLASCall(lambda: Dg.mxm(Ag).new(), transposed=False, variant="X*A")
     Xg = gb.Matrix.from_dense(X)
     XTg = gb.Matrix.from_dense(np.ascontiguousarray(X.T))
     ATg = gb.io.from_scipy_sparse(A.T.tocsr())
@@ -338,8 +313,8 @@ class _TorchCall:
     """``a @ b`` (sparse @ dense, or dense @ sparse for ``--left``); a dense operand is
     1-D for N = 1 (a matrix-vector product)."""
 
-    def __init__(self, a, b, one):
-        self.a, self.b, self.one = a, b, one
+    def __init__(self, a, b):
+        self.a, self.b = a, b
 
     def __call__(self):
         return self.a @ self.b
