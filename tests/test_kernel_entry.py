@@ -481,6 +481,18 @@ def test_scatter_chunk_rule():
     assert _scatter_chunks(10**6, 1000, 4 * pw32, 4) == 1     # enough panels
     assert _scatter_chunks(4 * 1000 * 4 - 1, 1000, 1, 4) == 1  # too few nonzeros
     assert _scatter_chunks(10**9, 10**7, 8, 4) == 1           # scratch too big
+    assert _scatter_chunks(10**6, 1000, 0, 4) == 1            # no tokens (found by hypothesis)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_scatter_with_no_tokens(fmt):
+    """X @ W with 0 tokens (and W_csc @ X with 0 columns): empty results, indices still
+    checked."""
+    W = sp.random(30, 20, density=0.2, format=fmt, random_state=1, dtype=np.float32)
+    X = np.ones((0, 30), np.float32) if fmt == "csr" else np.ones((20, 0), np.float32)
+    args = (X, W) if fmt == "csr" else (W, X)
+    got = sparse_matmul(*args)
+    assert got.shape == (args[0] @ args[1]).shape and got.size == 0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128, bool,

@@ -356,7 +356,7 @@ _SCATTER_SCRATCH_BYTES = 64 << 20
 def _scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int) -> int:
     """Row chunks of a transposed product with ``n_out`` output rows (see above)."""
     panels = -(-n_tokens // _spmm.scatter_panel_width(itemsize))
-    if panels >= _SCATTER_ITEMS:
+    if panels >= _SCATTER_ITEMS or panels == 0:  # (no tokens: nothing to cut)
         return 1
     chunks = -(-_SCATTER_ITEMS // panels)
     if (nnz < _SCATTER_CHUNK_NNZ * n_out * chunks
