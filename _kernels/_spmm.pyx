@@ -807,6 +807,18 @@ cdef void _scatter_rows(const index_t* indptr, const index_t* indices, const val
                                        <double*>(Z + t0), T, k1 - k0, w)
 
 
+cdef inline int _scatter_work(const index_t* indptr, const index_t* indices,
+                              const value_t* data, const value_t* U, value_t* Z, value_t* S,
+                              const int64_t* b, Py_ssize_t item, Py_ssize_t n_panels,
+                              Py_ssize_t pw, Py_ssize_t size, Py_ssize_t n_out, Py_ssize_t T,
+                              bint check_cols) noexcept nogil:
+    """Work item ``item`` of ``_scatter_parts``: token panel q, row chunk c."""
+    cdef Py_ssize_t q = item % n_panels, c = item // n_panels
+    return _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
+                         b[c], b[c + 1], n_out, T, q * pw,
+                         pw if (q + 1) * pw <= T else T - q * pw, check_cols)
+
+
 cdef int _scatter_parts(const index_t* indptr, const index_t* indices, const value_t* data,
                         const value_t* U, value_t* Z, value_t* S, const int64_t* b,
                         Py_ssize_t n_chunks, Py_ssize_t n_out, Py_ssize_t T,
@@ -818,23 +830,17 @@ cdef int _scatter_parts(const index_t* indptr, const index_t* indices, const val
     cdef Py_ssize_t n_panels = (T + pw - 1) // pw
     cdef Py_ssize_t n_items = n_panels * n_chunks
     cdef Py_ssize_t size = n_out * T
-    cdef Py_ssize_t item, q, c, blk, e, e1
+    cdef Py_ssize_t item, c, blk, e, e1
     cdef value_t acc
     cdef int bad = 0
-    if n_items == 1 or n_threads <= 1:
+    if n_items == 1 or n_threads <= 1:  # (no OpenMP team for a product this small)
         for item in range(n_items):
-            q = item % n_panels
-            c = item // n_panels
-            bad += _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
-                                 b[c], b[c + 1], n_out, T, q * pw,
-                                 pw if (q + 1) * pw <= T else T - q * pw, check_cols)
+            bad += _scatter_work(indptr, indices, data, U, Z, S, b, item, n_panels, pw, size,
+                                 n_out, T, check_cols)
     else:
         for item in prange(n_items, num_threads=n_threads, schedule="dynamic", chunksize=1):
-            q = item % n_panels
-            c = item // n_panels
-            bad += _scatter_item(indptr, indices, data, U, Z if c == 0 else S + (c - 1) * size,
-                                 b[c], b[c + 1], n_out, T, q * pw,
-                                 pw if (q + 1) * pw <= T else T - q * pw, check_cols)
+            bad += _scatter_work(indptr, indices, data, U, Z, S, b, item, n_panels, pw, size,
+                                 n_out, T, check_cols)
     if n_chunks == 1 or bad:
         return bad
     for blk in prange((size + _REDUCE_BLOCK - 1) // _REDUCE_BLOCK, num_threads=n_threads,
@@ -868,7 +874,10 @@ cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, v
 
 
 def scatter_panel_width(int itemsize):
-    """Token columns per panel of ``csr_spmm_t`` for values of ``itemsize`` bytes."""
+    """Token columns per panel of ``csr_spmm_t`` for values of ``itemsize`` bytes
+    (4, 8 or 16: the kernel dtypes)."""
+    if itemsize not in (4, 8, 16):
+        raise ValueError(f"itemsize must be 4, 8 or 16 (a kernel dtype's), got {itemsize}")
     return _SCATTER_PANEL_BYTES // itemsize
 
 

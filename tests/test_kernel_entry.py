@@ -179,6 +179,17 @@ def _long_csr(dtype, itype, n_rows=300, per_row=20, n_cols=50, seed=0) -> sp.csr
     return sp.csr_array((data, indices, indptr), shape=(n_rows, n_cols))
 
 
+def _with_a_bad_index(A: sp.csr_array):
+    """Copies of ``A`` with one column index out of range (>= 50 or negative), at the
+    start, the middle and the end of the stored entries."""
+    nnz = A.nnz
+    for pos in (0, 1, nnz // 3, nnz // 2, nnz - 2, nnz - 1):
+        for bad in (50, -1, 10**6):
+            B = A.copy()
+            B.indices[pos] = bad
+            yield B
+
+
 @pytest.mark.parametrize("dtype", _DTYPES)
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 @pytest.mark.parametrize("n_tokens", [1, 8, 40])
@@ -187,15 +198,11 @@ def test_one_shot_product_finds_a_bad_index_anywhere(dtype, itype, n_tokens):
     X = np.ones((50, n_tokens), dtype=dtype)
     X = X[:, 0] if n_tokens == 1 else X
     np.testing.assert_allclose(sparse_matmul(A, X), A @ X, rtol=1e-4)
-    nnz = A.nnz
-    for pos in (0, 1, nnz // 3, nnz // 2, nnz - 2, nnz - 1):
-        for bad in (50, -1, 10**6):
-            B = A.copy()
-            B.indices[pos] = bad
-            with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
-                sparse_matmul(B, X)
-            with pytest.raises(ValueError, match="not below 50"):
-                CSR(B)  # a prepared operand is checked whole, at once
+    for B in _with_a_bad_index(A):
+        with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
+            sparse_matmul(B, X)
+        with pytest.raises(ValueError, match="not below 50"):
+            CSR(B)  # a prepared operand is checked whole, at once
 
 
 @pytest.mark.parametrize("dtype", _DTYPES)
@@ -209,16 +216,12 @@ def test_one_shot_scatter_finds_a_bad_index_anywhere(dtype, itype, n_tokens):
     X = np.ones((n_tokens, 300), dtype=dtype)
     X = X[0] if n_tokens == 1 else X
     np.testing.assert_allclose(sparse_matmul(X, A), X @ A, rtol=1e-4)
-    nnz = A.nnz
-    for pos in (0, 1, nnz // 3, nnz // 2, nnz - 2, nnz - 1):
-        for bad in (50, -1, 10**6):
-            B = A.copy()
-            B.indices[pos] = bad
-            with pytest.raises(ValueError, match=r"B has a corrupt .*not below 50"):
-                sparse_matmul(X, B)
-            C = sp.csc_array((B.data, B.indices, B.indptr), shape=(50, 300))
-            with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
-                sparse_matmul(C, X.T)
+    for B in _with_a_bad_index(A):
+        with pytest.raises(ValueError, match=r"B has a corrupt .*not below 50"):
+            sparse_matmul(X, B)
+        C = sp.csc_array((B.data, B.indices, B.indptr), shape=(50, 300))
+        with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
+            sparse_matmul(C, X.T)
 
 
 @pytest.mark.parametrize("dtype", _DTYPES)
@@ -482,6 +485,9 @@ def test_scatter_chunk_rule():
     assert _scatter_chunks(4 * 1000 * 4 - 1, 1000, 1, 4) == 1  # too few nonzeros
     assert _scatter_chunks(10**9, 10**7, 8, 4) == 1           # scratch too big
     assert _scatter_chunks(10**6, 1000, 0, 4) == 1            # no tokens (found by hypothesis)
+    for bad in (0, 2, 32):
+        with pytest.raises(ValueError, match="itemsize must be 4, 8 or 16"):
+            _spmm.scatter_panel_width(bad)
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
@@ -527,6 +533,8 @@ def test_transpose_rejects_bad_operands():
         _spmm.csr_transpose(B.indptr, B.indices.astype(np.int64), B.data, 20, 1)
     with pytest.raises(ValueError, match="C-contiguous"):
         _spmm.csr_transpose(B.indptr, B.indices, np.repeat(B.data, 2)[::2], 20, 1)
+    with pytest.raises(ValueError, match="n_cols must be nonnegative"):
+        _spmm.csr_transpose(B.indptr, B.indices, B.data, -1, 1)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.clongdouble, bool])

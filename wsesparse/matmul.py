@@ -36,22 +36,6 @@ DENSE_DENSITY = {
     np.dtype(np.complex128): 0.37,
 }
 DENSE_WIDE_TOKENS = 256
-# A one-shot product with a CSR operand used transposed (X @ W) or a CSC one
-# (A @ X) scatters from the stored arrays while a row of X (the tokens) takes
-# at most SCATTER_MAX_BYTES, and transposes them (``CSR.T``, a parallel
-# counting sort) for the row-gather kernel beyond. The scatter kernel saves
-# the transposition but sweeps the matrix once per 64-byte token panel,
-# slower per token than the gather kernel. Scratch timing, 2 threads, ms
-# scatter / transpose + gather (4096^2 d=0.1; 4096^2 d=0.01; 16384^2 d=0.01;
-# 16384^2 d=0.001):
-#   float32 T = 16: 1.93/9.16; 0.41/0.66; 5.05/19.4; 1.80/2.33
-#   float32 T = 32: 7.45/10.1; 1.13/0.96; 14.0/23.9; 4.52/4.34
-#   float32 T = 64: 12.2/12.8; 2.34/1.76; 24.9/30.5; 7.91/7.48
-#   float64 T = 16: 11.5/15.9; 0.83/0.71; 13.7/26.4; 5.48/5.04
-#   float64 T = 32: 15.0/14.4; 1.46/1.19; 26.9/29.8; 9.45/7.00
-# (the scatter wins where columns hold many nonzeros; 128 bytes keeps its
-# large gains and loses up to 20 % at the sparser points).
-SCATTER_MAX_BYTES = 128
 DENSE_DENSITY_WIDE = {
     np.dtype(np.float32): 0.23,
     np.dtype(np.float64): 0.24,
@@ -72,6 +56,22 @@ DENSE_DENSITY_PREPARED = {
     np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
     np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
 }
+# A one-shot product with a CSR operand used transposed (X @ W) or a CSC one
+# (A @ X) scatters from the stored arrays while a row of X (the tokens) takes
+# at most SCATTER_MAX_BYTES, and transposes them (``CSR.T``, a parallel
+# counting sort) for the row-gather kernel beyond. The scatter kernel saves
+# the transposition but sweeps the matrix once per 64-byte token panel,
+# slower per token than the gather kernel. Scratch timing, 2 threads, ms
+# scatter / transpose + gather (4096^2 d=0.1; 4096^2 d=0.01; 16384^2 d=0.01;
+# 16384^2 d=0.001):
+#   float32 T = 16: 1.93/9.16; 0.41/0.66; 5.05/19.4; 1.80/2.33
+#   float32 T = 32: 7.45/10.1; 1.13/0.96; 14.0/23.9; 4.52/4.34
+#   float32 T = 64: 12.2/12.8; 2.34/1.76; 24.9/30.5; 7.91/7.48
+#   float64 T = 16: 11.5/15.9; 0.83/0.71; 13.7/26.4; 5.48/5.04
+#   float64 T = 32: 15.0/14.4; 1.46/1.19; 26.9/29.8; 9.45/7.00
+# (the scatter wins where columns hold many nonzeros; 128 bytes keeps its
+# large gains and loses up to 20 % at the sparser points).
+SCATTER_MAX_BYTES = 128
 
 
 def _dense_threshold(dtype: np.dtype, n_tokens: int, prepared: bool) -> float:
