@@ -89,6 +89,41 @@ typedef double ws_vd __attribute__((vector_size(32), aligned(8)));
 #define WS_VFMA_double(a, b, c) ((a) * (b) + (c))
 #endif
 
+/* The SpMM's register tiles (ws_spmm_rows) use the widest vectors the target
+ * has: 64-byte AVX-512 vectors where the compiler targets AVX-512F (a tile of
+ * 8 of them holds 128 float32 columns in 8 of its 32 registers, and each
+ * vector FMA does twice an AVX2 one's work), else the 32-byte ones above; the
+ * last (< 64-byte) columns take one 32-byte tile and then ws_rest (masked
+ * 64-byte loads there ran N = 8 at half the speed). Kernel A/B, 2 threads,
+ * X rows on 64-byte lines, float32, K = 4096, N = 64: density 0.1 106 -> 141
+ * GFLOP/s, density 0.01 88 -> 129. Rows off the lines lose most of that (a
+ * 64-byte load then touches two lines): the products read X from an aligned
+ * copy (_spmm.pyx, _spmm_parts). The other kernels keep 32-byte vectors. */
+#if WS_HAVE_VEC && defined(__AVX512F__)
+#define WS_TILE_VBYTES 64
+typedef float ws_tvf __attribute__((vector_size(64), aligned(4)));
+typedef double ws_tvd __attribute__((vector_size(64), aligned(8)));
+#define WS_TILE_BCAST_float(v) ((ws_tvf)_mm512_set1_ps(v))
+#define WS_TILE_BCAST_double(v) ((ws_tvd)_mm512_set1_pd(v))
+#define WS_TILE_VFMA_float(a, b, c) ((ws_tvf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define WS_TILE_VFMA_double(a, b, c)                                                  \
+    ((ws_tvd)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#else
+#define WS_TILE_VBYTES 32
+#define ws_tvf ws_vf
+#define ws_tvd ws_vd
+#define WS_TILE_BCAST_float WS_BCAST_float
+#define WS_TILE_BCAST_double WS_BCAST_double
+#define WS_TILE_VFMA_float WS_VFMA_float
+#define WS_TILE_VFMA_double WS_VFMA_double
+#endif
+#define WS_TV_float ws_tvf
+#define WS_TV_double ws_tvd
+#define WS_V_float ws_vf
+#define WS_V_double ws_vd
+#define WS_TILE_VL_float (WS_TILE_VBYTES / 4)
+#define WS_TILE_VL_double (WS_TILE_VBYTES / 8)
+
 /* Complex dot products y[i] = sum_p data[p] * x[indices[p]] for rows r0:r1,
  * complex values stored as (re, im) pairs of T. Written with real arithmetic
  * and WS_FMA: with C complex types GCC's complex-multiply vector patterns
@@ -206,27 +241,27 @@ WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
 
 /* acc[s][0:NV] += data[q] * X[indices[q], 0:NV*VL] (constant s and NV, so the
  * accumulators stay in registers); with PF, also prefetch for q + WS_PF_DIST. */
-#define WS_TILE_STEP(T, NV, s, q, PF)                                             \
+#define WS_TILE_STEP(T, K, NV, s, q, PF)                                             \
     {                                                                             \
         const T *x_ = X + (ptrdiff_t)indices[q] * ldx;                            \
         const T w_ = data[q];                                                     \
-        const V w = WS_BCAST_##T(w_);                                             \
+        const V w = WS_##K##BCAST_##T(w_);                                             \
         if (PF) {                                                                 \
             const char *xp = (const char *)(X + (ptrdiff_t)indices[(q) + WS_PF_DIST] * ldx); \
-            for (int c = 0; c < (int)(NV * 32); c += 64) __builtin_prefetch(xp + c); \
+            for (int c = 0; c < (int)(NV * sizeof(V)); c += 64) __builtin_prefetch(xp + c); \
         }                                                                         \
         _Pragma("GCC unroll 8")                                                   \
         for (int k = 0; k < NV; ++k)                                              \
-            acc[s][k] = WS_VFMA_##T(w, *(const V *)(x_ + k * VL), acc[s][k]);     \
+            acc[s][k] = WS_##K##VFMA_##T(w, *(const V *)(x_ + k * VL), acc[s][k]);     \
     }
 
-#define WS_DEFINE_TILE_PF(T, VT, I, NV, SUFFIX, PF)                               \
+#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                               \
 static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y)                                              \
 {                                                                                 \
     typedef VT V;                                                                 \
-    enum { VL = WS_VL_##T, S = WS_SETS_##NV };                                    \
+    enum { VL = WS_##K##VL_##T, S = WS_SETS_##NV };                                    \
     V acc[S][NV];                                                                 \
     _Pragma("GCC unroll 8")                                                       \
     for (int s = 0; s < S; ++s)                                                   \
@@ -236,16 +271,16 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
     if (PF)                                                                       \
         for (; p + S + WS_PF_DIST <= p1; p += S) {                                \
             _Pragma("GCC unroll 8")                                               \
-            for (int s = 0; s < S; ++s) WS_TILE_STEP(T, NV, s, p + s, PF)         \
+            for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, PF)         \
         }                                                                         \
     for (; p + S <= p1; p += S) {                                                 \
         _Pragma("GCC unroll 8")                                                   \
-        for (int s = 0; s < S; ++s) WS_TILE_STEP(T, NV, s, p + s, 0)              \
+        for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, 0)              \
     }                                                                             \
     /* The last p1 - p < S nonzeros, set by set. */                               \
     _Pragma("GCC unroll 8")                                                       \
     for (int s = 0; s < S - 1; ++s)                                               \
-        if (p + s < p1) WS_TILE_STEP(T, NV, s, p + s, 0)                          \
+        if (p + s < p1) WS_TILE_STEP(T, K, NV, s, p + s, 0)                          \
     _Pragma("GCC unroll 8")                                                       \
     for (int k = 0; k < NV; ++k) {                                                \
         V r = acc[0][k];                                                          \
@@ -257,12 +292,12 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
 
 #else /* portable fallback */
 
-#define WS_DEFINE_TILE_PF(T, VT, I, NV, SUFFIX, PF)                               \
+#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                               \
 static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y)                                              \
 {                                                                                 \
-    enum { W = NV * WS_VL_##T };                                                  \
+    enum { W = NV * WS_##K##VL_##T };                                                  \
     T acc[W];                                                                     \
     for (int t = 0; t < W; ++t) acc[t] = 0;                                       \
     for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
@@ -283,15 +318,15 @@ typedef double ws_vd;
  * the last (fewer than one vector) columns.
  */
 #define WS_DEFINE_SPAN(T, VT, I, SUFFIX, PF)                                      \
-WS_DEFINE_TILE_PF(T, VT, I, 1, SUFFIX, PF)                                        \
-WS_DEFINE_TILE_PF(T, VT, I, 2, SUFFIX, PF)                                        \
-WS_DEFINE_TILE_PF(T, VT, I, 4, SUFFIX, PF)                                        \
-WS_DEFINE_TILE_PF(T, VT, I, 8, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 1, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 2, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF)                                        \
 static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                              \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y, ptrdiff_t nt)                                \
 {                                                                                 \
-    enum { VL = WS_VL_##T };                                                      \
+    enum { VL = WS_TILE_VL_##T };                                                      \
     ptrdiff_t t = 0;                                                              \
     for (; t + 8 * VL <= nt; t += 8 * VL)                                         \
         ws_tile##SUFFIX##_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t); \
@@ -344,9 +379,10 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
  * ws_rest. The row loop is in C so that a row with a handful of nonzeros
  * costs no call overhead.
  */
-#define WS_DEFINE_SPMM_ROWS(T, VT, I)                                             \
-WS_DEFINE_SPAN(T, VT, I, , 0)                                                     \
-WS_DEFINE_SPAN(T, VT, I, _pf, 1)                                                  \
+#define WS_DEFINE_SPMM_ROWS(T, I)                                                 \
+WS_DEFINE_SPAN(T, WS_TV_##T, I, , 0)                                              \
+WS_DEFINE_SPAN(T, WS_TV_##T, I, _pf, 1)                                           \
+WS_DEFINE_TILE_PF(T, WS_V_##T, , I, 1, _half, 0)                                   \
 WS_DEFINE_REST(T, I, 1)                                                           \
 WS_DEFINE_REST(T, I, 2)                                                           \
 WS_DEFINE_REST(T, I, 3)                                                           \
@@ -362,8 +398,12 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
     for (ptrdiff_t i = r0; i < r1; ++i) {                                         \
         const ptrdiff_t p0 = indptr[i], p1 = indptr[i + 1];                       \
         T *y = Y + i * ldy;                                                       \
-        const ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt) \
-                               : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt); \
+        ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt) \
+                         : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt); \
+        if (WS_TILE_VBYTES > 32 && nt - t >= WS_VL_##T) {                         \
+            ws_tile_half_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t);  \
+            t += WS_VL_##T;                                                       \
+        }                                                                         \
         const T *x = X + t;                                                       \
         switch (nt - t) {  /* 0 <= nt - t < VL <= 8 */                            \
         case 1: ws_rest_##T##_##I##_1(indices, data, p0, p1, x, ldx, y + t); break; \
@@ -716,7 +756,7 @@ static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *dat
 #endif
 
 #define WS_DEFINE_ALL(T, VT, I, U, IMAX)                                          \
-    WS_DEFINE_SPMM_ROWS(T, VT, I)                                                 \
+    WS_DEFINE_SPMM_ROWS(T, I)                                                     \
     WS_DEFINE_SCATTER(T, VT, I)                                                   \
     WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, 0, )                                   \
     WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, 1, _chk)

@@ -18,7 +18,7 @@ _axpy_tiles.h), so results are bitwise identical for any thread count.
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
@@ -286,22 +286,45 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
     return bad
 
 
+cdef inline Py_ssize_t _packed_stride(Py_ssize_t w, Py_ssize_t itemsize) noexcept nogil:
+    """Row stride, in values, of a packed (K, w) panel of X: whole 64-byte lines
+    for rows of at least a line, else the next power of two of the row's bytes,
+    so that no vector load of a row straddles two cache lines."""
+    cdef Py_ssize_t nbytes = w * itemsize, s = itemsize
+    if nbytes >= 64:
+        return (nbytes + 63) // 64 * 64 // itemsize
+    while s < nbytes:
+        s = 2 * s
+    return s // itemsize
+
+
 cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_t* data,
                      const value_t* X, value_t* Y, Py_ssize_t N, Py_ssize_t K,
                      const int64_t* bounds, Py_ssize_t n_parts, Py_ssize_t panel,
-                     int n_threads, int prefetch, Py_ssize_t check_cols) noexcept nogil:
+                     int n_threads, int prefetch, Py_ssize_t check_cols,
+                     int pack) noexcept nogil:
     """Returns nonzero when ``check_cols`` > 0 and a column index is out of range."""
-    cdef Py_ssize_t c0, w, k
+    cdef Py_ssize_t c0, w, k, ld
+    cdef char* raw = NULL
     cdef value_t* buf = NULL
     cdef int bad = 0
-    if panel >= N:
+    if panel >= N and not pack:
         return _sweep(indptr, indices, data, X, N, Y, N, N, bounds, n_parts, n_threads,
                       prefetch, check_cols)
-    # Several panels: each X[:, c0:c0+panel] is packed into a contiguous (K, panel)
-    # buffer first. Read in place, a panel is a short piece of every long X row,
-    # and the kernel ran 1.7x slower (K = 16384, float64, N = 256, 64-column panels:
-    # 10.5 vs 17.4 GFLOP/s with the copy).
-    buf = <value_t*>malloc(K * panel * sizeof(value_t))
+    # Packed panels: each X[:, c0:c0+panel] is copied into a (K, panel) buffer
+    # whose rows start on 64-byte lines (_packed_stride). Read in place, a panel
+    # is a short piece of every long X row, and the kernel ran 1.7x slower
+    # (K = 16384, float64, N = 256, 64-column panels: 10.5 vs 17.4 GFLOP/s with
+    # the copy); and rows that straddle cache lines (numpy aligns arrays to 16
+    # bytes) cost every vector load two accesses (K = 4096, density 0.1,
+    # float32, N = 64, 2 threads, AVX-512: 141 GFLOP/s on 64-byte aligned rows,
+    # 66 on rows 16 bytes off).
+    if panel > N:
+        panel = N
+    ld = _packed_stride(panel, sizeof(value_t))
+    raw = <char*>malloc(K * ld * sizeof(value_t) + 64)
+    if raw != NULL:
+        buf = <value_t*>(raw + (64 - <uintptr_t>raw % 64) % 64)
     c0 = 0
     while c0 < N:
         w = min(panel, N - c0)
@@ -310,33 +333,33 @@ cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_
                          n_threads, prefetch, check_cols)
         else:
             for k in prange(K, num_threads=n_threads, schedule="static"):
-                memcpy(buf + k * w, X + k * N + c0, w * sizeof(value_t))
-            bad = _sweep(indptr, indices, data, buf, w, Y + c0, N, w, bounds, n_parts,
+                memcpy(buf + k * ld, X + k * N + c0, w * sizeof(value_t))
+            bad = _sweep(indptr, indices, data, buf, ld, Y + c0, N, w, bounds, n_parts,
                          n_threads, prefetch, check_cols)
         if bad:
             break
         check_cols = 0  # the first panel's sweep checked every row
         c0 = c0 + w
-    free(buf)
+    free(raw)
     return bad
 
 
 cdef int _spmm_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* x, void* y,
                      Py_ssize_t N, Py_ssize_t K, const int64_t* b, Py_ssize_t n_parts,
                      Py_ssize_t panel, int n_threads, int prefetch,
-                     Py_ssize_t check_cols) noexcept nogil:
+                     Py_ssize_t check_cols, int pack) noexcept nogil:
     """``_spmm_parts`` for the numpy value type ``vt`` (checked by ``_value_type``)."""
     if vt == cnp.NPY_FLOAT32:
         return _spmm_parts(ip, ix, <float*>d, <float*>x, <float*>y, N, K, b, n_parts, panel,
-                           n_threads, prefetch, check_cols)
+                           n_threads, prefetch, check_cols, pack)
     if vt == cnp.NPY_FLOAT64:
         return _spmm_parts(ip, ix, <double*>d, <double*>x, <double*>y, N, K, b, n_parts, panel,
-                           n_threads, prefetch, check_cols)
+                           n_threads, prefetch, check_cols, pack)
     if vt == cnp.NPY_COMPLEX64:
         return _spmm_parts(ip, ix, <float complex*>d, <float complex*>x, <float complex*>y, N, K,
-                           b, n_parts, panel, n_threads, prefetch, check_cols)
+                           b, n_parts, panel, n_threads, prefetch, check_cols, pack)
     return _spmm_parts(ip, ix, <double complex*>d, <double complex*>x, <double complex*>y, N, K,
-                       b, n_parts, panel, n_threads, prefetch, check_cols)
+                       b, n_parts, panel, n_threads, prefetch, check_cols, pack)
 
 
 cdef int _value_type(cnp.ndarray data, tuple dense) except -1:
@@ -373,16 +396,17 @@ cdef int _index_type(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_rows)
 
 def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray X,
              cnp.ndarray Y, object row_bounds, Py_ssize_t panel, int n_threads,
-             bint prefetch, Py_ssize_t check_cols=0):
+             bint prefetch, Py_ssize_t check_cols=0, bint pack=False):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
     X is (n_cols, N) and Y is (n_rows, N), both C-contiguous, of the dtype of
     ``data``. Part ``k`` is rows ``row_bounds[k]:row_bounds[k+1]``; an int
     ``row_bounds`` asks for ``balanced_bounds(indptr, row_bounds, ROW_COST)``,
     computed here (a one-shot product then makes no array for it). ``panel``
-    (a multiple of the tile width) is the number of token columns processed
-    per sweep over the rows, chosen so that ``X[:, panel]`` stays in cache;
-    ``prefetch`` turns on software prefetch of X rows (worth it when that
+    is the number of token columns processed per sweep over the rows, chosen
+    so that ``X[:, panel]`` stays in cache; each panel narrower than N, and
+    with ``pack`` also a single one, is first copied into a buffer whose rows
+    start on 64-byte cache lines. ``prefetch`` turns on software prefetch of X rows (worth it when that
     panel does not fit in L2). Parts are handed out dynamically (a thread that
     lost its core to another process does not hold the others up); which
     thread computes a row never changes its value.
@@ -420,10 +444,10 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     with nogil:
         if it == cnp.NPY_INT32:
             bad = _spmm_typed(<int32_t*>ip, <int32_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
-                              n_threads, prefetch, check_cols)
+                              n_threads, prefetch, check_cols, pack)
         else:
             bad = _spmm_typed(<int64_t*>ip, <int64_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
-                              n_threads, prefetch, check_cols)
+                              n_threads, prefetch, check_cols, pack)
         free(owned)
     return 4 if bad else 0
 

@@ -130,22 +130,55 @@ def test_several_panels_per_sweep(dtype, prefetch):
 
 
 def test_panel_width_rule():
-    from wsesparse.csr import _L3_BYTES, _SHORT_ROW_NNZ, _VERY_SHORT_ROW_NNZ, _panel_width
+    from wsesparse.csr import _L2_BYTES, _SHORT_ROW_NNZ, _VERY_SHORT_ROW_NNZ, _panel_width
 
     # Very short rows: one sweep over all columns, however wide.
     assert _panel_width((1000, 10**6), _VERY_SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
-    # Short rows: one sweep while X takes at most half of L3, panels beyond.
-    n_cols = _L3_BYTES // 2 // (4 * 1024)
-    assert _panel_width((1000, n_cols), _SHORT_ROW_NNZ * 1000, 1024, 4) == 1024
-    assert _panel_width((1000, 4 * n_cols), _SHORT_ROW_NNZ * 1000, 1024, 4) < 1024
-    # Long rows: whole tiles whose slice of X takes at most a quarter of L3.
-    K = 1 << 16
-    p = _panel_width((1000, K), 100 * 1000, 100_000, 8)
-    tile = _spmm.TILE_BYTES_PER_ROW // 8
-    assert p % tile == 0 and tile <= p and K * p * 8 <= max(_L3_BYTES // 4, K * tile * 8)
-    # Never wider than N, never narrower than one tile.
+    # Longer rows: whole 64-byte lines per X row whose slice of X fits in L2
+    # (short rows) or half of L2.
+    K = 1024
+    for per_row, budget in ((_SHORT_ROW_NNZ, _L2_BYTES), (_SHORT_ROW_NNZ + 1, _L2_BYTES // 2)):
+        for itemsize in (4, 8, 16):
+            p = _panel_width((1000, K), per_row * 1000, 1 << 20, itemsize)
+            line = 64 // itemsize
+            assert p % line == 0 and K * p * itemsize <= budget < K * (p + line) * itemsize
+    # Never wider than N, never narrower than one line.
     assert _panel_width((1000, K), 100 * 1000, 7, 8) == 7
-    assert _panel_width((10, 1 << 40), 1000, 10_000, 8) == tile
+    assert _panel_width((10, 1 << 40), 1000, 10_000, 8) == 8
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("N", [1, 3, 4, 5, 8, 12, 16, 17, 24, 33])
+def test_packed_single_panel(dtype, N):
+    """``pack``: X read from an aligned copy with padded rows, every width."""
+    A = CSR(_rows_of_every_length(60, 200, dtype, np.int32, seed=5))
+    X = np.random.default_rng(6).standard_normal((200, N)).astype(dtype)
+    for n_threads, parts, panel in ((1, 1, N), (2, 5, N), (2, 3, max(1, N // 2))):
+        expected = np.empty((A.shape[0], N), dtype=dtype)
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, expected, 1, panel, 1, False)
+        Y = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, parts, panel, n_threads, False,
+                       0, True)
+        # The copy changes where X is read from, not how a row is summed.
+        np.testing.assert_array_equal(Y, expected)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(Y, A.to_scipy() @ X, rtol=tol, atol=tol)
+
+
+def test_pack_rule():
+    from wsesparse.csr import _PACK_MIN_REUSE, _pack_single_panel
+
+    def aligned(K, N, off):
+        buf = np.zeros(K * N * 4 + 128, np.uint8)
+        a = (-buf.ctypes.data) % 64 + off
+        return buf[a:a + K * N * 4].view(np.float32).reshape(K, N)
+
+    many = _PACK_MIN_REUSE * 100
+    assert not _pack_single_panel(aligned(100, 64, 0), many)  # already on lines
+    assert not _pack_single_panel(aligned(100, 8, 0), many)   # 32-byte rows pack lines
+    assert _pack_single_panel(aligned(100, 64, 16), many)
+    assert _pack_single_panel(aligned(100, 12, 0), many)      # 48-byte rows straddle
+    assert not _pack_single_panel(aligned(100, 64, 16), many - 1)  # too little reuse
 
 
 # -- one-shot products: the kernels check the column indices as they go -------

@@ -54,12 +54,15 @@ def _cache_bytes(level: int, default: int) -> int:
 
 
 _L2_BYTES = _cache_bytes(2, 1 << 20)
-_L3_BYTES = _cache_bytes(3, 8 << 20)
 # Rows with at most this many nonzeros on average are swept once over all
-# token columns: always (very short), or while X fits in half of L3 (see
+# token columns; up to _SHORT_ROW_NNZ, panels of X may fill L2 (see
 # _panel_width).
 _VERY_SHORT_ROW_NNZ = 8
 _SHORT_ROW_NNZ = 32
+# A product sweeping all of X at once reads it from a copy with rows on
+# 64-byte lines when it is not laid out so, once X rows are used by this many
+# nonzeros each on average (see _pack_single_panel).
+_PACK_MIN_REUSE = 24
 
 
 def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_COST) -> np.ndarray:
@@ -85,28 +88,31 @@ def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_C
 def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int) -> int:
     """Token columns per sweep over the rows of an (M, K) matrix times (K, N).
 
-    A sweep streams the matrix once and reads ``X[:, panel]`` (packed into a
-    contiguous buffer by the kernel when ``panel < N``). Very short rows reuse
-    little of X and gain most from long contiguous X-row reads and Y-row
-    writes: one sweep over all columns, as also for rows of up to
-    ``_SHORT_ROW_NNZ`` nonzeros while all of X takes at most half of L3.
-    Otherwise the panel is the widest (whole tiles) whose slice of X takes a
-    quarter of L3. Measured (2 threads, GFLOP/s, kernel only): K = 4096,
-    N = 1024, float32, density 0.001 (4 nonzeros per row): one sweep 26.6,
-    256-column panels 13.7; density 0.01: 512-column panels 44.6, one sweep
-    28.4; K = 16384, density 0.001 (16 per row), float32: N = 256 one sweep
-    34, 128-column panels 26; N = 1024 128-column panels 23, one sweep 15;
-    float64, N = 256: 64-column panels 12.3, one sweep 9.8.
+    A sweep streams the matrix once and reads ``X[:, panel]`` (packed into an
+    aligned buffer by the kernel when ``panel < N``) once per nonzero: the
+    panel is the widest whole number of 64-byte lines per X row whose slice of
+    X fits in half of L2 (all of L2 for rows of at most ``_SHORT_ROW_NNZ``
+    nonzeros, which read less of X per sweep of the matrix), at least one
+    line. Very short rows (at most ``_VERY_SHORT_ROW_NNZ``) reuse little of X
+    and gain most from long contiguous X-row reads and Y-row writes: one
+    sweep over all columns. L3 is not counted on: on the 2-core AVX-512
+    machine of the benchmarks, data beyond L2 came at DRAM speed.
+    Measured there (2 threads, GFLOP/s, prepared operand, float32):
+    K = 4096, density 0.1, N = 256: 64-column panels (1 MiB) 99, one sweep
+    42; N = 1024: 64 columns 96, one sweep 26; K = 16384, N = 256, density
+    0.01: 16 columns (1 MiB) 57, 32 columns 43, one sweep 29; density 0.1: 16
+    columns 57, one sweep 24; density 0.001 (16 per row): 32 columns 27, 16
+    columns 22, one sweep 19.
     """
     n_rows, n_cols = shape
     # (Conditionals, not min()/max(): a small product notices the builtins' cost.)
     per_row = nnz / n_rows if n_rows > 0 else 0.0
-    if per_row <= _VERY_SHORT_ROW_NNZ or (per_row <= _SHORT_ROW_NNZ and
-                                          n_cols * n_tokens * itemsize <= _L3_BYTES // 2):
+    if per_row <= _VERY_SHORT_ROW_NNZ:
         return n_tokens
-    tile = _spmm.TILE_BYTES_PER_ROW // itemsize
-    fit = (_L3_BYTES // 4) // (n_cols * itemsize or 1) // tile * tile
-    panel = fit if fit > tile else tile
+    budget = _L2_BYTES if per_row <= _SHORT_ROW_NNZ else _L2_BYTES // 2
+    line = 64 // itemsize if itemsize < 64 else 1
+    fit = budget // (n_cols * itemsize or 1) // line * line
+    panel = fit if fit > line else line
     return panel if panel < n_tokens else n_tokens
 
 
@@ -393,9 +399,19 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         row_bytes = panel * X.dtype.itemsize
         prefetch = n_cols * row_bytes > _L2_BYTES // 2 and row_bytes <= 1024
         code = _spmm.csr_spmm(indptr, indices, data, X, Y, _row_bounds(indptr, threads, bounds),
-                              panel, threads, prefetch, check_cols)
+                              panel, threads, prefetch, check_cols,
+                              _pack_single_panel(X, nnz))
     if code:
         raise ValueError(csr_error_message(code, "A", shape, len(indices)))
+
+
+def _pack_single_panel(X: np.ndarray, nnz: int) -> bool:
+    """Whether a product sweeping X (K, N) whole should still read it from an
+    aligned copy: when some of its rows straddle 64-byte cache lines and
+    each X row is used by at least ``_PACK_MIN_REUSE`` nonzeros on average."""
+    row_bytes = X.shape[1] * X.itemsize
+    aligned = X.ctypes.data % 64 == 0 and (row_bytes % 64 == 0 or 64 % row_bytes == 0)
+    return not aligned and nnz >= _PACK_MIN_REUSE * X.shape[0]
 
 
 def _row_bounds(indptr: np.ndarray, threads: int,
