@@ -566,6 +566,115 @@ static inline double WS_HSUM_double(ws_vd a)
     ws_vd2 h = (ws_vd2){a[0], a[1]} + (ws_vd2){a[2], a[3]};
     return h[0] + h[1];
 }
+/* With AVX-512, ws_spmv_vrow takes 64 bytes of values per step and their
+ * x[indices[p]] with gather instructions (ws_gdot_<T>_<I>; int64 indices the
+ * same way, so that they give int32's bits), the last (< 64 bytes) through
+ * masked gathers; the lanes are summed by _mm512_reduce_add (a fixed tree).
+ * Checked rows compare each step's indices with lim before gathering.
+ *
+ * ws_gx_<T>_<I>(m, ix, x, lim, chk, oor): x[ix[k]] in the lanes k of mask m
+ * (0 elsewhere); with chk, sets *oor and gathers nothing if one of those
+ * indices is >= lim (unsigned: negative ones too). */
+#if WS_HAVE_VEC && defined(__AVX512F__)
+#define WS_SPMV_GATHER 1
+static inline ws_tvf ws_gx_float_int32_t(__mmask16 m, const int32_t *ix, const float *x,
+                                         uint64_t lim, int chk, int *oor)
+{
+    const __m512i i = _mm512_maskz_loadu_epi32(m, ix);
+    if (chk && _mm512_mask_cmpge_epu32_mask(m, i, _mm512_set1_epi32((int32_t)lim))) {
+        *oor = 1;
+        return (ws_tvf){0};
+    }
+    return (ws_tvf)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, i, x, 4);
+}
+static inline ws_tvf ws_gx_float_int64_t(__mmask16 m, const int64_t *ix, const float *x,
+                                         uint64_t lim, int chk, int *oor)
+{
+    const __mmask8 lo = (__mmask8)m, hi = (__mmask8)(m >> 8);
+    const __m512i i0 = _mm512_maskz_loadu_epi64(lo, ix), i1 = _mm512_maskz_loadu_epi64(hi, ix + 8);
+    const __m512i lv = _mm512_set1_epi64((int64_t)lim);
+    if (chk && (_mm512_mask_cmpge_epu64_mask(lo, i0, lv) | _mm512_mask_cmpge_epu64_mask(hi, i1, lv))) {
+        *oor = 1;
+        return (ws_tvf){0};
+    }
+    const __m256 g0 = _mm512_mask_i64gather_ps(_mm256_setzero_ps(), lo, i0, x, 4);
+    const __m256 g1 = _mm512_mask_i64gather_ps(_mm256_setzero_ps(), hi, i1, x, 4);
+    return (ws_tvf)_mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(g0)),
+                                                       _mm256_castps_pd(g1), 1));
+}
+static inline ws_tvd ws_gx_double_int32_t(__mmask8 m, const int32_t *ix, const double *x,
+                                          uint64_t lim, int chk, int *oor)
+{
+    const __m256i i = _mm256_maskz_loadu_epi32(m, ix);
+    if (chk && _mm256_mask_cmpge_epu32_mask(m, i, _mm256_set1_epi32((int32_t)lim))) {
+        *oor = 1;
+        return (ws_tvd){0};
+    }
+    return (ws_tvd)_mm512_mask_i32gather_pd(_mm512_setzero_pd(), m, i, x, 8);
+}
+static inline ws_tvd ws_gx_double_int64_t(__mmask8 m, const int64_t *ix, const double *x,
+                                          uint64_t lim, int chk, int *oor)
+{
+    const __m512i i = _mm512_maskz_loadu_epi64(m, ix);
+    if (chk && _mm512_mask_cmpge_epu64_mask(m, i, _mm512_set1_epi64((int64_t)lim))) {
+        *oor = 1;
+        return (ws_tvd){0};
+    }
+    return (ws_tvd)_mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, i, x, 8);
+}
+#define WS_G_MASK_float __mmask16
+#define WS_G_MASK_double __mmask8
+#define WS_G_MLOADZ_float(m, p) ((ws_tvf)_mm512_maskz_loadu_ps((m), (p)))
+#define WS_G_MLOADZ_double(m, p) ((ws_tvd)_mm512_maskz_loadu_pd((m), (p)))
+#define WS_G_REDUCE_float(v) _mm512_reduce_add_ps((__m512)(v))
+#define WS_G_REDUCE_double(v) _mm512_reduce_add_pd((__m512d)(v))
+#define WS_DEFINE_GDOT(T, I)                                                      \
+static inline T ws_gdot_##T##_##I(const I *ix, const T *d, const T *x,            \
+                                  ptrdiff_t p, ptrdiff_t p1, uint64_t lim,        \
+                                  int chk, int *bad)                              \
+{                                                                                 \
+    typedef WS_TV_##T V;                                                          \
+    typedef WS_G_MASK_##T M;                                                      \
+    enum { W = WS_TILE_VL_##T };                                                  \
+    const M all = (M)~(M)0;                                                       \
+    V a0 = (V){0}, a1 = (V){0};                                                   \
+    int oor = 0;                                                                  \
+    for (; p + 2 * W <= p1; p += 2 * W) {                                         \
+        const V g0 = ws_gx_##T##_##I(all, ix + p, x, lim, chk, &oor);             \
+        const V g1 = ws_gx_##T##_##I(all, ix + p + W, x, lim, chk, &oor);         \
+        if (chk && oor) goto out_of_range;                                        \
+        a0 = WS_TILE_VFMA_##T(WS_G_MLOADZ_##T(all, d + p), g0, a0);               \
+        a1 = WS_TILE_VFMA_##T(WS_G_MLOADZ_##T(all, d + p + W), g1, a1);           \
+    }                                                                             \
+    for (; p < p1; p += W) {                                                      \
+        const M m = p1 - p >= W ? all : (M)((1u << (p1 - p)) - 1);                \
+        const V g = ws_gx_##T##_##I(m, ix + p, x, lim, chk, &oor);                \
+        if (chk && oor) goto out_of_range;                                        \
+        a1 = WS_TILE_VFMA_##T(WS_G_MLOADZ_##T(m, d + p), g, a1);                  \
+    }                                                                             \
+    return WS_G_REDUCE_##T(a0 + a1);                                              \
+out_of_range:                                                                     \
+    *bad = 1;                                                                     \
+    return 0;                                                                     \
+}
+WS_DEFINE_GDOT(float, int32_t)
+WS_DEFINE_GDOT(float, int64_t)
+WS_DEFINE_GDOT(double, int32_t)
+WS_DEFINE_GDOT(double, int64_t)
+#define WS_GDOT_FIRST(T, I, CHK)                                                  \
+    return ws_gdot_##T##_##I(indices, data, x, p, p1, (uint64_t)lim, CHK, bad);
+#else
+#define WS_SPMV_GATHER 0
+#define WS_GDOT_FIRST(T, I, CHK)
+#endif
+/* With the gathers, rows from WS_SPMV_GATHER_NNZ nonzeros on take them once x
+ * is larger than WS_SPMV_GATHER_X_BYTES: a gather's loads then miss L1 in
+ * parallel where scalar loads queued (K = 16384, float32, 2 threads: 8
+ * nonzeros per row 5.0 -> 7.4 GFLOP/s against rows from 8 on, 16 per row 6.5
+ * -> 8.0 against rows from 16 on); with x in L1 the scalar loads kept rows
+ * below 16 faster (K = 4096, 4 per row: 4.9 vs 3.8). */
+#define WS_SPMV_GATHER_NNZ 4
+#define WS_SPMV_GATHER_X_BYTES 32768
 /* ws_spmv_vrow[_chk]_<T>_<I>: ws_spmv_row for rows of at least
  * WS_SPMV_VEC_NNZ nonzeros, VL of them per step. */
 #define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
@@ -574,6 +683,7 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
     U lim, int *bad)                                                              \
 {                                                                                 \
     enum { VL = WS_VL_##T };                                                      \
+    WS_GDOT_FIRST(T, I, CHK)                                                      \
     WS_CHK_TYPES(U, CHK)                                                          \
     WS_LIMV                                                                       \
     VT a0 = (VT){0}, a1 = (VT){0};                                                \
@@ -617,13 +727,13 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
 #define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW)                          \
 WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                   \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, U lim)                                            \
+    ptrdiff_t r0, ptrdiff_t r1, U lim, ptrdiff_t vmin)                            \
 {                                                                                 \
     int bad = 0;                                                                  \
     for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
         const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
-        y[i] = p1 - p >= WS_SPMV_VEC_NNZ ? VROW(indices, data, x, p, p1, lim, &bad) \
-                                         : ROW(indices, data, x, p, p1, lim, &bad); \
+        y[i] = p1 - p >= vmin ? VROW(indices, data, x, p, p1, lim, &bad)          \
+                              : ROW(indices, data, x, p, p1, lim, &bad);          \
     }                                                                             \
     return bad;                                                                   \
 }
@@ -652,10 +762,13 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
 {                                                                                 \
     /* Every nonnegative I is below n_cols when n_cols exceeds I's range. */      \
     const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;         \
-    if (indptr[r1] - indptr[r0] >= WS_SPMV_VEC_NNZ * (r1 - r0))                   \
-        return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim); \
+    const ptrdiff_t vmin = WS_SPMV_GATHER                                         \
+        && n_cols * (ptrdiff_t)sizeof(T) > WS_SPMV_GATHER_X_BYTES                 \
+        ? WS_SPMV_GATHER_NNZ : WS_SPMV_VEC_NNZ;                                   \
+    if (indptr[r1] - indptr[r0] >= vmin * (r1 - r0))                              \
+        return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
     if (!CHK)                                                                     \
-        return ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, r0, r1, lim); \
+        return ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
     /* Short rows: a compare per index in the loop cost more than checking */     \
     /* each block of WS_CHECK_BLOCK nonzeros just before use, vectorized */       \
     /* (K = 4096, density 0.001: +5 us vs +0.8 us on a 12 us product). */         \
@@ -663,7 +776,7 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
         j = ws_block_end_##I(indptr, i, r1);                                      \
         if (ws_indices_out_of_range_##I(indices, indptr[i], indptr[j], n_cols))   \
             return 1;                                                             \
-        ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim);    \
+        ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
     }                                                                             \
     return 0;                                                                     \
 }

@@ -474,41 +474,44 @@ cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
 
 cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
                            const value_t* data, const value_t* x, value_t* y,
-                           Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t check_cols) noexcept nogil:
-    """y[r0:r1] = rows r0:r1 of A @ x; with ``check_cols`` > 0, the column
-    indices are checked against it on the way (returns 1 on the first one out
-    of range, leaving later rows undone). ``indptr`` must already be valid."""
+                           Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t n_cols,
+                           int check) noexcept nogil:
+    """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries); with ``check``,
+    the column indices are checked against ``n_cols`` on the way (returns 1 on
+    the first one out of range, leaving later rows undone). ``indptr`` must
+    already be valid. (The unchecked kernels get ``n_cols`` too: it picks how
+    rows are summed, which must not depend on whether they were checked.)"""
     cdef Py_ssize_t i = r0, j
     if value_t is float:
         if index_t is int32_t:
-            if check_cols > 0:
+            if check:
                 return ws_spmv_rows_chk_float_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                      check_cols)
-            return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, 0)
+                                                      n_cols)
+            return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, n_cols)
         else:
-            if check_cols > 0:
+            if check:
                 return ws_spmv_rows_chk_float_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                      check_cols)
-            return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, 0)
+                                                      n_cols)
+            return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, n_cols)
     elif value_t is double:
         if index_t is int32_t:
-            if check_cols > 0:
+            if check:
                 return ws_spmv_rows_chk_double_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                       check_cols)
-            return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, 0)
+                                                       n_cols)
+            return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, n_cols)
         else:
-            if check_cols > 0:
+            if check:
                 return ws_spmv_rows_chk_double_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                       check_cols)
-            return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, 0)
+                                                       n_cols)
+            return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, n_cols)
     else:
-        if check_cols <= 0:
+        if not check:
             _complex_dots(indptr, indices, data, x, y, r0, r1)
             return 0
         # Complex: each block of rows checked just before it is used.
         while i < r1:
             j = _block_end(indptr, i, r1)
-            if _out_of_range(indices, indptr[i], indptr[j], check_cols):
+            if _out_of_range(indices, indptr[i], indptr[j], n_cols):
                 return 1
             _complex_dots(indptr, indices, data, x, y, i, j)
             i = j
@@ -517,32 +520,32 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
 
 cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_t* data,
                      const value_t* x, value_t* y, const int64_t* bounds,
-                     Py_ssize_t n_parts, int n_threads, Py_ssize_t check_cols) noexcept nogil:
+                     Py_ssize_t n_parts, int n_threads, Py_ssize_t n_cols, int check) noexcept nogil:
     cdef Py_ssize_t part
     cdef int bad = 0
     if n_parts == 1:
-        return _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], check_cols)
+        return _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], n_cols, check)
     for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
         bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
-                          check_cols)
+                          n_cols, check)
     return bad
 
 
 cdef int _spmv_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* x, void* y,
                      const int64_t* b, Py_ssize_t n_parts, int n_threads,
-                     Py_ssize_t check_cols) noexcept nogil:
+                     Py_ssize_t n_cols, int check) noexcept nogil:
     """``_spmv_parts`` for the numpy value type ``vt`` (checked by ``_value_type``)."""
     if vt == cnp.NPY_FLOAT32:
         return _spmv_parts(ip, ix, <float*>d, <float*>x, <float*>y, b, n_parts, n_threads,
-                           check_cols)
+                           n_cols, check)
     if vt == cnp.NPY_FLOAT64:
         return _spmv_parts(ip, ix, <double*>d, <double*>x, <double*>y, b, n_parts, n_threads,
-                           check_cols)
+                           n_cols, check)
     if vt == cnp.NPY_COMPLEX64:
         return _spmv_parts(ip, ix, <float complex*>d, <float complex*>x, <float complex*>y, b,
-                           n_parts, n_threads, check_cols)
+                           n_parts, n_threads, n_cols, check)
     return _spmv_parts(ip, ix, <double complex*>d, <double complex*>x, <double complex*>y, b,
-                       n_parts, n_threads, check_cols)
+                       n_parts, n_threads, n_cols, check)
 
 
 def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
@@ -561,7 +564,8 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef void* xp = cnp.PyArray_DATA(x)
     cdef void* yp = cnp.PyArray_DATA(y)
     cdef int bad = 0
-    if check_cols > 0 and cnp.PyArray_DIM(x, 0) != check_cols:
+    cdef Py_ssize_t n_x = cnp.PyArray_DIM(x, 0)
+    if check_cols > 0 and n_x != check_cols:
         raise ValueError("check_cols must be the length of x")
     cdef int64_t* owned = NULL
     cdef Py_ssize_t n_parts
@@ -571,10 +575,10 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     with nogil:
         if it == cnp.NPY_INT32:
             bad = _spmv_typed(<int32_t*>ip, <int32_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
-                              check_cols)
+                              n_x, check_cols > 0)
         else:
             bad = _spmv_typed(<int64_t*>ip, <int64_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
-                              check_cols)
+                              n_x, check_cols > 0)
         free(owned)
     return 4 if bad else 0
 

@@ -134,7 +134,7 @@ class Dispatch:
 
 
 class PanelSweep:
-    """Wide N: very short rows are swept once over all columns, longer rows in L2-sized panels
+    """Wide N: short rows are swept once over all columns, longer rows in L2-sized panels
     (``csr._panel_width``); both sides of that switch, M = K = 4096, N = 1024, float32."""
 
     params = ([0.001, 0.01],)

@@ -130,18 +130,16 @@ def test_several_panels_per_sweep(dtype, prefetch):
 
 
 def test_panel_width_rule():
-    from wsesparse.csr import _L2_BYTES, _SHORT_ROW_NNZ, _VERY_SHORT_ROW_NNZ, _panel_width
+    from wsesparse.csr import _L2_BYTES, _SHORT_ROW_NNZ, _panel_width
 
-    # Very short rows: one sweep over all columns, however wide.
-    assert _panel_width((1000, 10**6), _VERY_SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
-    # Longer rows: whole 64-byte lines per X row whose slice of X fits in L2
-    # (short rows) or half of L2.
+    # Short rows: one sweep over all columns, however wide.
+    assert _panel_width((1000, 10**6), _SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
+    # Longer rows: whole 64-byte lines per X row whose slice of X fits in half of L2.
     K = 1024
-    for per_row, budget in ((_SHORT_ROW_NNZ, _L2_BYTES), (_SHORT_ROW_NNZ + 1, _L2_BYTES // 2)):
-        for itemsize in (4, 8, 16):
-            p = _panel_width((1000, K), per_row * 1000, 1 << 20, itemsize)
-            line = 64 // itemsize
-            assert p % line == 0 and K * p * itemsize <= budget < K * (p + line) * itemsize
+    for itemsize in (4, 8, 16):
+        p = _panel_width((1000, K), (_SHORT_ROW_NNZ + 1) * 1000, 1 << 20, itemsize)
+        line = 64 // itemsize
+        assert p % line == 0 and K * p * itemsize <= _L2_BYTES // 2 < K * (p + line) * itemsize
     # Never wider than N, never narrower than one line.
     assert _panel_width((1000, K), 100 * 1000, 7, 8) == 7
     assert _panel_width((10, 1 << 40), 1000, 10_000, 8) == 8
@@ -202,6 +200,34 @@ def test_spmv_every_row_length(dtype, itype, max_len, one_shot):
     np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("one_shot", [False, True])
+def test_spmv_wide_x_every_row_length(dtype, one_shot):
+    """x beyond L1 (the AVX-512 build gathers rows of 4 nonzeros and more):
+    every row length against scipy, and int64 indices give int32's bits."""
+    n_cols = 20_000
+    A = _rows_of_every_length(70, n_cols, dtype, np.int32, seed=7)
+    x = np.random.default_rng(3).standard_normal(n_cols).astype(dtype)
+    got = sparse_matmul(A if one_shot else CSR(A), x)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
+                       shape=A.shape)
+    got64 = sparse_matmul(A64 if one_shot else CSR(A64), x)
+    assert got64.tobytes() == got.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_shot_spmv_wide_x_finds_a_bad_index_anywhere(dtype, itype):
+    A = _long_csr(dtype, itype, n_cols=20_000)
+    x = np.ones(20_000, dtype=dtype)
+    np.testing.assert_allclose(sparse_matmul(A, x), A @ x, rtol=1e-4)
+    for B in _with_a_bad_index(A, 20_000):
+        with pytest.raises(ValueError, match="not below 20000"):
+            sparse_matmul(B, x)
+
+
 def _long_csr(dtype, itype, n_rows=300, per_row=20, n_cols=50, seed=0) -> sp.csr_array:
     """More nonzeros than one checked block (2048), rows of several lengths."""
     rng = np.random.default_rng(seed)
@@ -212,12 +238,12 @@ def _long_csr(dtype, itype, n_rows=300, per_row=20, n_cols=50, seed=0) -> sp.csr
     return sp.csr_array((data, indices, indptr), shape=(n_rows, n_cols))
 
 
-def _with_a_bad_index(A: sp.csr_array):
-    """Copies of ``A`` with one column index out of range (>= 50 or negative), at the
-    start, the middle and the end of the stored entries."""
+def _with_a_bad_index(A: sp.csr_array, n_cols: int = 50):
+    """Copies of ``A`` with one column index out of range (>= n_cols or negative), at
+    the start, the middle and the end of the stored entries."""
     nnz = A.nnz
     for pos in (0, 1, nnz // 3, nnz // 2, nnz - 2, nnz - 1):
-        for bad in (50, -1, 10**6):
+        for bad in (n_cols, -1, 10**6):
             B = A.copy()
             B.indices[pos] = bad
             yield B

@@ -55,9 +55,7 @@ def _cache_bytes(level: int, default: int) -> int:
 
 _L2_BYTES = _cache_bytes(2, 1 << 20)
 # Rows with at most this many nonzeros on average are swept once over all
-# token columns; up to _SHORT_ROW_NNZ, panels of X may fill L2 (see
-# _panel_width).
-_VERY_SHORT_ROW_NNZ = 8
+# token columns (see _panel_width).
 _SHORT_ROW_NNZ = 32
 # A product sweeping all of X at once reads it from a copy with rows on
 # 64-byte lines when it is not laid out so, once X rows are used by this many
@@ -89,29 +87,26 @@ def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int)
     """Token columns per sweep over the rows of an (M, K) matrix times (K, N).
 
     A sweep streams the matrix once and reads ``X[:, panel]`` (packed into an
-    aligned buffer by the kernel when ``panel < N``) once per nonzero: the
-    panel is the widest whole number of 64-byte lines per X row whose slice of
-    X fits in half of L2 (all of L2 for rows of at most ``_SHORT_ROW_NNZ``
-    nonzeros, which read less of X per sweep of the matrix), at least one
-    line. Very short rows (at most ``_VERY_SHORT_ROW_NNZ``) reuse little of X
-    and gain most from long contiguous X-row reads and Y-row writes: one
-    sweep over all columns. L3 is not counted on: on the 2-core AVX-512
-    machine of the benchmarks, data beyond L2 came at DRAM speed.
-    Measured there (2 threads, GFLOP/s, prepared operand, float32):
-    K = 4096, density 0.1, N = 256: 64-column panels (1 MiB) 99, one sweep
-    42; N = 1024: 64 columns 96, one sweep 26; K = 16384, N = 256, density
-    0.01: 16 columns (1 MiB) 57, 32 columns 43, one sweep 29; density 0.1: 16
-    columns 57, one sweep 24; density 0.001 (16 per row): 32 columns 27, 16
-    columns 22, one sweep 19.
+    aligned buffer by the kernel when ``panel < N``) once per nonzero. Short
+    rows (at most ``_SHORT_ROW_NNZ`` nonzeros) reuse little of X and gain most
+    from long contiguous X-row reads and Y-row writes, and a panel's copy of X
+    costs them as much as it saves: one sweep over all columns. Longer rows:
+    the widest whole number of 64-byte lines per X row whose slice of X fits
+    in half of L2, at least one line. L3 is not counted on: on the 2-core
+    AVX-512 machine of the benchmarks, data beyond L2 came at DRAM speed.
+    Measured there (2 threads, GFLOP/s, prepared operand, float32): K = 4096,
+    density 0.1, N = 256: 64-column panels (1 MiB) 99, one sweep 42; density
+    0.01, N = 1024: 64 columns 69, 32 columns 60, one sweep 21; K = 16384,
+    density 0.01, N = 1024: 16 columns (1 MiB) 61, 32 columns 49, one sweep
+    26; density 0.001 (16 per row): N = 1024 one sweep 30, 64 columns 22;
+    N = 64 one sweep 35, 32 columns 32; N = 256 one sweep 26, 32 columns 30.
     """
     n_rows, n_cols = shape
     # (Conditionals, not min()/max(): a small product notices the builtins' cost.)
-    per_row = nnz / n_rows if n_rows > 0 else 0.0
-    if per_row <= _VERY_SHORT_ROW_NNZ:
+    if nnz <= _SHORT_ROW_NNZ * n_rows:
         return n_tokens
-    budget = _L2_BYTES if per_row <= _SHORT_ROW_NNZ else _L2_BYTES // 2
     line = 64 // itemsize if itemsize < 64 else 1
-    fit = budget // (n_cols * itemsize or 1) // line * line
+    fit = _L2_BYTES // 2 // (n_cols * itemsize or 1) // line * line
     panel = fit if fit > line else line
     return panel if panel < n_tokens else n_tokens
 
