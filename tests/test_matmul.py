@@ -660,15 +660,25 @@ def test_prepared_csr_goes_dense_at_high_density_even_for_one_token(n_threads, m
 
 
 def test_auto_dispatch_stays_sparse_when_the_dense_copy_is_big(monkeypatch):
-    """Beyond the dense-copy bound auto never densifies (measured: too slow at 16384^2)."""
+    """Beyond the dense-copy bound auto never densifies (measured: too slow at 16384^2),
+    except a prepared operand whose own arrays take at least as much as the copy."""
+    import wsesparse.csr as csr
     import wsesparse.matmul as mm
     A = CSR(sp.random(100, 100, density=0.9, format="csr", random_state=0))
+    B = CSR(sp.random(100, 100, density=0.5, format="csr", random_state=0))
     X = np.ones((100, 1024))
-    assert mm._use_dense(A, X, "auto", 1024, False) and mm._use_dense(A, X, "auto", 1024, True)
+    for S in (A, B):
+        assert mm._use_dense(S, X, "auto", 1024, False) and mm._use_dense(S, X, "auto", 1024, True)
     monkeypatch.setattr(mm, "_KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
-    assert not mm._use_dense(A, X, "auto", 1024, False)
-    assert not mm._use_dense(A, X, "auto", 1024, True)
-    assert mm._use_dense(A, X, "dense", 1024, False)  # an explicit request still goes dense
+    monkeypatch.setattr(csr, "_KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
+    for S in (A, B):
+        assert not mm._use_dense(S, X, "auto", 1024, False)
+        assert mm._use_dense(S, X, "dense", 1024, False)  # an explicit request still goes dense
+    # 9000 values and indices (108 kB) against an 80 kB copy; 5000 (60 kB).
+    assert mm._use_dense(A, X, "auto", 1024, True)
+    assert not mm._use_dense(B, X, "auto", 1024, True)
+    sparse_matmul(A, X)
+    assert A._dense is not None
 
 
 def test_prepared_csr_with_an_infinite_value_stays_sparse():

@@ -304,7 +304,7 @@ class CSR:
         """The matrix as a dense array of ``dtype`` (duplicates summed).
 
         With ``keep``, the latest one is cached, if it takes at most
-        ``_KEEP_DENSE_BYTES``: a prepared operand that auto-dispatch sends to
+        ``_dense_keep_bytes()``: a prepared operand that auto-dispatch sends to
         dense BLAS again and again then pays the densify cost once.
         """
         if self._dense is not None and self._dense.dtype == dtype:
@@ -315,9 +315,15 @@ class CSR:
         nnz = self.nnz
         dense = sp.csr_array((self._values(dtype)[:nnz], self.indices[:nnz], self.indptr),
                              shape=self.shape).toarray()
-        if keep and dense.nbytes <= _KEEP_DENSE_BYTES:
+        if keep and dense.nbytes <= self._dense_keep_bytes():
             self._dense = dense
         return dense
+
+    def _dense_keep_bytes(self) -> int:
+        """The largest densified form kept: ``_KEEP_DENSE_BYTES``, or as much as
+        the operand's own values and column indices take (memory at most doubles)."""
+        size = self.data.nbytes + self.indices.nbytes
+        return size if size > _KEEP_DENSE_BYTES else _KEEP_DENSE_BYTES
 
     def _multiply_into(self, X: np.ndarray, Y: np.ndarray, n_threads: int | None) -> None:
         """Y = self @ X with X (n_cols,) or (n_cols, N) and Y alike, C-contiguous, same dtype."""

@@ -20,39 +20,38 @@ from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into, _scatter_into
 # BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A (which
 # weighs less as N grows). Dense is used when N >= DENSE_MIN_TOKENS and the
 # density is at least DENSE_DENSITY[dtype], or DENSE_DENSITY_WIDE[dtype] once
-# N >= DENSE_WIDE_TOKENS. Measured with `python benchmarks/crossover.py`
-# (M = K = 4096, 2 threads, densify cost included): the crossover densities
-# for N = 64 / 256 were float32 0.45 / 0.23, float64 0.40 / 0.24, complex64
-# 0.38 / 0.24, complex128 0.37 / 0.23; dense never won at N = 1 or 8. The
-# peer table (fresh output arrays every call, as users allocate them)
-# disagreed at N = 64 for the real types: at density 0.5, dense with the
-# densify ran at 19 (float32) / 12 (float64) GFLOP/s against 38 / 20 for
-# the sparse kernel, so the real types use 0.6 there.
+# N >= DENSE_WIDE_TOKENS. Measured with `python benchmarks/crossover.py
+# --dtypes float32,float64 --tokens 1,8,64,256` (M = K = 4096, 2 threads,
+# densify cost included) on the 2-core AVX-512 machine, after the kernels
+# took AVX-512 tiles and aligned panels: dense with the densify never won at
+# N <= 64 (the real types never go dense there: 1.01), and from density
+# 0.436 (float32) / 0.382 (float64) at N = 256. The complex types keep the
+# crossovers measured before on the AVX2 machine (their kernels did not
+# change): N = 64 / 256 0.38 / 0.24 (complex64), 0.37 / 0.23 (complex128).
 DENSE_MIN_TOKENS = 64
 DENSE_DENSITY = {
-    np.dtype(np.float32): 0.60,
-    np.dtype(np.float64): 0.60,
+    np.dtype(np.float32): 1.01,
+    np.dtype(np.float64): 1.01,
     np.dtype(np.complex64): 0.38,
     np.dtype(np.complex128): 0.37,
 }
 DENSE_WIDE_TOKENS = 256
 DENSE_DENSITY_WIDE = {
-    np.dtype(np.float32): 0.23,
-    np.dtype(np.float64): 0.24,
+    np.dtype(np.float32): 0.44,
+    np.dtype(np.float64): 0.39,
     np.dtype(np.complex64): 0.25,
     np.dtype(np.complex128): 0.24,
 }
-# Dense dispatch needs a dense copy of at most ``csr._KEEP_DENSE_BYTES``. A
-# prepared ``CSR`` keeps that copy, so after the first call dense BLAS costs
-# only the product: the crossovers without the densify cost (same
-# crossover.py run), per N = 1 / 2..63 / 64..255 / >= 256, measured at
-# N = 1, 8, 64, 256 and rounded up. For 2..63 tokens the crossover run put
-# float32 at 0.48 and float64 at 0.69, but the peer table (4096^2, float32,
-# density 0.5, N = 8) had dense BLAS at 17.5 GFLOP/s against 25 for the
-# sparse kernel, so that bucket never goes dense (1.01).
+# Dense dispatch needs a dense copy of at most ``CSR._dense_keep_bytes`` (a
+# one-shot product: ``csr._KEEP_DENSE_BYTES``). A prepared ``CSR`` keeps that
+# copy, so after the first call dense BLAS costs only the product: the
+# crossovers without the densify cost (same crossover.py run), per N = 1 /
+# 2..63 / 64..255 / >= 256, measured at N = 1, 8, 64, 256 and rounded up:
+# float32 0.226 / 0.566 / 0.354 / 0.246, float64 0.375 / >1 / 0.200 / 0.236.
+# Complex types: the AVX2 machine's run.
 DENSE_DENSITY_PREPARED = {
-    np.dtype(np.float32): (0.27, 1.01, 0.26, 0.18),
-    np.dtype(np.float64): (0.38, 1.01, 0.25, 0.20),
+    np.dtype(np.float32): (0.23, 0.57, 0.36, 0.25),
+    np.dtype(np.float64): (0.38, 1.01, 0.20, 0.24),
     np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
     np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
 }
@@ -177,11 +176,13 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
     if method == "sparse":
         return False
     dense_bytes = array_nbytes(S.shape, X.dtype)
-    if dense_bytes > _KEEP_DENSE_BYTES:
+    if dense_bytes > (S._dense_keep_bytes() if prepared else _KEEP_DENSE_BYTES):
         # A dense copy this big costs more per element to build (fresh pages,
-        # DRAM) than at the 4096^2 of the crossover measurement, and is not
-        # kept: at M = K = 16384, float32, density 0.5, N = 64, dense with
-        # the copy ran at 9.4 GFLOP/s, the sparse kernel at 32.
+        # DRAM) than at the 4096^2 of the crossover measurement: at M = K =
+        # 16384, float32, density 0.5, N = 64, dense with the copy ran at 9.4
+        # GFLOP/s, the sparse kernel at 32. A prepared operand keeps a copy
+        # no larger than its own arrays, and is then dense BLAS's alone (same
+        # point: 105 GFLOP/s against 20 for the sparse kernel).
         return False
     return (S.density >= _dense_threshold(X.dtype, n_tokens, prepared)
             # Implicit zeros of a sparse matrix do not meet the dense operand,
