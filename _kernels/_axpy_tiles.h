@@ -2,12 +2,12 @@
  * Register-blocked AXPY kernels for the sparse x dense products (_spmm.pyx).
  *
  * ws_spmm_rows_<T>_<I>: rows of Y = A @ X for CSR A. Each output row is cut
- * into tiles of NV 32-byte vectors (NV = 8, 4, 2, 1; VL values of <T> per
- * vector), the tile's accumulators are named vector variables held in
- * registers while the row's nonzeros stream past, and the last (< VL)
+ * into tiles of NV vectors (NV = 8, 4, 2, 1; 64-byte vectors with AVX-512,
+ * else 32-byte), the tile's accumulators are named vector variables held in
+ * registers while the row's nonzeros stream past, and the last (< 32 bytes)
  * columns use scalar accumulators.
- * ws_spmv_rows_<T>_<I>: rows of y = A @ x (vector steps for long rows, scalar
- * partial sums for short ones).
+ * ws_spmv_rows_<T>_<I>: rows of y = A @ x (vector steps for long rows, with
+ * gather instructions on AVX-512; scalar partial sums for short ones).
  * ws_scatter_<T>_<I>: Z = B.T @ U from B's CSR arrays (dense @ CSR without a
  * transpose), one token panel at a time.
  *
@@ -106,7 +106,7 @@ typedef double ws_tvd __attribute__((vector_size(64), aligned(8)));
 #define WS_TILE_BCAST_float(v) ((ws_tvf)_mm512_set1_ps(v))
 #define WS_TILE_BCAST_double(v) ((ws_tvd)_mm512_set1_pd(v))
 #define WS_TILE_VFMA_float(a, b, c) ((ws_tvf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
-#define WS_TILE_VFMA_double(a, b, c)                                                  \
+#define WS_TILE_VFMA_double(a, b, c)                                              \
     ((ws_tvd)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
 #else
 #define WS_TILE_VBYTES 32
@@ -241,27 +241,27 @@ WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
 
 /* acc[s][0:NV] += data[q] * X[indices[q], 0:NV*VL] (constant s and NV, so the
  * accumulators stay in registers); with PF, also prefetch for q + WS_PF_DIST. */
-#define WS_TILE_STEP(T, K, NV, s, q, PF)                                             \
+#define WS_TILE_STEP(T, K, NV, s, q, PF)                                          \
     {                                                                             \
         const T *x_ = X + (ptrdiff_t)indices[q] * ldx;                            \
         const T w_ = data[q];                                                     \
-        const V w = WS_##K##BCAST_##T(w_);                                             \
+        const V w = WS_##K##BCAST_##T(w_);                                        \
         if (PF) {                                                                 \
             const char *xp = (const char *)(X + (ptrdiff_t)indices[(q) + WS_PF_DIST] * ldx); \
             for (int c = 0; c < (int)(NV * sizeof(V)); c += 64) __builtin_prefetch(xp + c); \
         }                                                                         \
         _Pragma("GCC unroll 8")                                                   \
         for (int k = 0; k < NV; ++k)                                              \
-            acc[s][k] = WS_##K##VFMA_##T(w, *(const V *)(x_ + k * VL), acc[s][k]);     \
+            acc[s][k] = WS_##K##VFMA_##T(w, *(const V *)(x_ + k * VL), acc[s][k]); \
     }
 
-#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                               \
+#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                            \
 static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y)                                              \
 {                                                                                 \
     typedef VT V;                                                                 \
-    enum { VL = WS_##K##VL_##T, S = WS_SETS_##NV };                                    \
+    enum { VL = WS_##K##VL_##T, S = WS_SETS_##NV };                               \
     V acc[S][NV];                                                                 \
     _Pragma("GCC unroll 8")                                                       \
     for (int s = 0; s < S; ++s)                                                   \
@@ -271,16 +271,16 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
     if (PF)                                                                       \
         for (; p + S + WS_PF_DIST <= p1; p += S) {                                \
             _Pragma("GCC unroll 8")                                               \
-            for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, PF)         \
+            for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, PF)      \
         }                                                                         \
     for (; p + S <= p1; p += S) {                                                 \
         _Pragma("GCC unroll 8")                                                   \
-        for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, 0)              \
+        for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, 0)           \
     }                                                                             \
     /* The last p1 - p < S nonzeros, set by set. */                               \
     _Pragma("GCC unroll 8")                                                       \
     for (int s = 0; s < S - 1; ++s)                                               \
-        if (p + s < p1) WS_TILE_STEP(T, K, NV, s, p + s, 0)                          \
+        if (p + s < p1) WS_TILE_STEP(T, K, NV, s, p + s, 0)                       \
     _Pragma("GCC unroll 8")                                                       \
     for (int k = 0; k < NV; ++k) {                                                \
         V r = acc[0][k];                                                          \
@@ -292,12 +292,12 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
 
 #else /* portable fallback */
 
-#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                               \
+#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                            \
 static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y)                                              \
 {                                                                                 \
-    enum { W = NV * WS_##K##VL_##T };                                                  \
+    enum { W = NV * WS_##K##VL_##T };                                             \
     T acc[W];                                                                     \
     for (int t = 0; t < W; ++t) acc[t] = 0;                                       \
     for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
@@ -318,15 +318,15 @@ typedef double ws_vd;
  * the last (fewer than one vector) columns.
  */
 #define WS_DEFINE_SPAN(T, VT, I, SUFFIX, PF)                                      \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 1, SUFFIX, PF)                                        \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 2, SUFFIX, PF)                                        \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF)                                        \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF)                                        \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 1, SUFFIX, PF)                                 \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 2, SUFFIX, PF)                                 \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF)                                 \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF)                                 \
 static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                              \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y, ptrdiff_t nt)                                \
 {                                                                                 \
-    enum { VL = WS_TILE_VL_##T };                                                      \
+    enum { VL = WS_TILE_VL_##T };                                                 \
     ptrdiff_t t = 0;                                                              \
     for (; t + 8 * VL <= nt; t += 8 * VL)                                         \
         ws_tile##SUFFIX##_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t); \
@@ -375,14 +375,15 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
  * ws_spmm_rows_<T>_<I>(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf):
  *     Y[i, 0:nt] = sum over the nonzeros p of row i of data[p] * X[indices[p], 0:nt]
  * for rows r0 <= i < r1: whole vectors through the register tiles (with
- * software prefetch if pf), the last (fewer than one vector) columns through
- * ws_rest. The row loop is in C so that a row with a handful of nonzeros
- * costs no call overhead.
+ * software prefetch if pf), with AVX-512 one 32-byte tile for the last 32-63
+ * bytes, the last (fewer than 32 bytes) columns through ws_rest. The row
+ * loop is in C so that a row with a handful of nonzeros costs no call
+ * overhead.
  */
 #define WS_DEFINE_SPMM_ROWS(T, I)                                                 \
 WS_DEFINE_SPAN(T, WS_TV_##T, I, , 0)                                              \
 WS_DEFINE_SPAN(T, WS_TV_##T, I, _pf, 1)                                           \
-WS_DEFINE_TILE_PF(T, WS_V_##T, , I, 1, _half, 0)                                   \
+WS_DEFINE_TILE_PF(T, WS_V_##T, , I, 1, _half, 0)                                  \
 WS_DEFINE_REST(T, I, 1)                                                           \
 WS_DEFINE_REST(T, I, 2)                                                           \
 WS_DEFINE_REST(T, I, 3)                                                           \
@@ -401,7 +402,7 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
         ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt) \
                          : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt); \
         if (WS_TILE_VBYTES > 32 && nt - t >= WS_VL_##T) {                         \
-            ws_tile_half_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t);  \
+            ws_tile_half_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t); \
             t += WS_VL_##T;                                                       \
         }                                                                         \
         const T *x = X + t;                                                       \
@@ -795,10 +796,10 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
  * U and Z must not overlap.
  */
 #if WS_HAVE_VEC
-#define WS_SCATTER_VSTEP(T, VT, NV, V)                                          \
+#define WS_SCATTER_VSTEP(T, VT, NV, V)                                            \
     if (NV > V) *(VT *)(z + V * VL) = WS_VFMA_##T(dv, u##V, *(const VT *)(z + V * VL));
 #define WS_DEFINE_SCATTER_NV(T, VT, I, NV)                                        \
-static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,       \
+static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,        \
                                         const T *data, const T *U, ptrdiff_t ldu, \
                                         T *Z, ptrdiff_t ldz, ptrdiff_t n_rows,    \
                                         ptrdiff_t rem)                            \

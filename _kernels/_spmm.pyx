@@ -406,10 +406,10 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     is the number of token columns processed per sweep over the rows, chosen
     so that ``X[:, panel]`` stays in cache; each panel narrower than N, and
     with ``pack`` also a single one, is first copied into a buffer whose rows
-    start on 64-byte cache lines. ``prefetch`` turns on software prefetch of X rows (worth it when that
-    panel does not fit in L2). Parts are handed out dynamically (a thread that
-    lost its core to another process does not hold the others up); which
-    thread computes a row never changes its value.
+    start on 64-byte cache lines. ``prefetch`` turns on software prefetch of X
+    rows (worth it when that panel does not fit in L2). Parts are handed out
+    dynamically (a thread that lost its core to another process does not hold
+    the others up); which thread computes a row never changes its value.
 
     With ``check_cols`` > 0 (the column count of A, whose ``indptr`` has been
     checked but whose ``indices`` have not), each block of rows has its column
@@ -520,7 +520,8 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
 
 cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_t* data,
                      const value_t* x, value_t* y, const int64_t* bounds,
-                     Py_ssize_t n_parts, int n_threads, Py_ssize_t n_cols, int check) noexcept nogil:
+                     Py_ssize_t n_parts, int n_threads, Py_ssize_t n_cols,
+                     int check) noexcept nogil:
     cdef Py_ssize_t part
     cdef int bad = 0
     if n_parts == 1:

@@ -149,6 +149,27 @@ class PanelSweep:
         self.P @ self.X
 
 
+class AlignedCopy:
+    """One sweep over X (N = 64, float32, M = K = 4096): X rows off 64-byte lines are read
+    from an aligned copy once each is used by ``csr._PACK_MIN_REUSE`` (24) nonzeros or more
+    (density 0.004: 16 per row, in place; 0.01: 41, copied); ``offset`` 0 puts X on the lines
+    (never copied), 16 bytes off is where numpy's allocator puts it."""
+
+    params = ([0.004, 0.01], [0, 16])
+    param_names = ["density", "offset"]
+
+    def setup(self, density, offset):
+        self.P = CSR(random_csr(4096, 4096, density, "float32"))
+        X = random_dense(4096, 64, "float32")
+        buf = np.empty(X.nbytes + 128, dtype=np.uint8)
+        start = (-buf.ctypes.data) % 64 + offset
+        self.X = buf[start:start + X.nbytes].view(np.float32).reshape(X.shape)
+        self.X[...] = X
+
+    def time_csr_prepared(self, density, offset):
+        self.P @ self.X
+
+
 class PreparedDispatch:
     """A prepared CSR switches to its cached dense copy from DENSE_DENSITY_PREPARED (float32:
     0.27 at N = 1; never at N = 8): densities on both sides of that crossover."""

@@ -410,9 +410,10 @@ def _pack_single_panel(X: np.ndarray, nnz: int) -> bool:
     """Whether a product sweeping X (K, N) whole should still read it from an
     aligned copy: when some of its rows straddle 64-byte cache lines and
     each X row is used by at least ``_PACK_MIN_REUSE`` nonzeros on average."""
+    if nnz < _PACK_MIN_REUSE * X.shape[0]:
+        return False  # (first: a small product notices the address look-up)
     row_bytes = X.shape[1] * X.itemsize
-    aligned = X.ctypes.data % 64 == 0 and (row_bytes % 64 == 0 or 64 % row_bytes == 0)
-    return not aligned and nnz >= _PACK_MIN_REUSE * X.shape[0]
+    return not (X.ctypes.data % 64 == 0 and (row_bytes % 64 == 0 or 64 % row_bytes == 0))
 
 
 def _row_bounds(indptr: np.ndarray, threads: int,
