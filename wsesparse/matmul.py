@@ -24,8 +24,12 @@ from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into, _scatter_into
 # --dtypes float32,float64 --tokens 1,8,64,256` (M = K = 4096, 2 threads,
 # densify cost included) on the 2-core AVX-512 machine, after the kernels
 # took AVX-512 tiles and aligned panels: dense with the densify never won at
-# N <= 64 (the real types never go dense there: 1.01), and from density
-# 0.436 (float32) / 0.382 (float64) at N = 256. The complex types keep the
+# N <= 64 (the real types never go dense there: 1.01). At N = 256 that run
+# put the crossover at 0.44 (float32) / 0.38 (float64), but a direct timing
+# (method="sparse" vs "dense", M = K = 4096, float32, 2 threads, GFLOP/s)
+# disagreed: N = 256 density 0.5 sparse 138, dense 88 (crossover ~0.78 by
+# scaling); N = 1024 density 0.5 sparse 137, dense 151 (~0.45). One bucket
+# covers both: 0.6 for the real types. The complex types keep the
 # crossovers measured before on the AVX2 machine (their kernels did not
 # change): N = 64 / 256 0.38 / 0.24 (complex64), 0.37 / 0.23 (complex128).
 DENSE_MIN_TOKENS = 64
@@ -37,8 +41,8 @@ DENSE_DENSITY = {
 }
 DENSE_WIDE_TOKENS = 256
 DENSE_DENSITY_WIDE = {
-    np.dtype(np.float32): 0.44,
-    np.dtype(np.float64): 0.39,
+    np.dtype(np.float32): 0.60,
+    np.dtype(np.float64): 0.60,
     np.dtype(np.complex64): 0.25,
     np.dtype(np.complex128): 0.24,
 }
