@@ -350,11 +350,11 @@ def test_dense_dispatch_too_big(monkeypatch):
     x = np.ones((2**21, 1))
     _assert_early_memory_error(lambda: sparse_matmul(W, x, method="dense"), "densified",
                                f"({2**21 - 1}, {2**21})")
-    # auto: a dense-eligible product (density 0.5, N = 300) with room for the result
+    # auto: a dense-eligible product (density 0.7, N = 300) with room for the result
     # but, as far as the check knows, not for the dense copy of A.
     import wsesparse._checks as checks
     import wsesparse.matmul as mm
-    A = sp.random(600, 800, density=0.5, format="csr", random_state=5)
+    A = sp.random(600, 800, density=0.7, format="csr", random_state=5)
     X = np.random.default_rng(5).standard_normal((800, 300))
     monkeypatch.setattr(checks, "CHECK_MIN_BYTES", 0)
     used = []
