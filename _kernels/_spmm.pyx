@@ -139,7 +139,8 @@ cdef extern from "_axpy_tiles.h" nogil:
     Py_ssize_t ws_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
 
 
-# The Python layer sizes column panels in whole tiles.
+# The widest row tile in bytes (a complex tile; 8 AVX-512 vectors of a real one):
+# tests pick token counts around it. Panels are sized in 64-byte lines (csr.py).
 TILE_BYTES_PER_ROW = TILE_BYTES
 
 
