@@ -144,6 +144,22 @@ cdef extern from "_axpy_tiles.h" nogil:
 TILE_BYTES_PER_ROW = TILE_BYTES
 
 
+cdef extern from "_cache_probe.h" nogil:
+    double ws_read_gbps(size_t nbytes, int repeats)
+
+
+def read_bandwidth(Py_ssize_t nbytes, int repeats=5):
+    """GB/s at which one core reads a freshly touched buffer of ``nbytes``
+    (best of ``repeats`` passes), or -1.0 if it cannot be allocated. Used to
+    tell whether data beyond L2 comes from a fast L3 (csr._panel_width)."""
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be nonnegative, got {nbytes}")
+    cdef double gbps
+    with nogil:
+        gbps = ws_read_gbps(<size_t>nbytes, repeats)
+    return gbps
+
+
 def openmp_enabled():
     """Whether the kernels were compiled with OpenMP."""
     return bool(wsesparse_has_openmp())

@@ -134,18 +134,29 @@ class Dispatch:
 
 
 class PanelSweep:
-    """Wide N: short rows are swept once over all columns, longer rows in L2-sized panels
-    (``csr._panel_width``); both sides of that switch, M = K = 4096, N = 1024, float32."""
+    """Wide N: short rows are swept once over all columns, longer rows in panels
+    (``csr._panel_width``), M = K = 4096, N = 1024, float32: density 0.001 (4 per row, one
+    sweep), 0.01 (41: half of L2, or the L3 slice where L3 is fast), 0.05 (205: half of L2,
+    or all of L2 where L3 is fast). ``l3`` pins the L3 probe's answer (``slow``: panels in
+    L2; ``probed``: this machine's)."""
 
-    params = ([0.001, 0.01],)
-    param_names = ["density"]
+    params = ([0.001, 0.01, 0.05], ["slow", "probed"])
+    param_names = ["density", "l3"]
     timeout = 120
 
-    def setup(self, density):
+    def setup(self, density, l3):
+        from wsesparse import csr
+        self._saved = csr._l3_panel
+        csr._l3_panel = 0 if l3 == "slow" else None
         self.P = CSR(random_csr(4096, 4096, density, "float32"))
         self.X = random_dense(4096, 1024, "float32")
+        self.P @ self.X  # the probe runs here, not in the timing
 
-    def time_csr_prepared(self, density):
+    def teardown(self, density, l3):
+        from wsesparse import csr
+        csr._l3_panel = self._saved
+
+    def time_csr_prepared(self, density, l3):
         self.P @ self.X
 
 

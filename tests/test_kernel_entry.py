@@ -129,9 +129,11 @@ def test_several_panels_per_sweep(dtype, prefetch):
         np.testing.assert_allclose(Y, expected, rtol=tol, atol=tol)
 
 
-def test_panel_width_rule():
+def test_panel_width_rule(monkeypatch):
+    from wsesparse import csr
     from wsesparse.csr import _L2_BYTES, _SHORT_ROW_NNZ, _panel_width
 
+    monkeypatch.setattr(csr, "_l3_panel", 0)  # L3 not counted on
     # Short rows: one sweep over all columns, however wide.
     assert _panel_width((1000, 10**6), _SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
     # Longer rows: whole 64-byte lines per X row whose slice of X fits in half of L2.
@@ -143,6 +145,101 @@ def test_panel_width_rule():
     # Never wider than N, never narrower than one line.
     assert _panel_width((1000, K), 100 * 1000, 7, 8) == 7
     assert _panel_width((10, 1 << 40), 1000, 10_000, 8) == 8
+
+
+def _widest(budget: int, K: int, itemsize: int) -> int:
+    """Whole 64-byte lines per X row whose (K, panel) slice fits ``budget``, at least one."""
+    line = 64 // itemsize
+    return max(line, budget // (K * itemsize) // line * line)
+
+
+def test_panel_width_rule_with_fast_l3(monkeypatch):
+    from wsesparse import csr
+    from wsesparse.csr import _L2_BYTES, _LONG_ROW_NNZ, _SHORT_ROW_NNZ, _panel_width
+
+    l3 = 16 * _L2_BYTES
+    monkeypatch.setattr(csr, "_l3_panel", l3)
+    N = 1 << 20
+    for itemsize in (4, 8, 16):
+        line = 64 // itemsize
+        K = _L2_BYTES // 2 // 64  # one line of every X row fills half of L2
+        # Rows between short and long: the L3 slice.
+        assert _panel_width((100, K), (_SHORT_ROW_NNZ + 1) * 100, N, itemsize) == \
+            _widest(l3, K, itemsize)
+        # Long rows whose one-line slice fits in half of L2: all of L2.
+        p = _panel_width((100, K), _LONG_ROW_NNZ * 100, N, itemsize)
+        assert p == _widest(_L2_BYTES, K, itemsize) == 2 * line
+        # ... but not once a line of every X row overflows half of L2.
+        assert _panel_width((100, 2 * K), _LONG_ROW_NNZ * 100, N, itemsize) == \
+            _widest(l3, 2 * K, itemsize)
+        # Short rows and narrow products are as before.
+        assert _panel_width((100, K), _SHORT_ROW_NNZ * 100, N, itemsize) == N
+        assert _panel_width((100, K), _LONG_ROW_NNZ * 100, 3, itemsize) == 3
+
+
+@pytest.mark.parametrize("forced, expected", [("0", 0), ("1", None)])
+def test_fast_l3_can_be_forced(monkeypatch, forced, expected):
+    from wsesparse import csr
+
+    monkeypatch.setattr(csr, "_l3_panel", None)
+    monkeypatch.setenv("WSESPARSE_FAST_L3", forced)
+    monkeypatch.setattr(csr._spmm, "read_bandwidth", lambda *a: pytest.fail("probed"))
+    got = csr._l3_panel_bytes()
+    if expected is None:  # a quarter of L3, at most _L3_PANEL_MAX_BYTES, if beyond L2
+        size = min(csr._L3_BYTES // 4, csr._L3_PANEL_MAX_BYTES)
+        expected = size if size > csr._L2_BYTES else 0
+    assert got == expected and csr._l3_panel == expected
+
+
+def test_fast_l3_probe(monkeypatch):
+    """The probe: fast where L3 reads keep up with half of L2, and asked only once."""
+    from wsesparse import csr
+
+    monkeypatch.delenv("WSESPARSE_FAST_L3", raising=False)
+    monkeypatch.setattr(csr, "_L2_BYTES", 1 << 20)
+    monkeypatch.setattr(csr, "_L3_BYTES", 64 << 20)
+    for far, fast in ((30.0, True), (10.0, False), (-1.0, False)):
+        asked = []
+
+        def fake(nbytes, repeats, far=far, asked=asked):
+            asked.append(nbytes)
+            return 50.0 if nbytes == 1 << 19 else far
+
+        monkeypatch.setattr(csr._spmm, "read_bandwidth", fake)
+        monkeypatch.setattr(csr, "_l3_panel", None)
+        assert csr._l3_panel_bytes() == (csr._L3_PANEL_MAX_BYTES if fast else 0)
+        assert csr._l3_panel_bytes() == csr._l3_panel  # cached
+        assert sorted(asked) == [1 << 19, csr._L3_PANEL_MAX_BYTES]
+
+
+def test_read_bandwidth():
+    assert _spmm.read_bandwidth(1 << 16, 2) > 0
+    assert _spmm.read_bandwidth(0) == -1.0 and _spmm.read_bandwidth(1 << 16, 0) == -1.0
+    with pytest.raises(ValueError, match="nbytes"):
+        _spmm.read_bandwidth(-1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_every_panel_choice_against_oracle(monkeypatch, dtype):
+    """One line, several lines and one sweep: what the L3 probe can pick."""
+    from wsesparse import csr
+
+    rng = np.random.default_rng(8)
+    K, N = 512, 200
+    A = sp.random(300, K, density=0.2, format="csr", random_state=9, dtype=np.float64)
+    A = A.astype(dtype)
+    X = rng.standard_normal((K, N)).astype(dtype)
+    expected = A.astype(np.complex128) @ X.astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    panels = set()
+    for l2, l3 in ((64 * K, 0), (256 * K, 0), (64 * K, 1 << 30)):
+        monkeypatch.setattr(csr, "_L2_BYTES", l2)
+        monkeypatch.setattr(csr, "_l3_panel", l3)
+        panels.add(csr._panel_width(A.shape, A.nnz, N, np.dtype(dtype).itemsize))
+        for n_threads in (1, 2):
+            np.testing.assert_allclose(sparse_matmul(A, X, n_threads=n_threads), expected,
+                                       rtol=tol, atol=tol)
+    assert len(panels) == 3
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])

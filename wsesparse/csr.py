@@ -54,13 +54,53 @@ def _cache_bytes(level: int, default: int) -> int:
 
 
 _L2_BYTES = _cache_bytes(2, 1 << 20)
+_L3_BYTES = _cache_bytes(3, 0)
 # Rows with at most this many nonzeros on average are swept once over all
 # token columns (see _panel_width).
 _SHORT_ROW_NNZ = 32
+# With a fast L3, rows with at least this many nonzeros on average still take
+# L2-sized panels (see _panel_width).
+_LONG_ROW_NNZ = 160
 # A product sweeping all of X at once reads it from a copy with rows on
 # 64-byte lines when it is not laid out so, once X rows are used by this many
 # nonzeros each on average (see _pack_single_panel).
 _PACK_MIN_REUSE = 24
+# The slice of X a sweep may take when L3 is fast: a quarter of L3 (the two
+# cores share it with A's stream and Y), at most 8 MiB.
+_L3_PANEL_MAX_BYTES = 8 << 20
+# L3 counts as fast when one core reads _l3_panel_bytes() from it at least
+# this fraction as fast as half of L2 (on the AMD EPYC of the benchmarks,
+# 8 MiB, fresh processes: 0.66-0.92; 64 MiB, from DRAM: ~0.33).
+_FAST_L3_RATIO = 0.5
+_l3_panel: int | None = None  # bytes; 0: L3 not counted on; None: not probed yet
+
+
+def _l3_panel_bytes() -> int:
+    """The slice of X a sweep may take from L3, or 0 where L3 is not fast.
+
+    Measured once per process (``_spmm.read_bandwidth``, a few milliseconds)
+    the first time a product asks, unless ``WSESPARSE_FAST_L3`` says ``1`` or
+    ``0``. Some machines report an L3 that comes at DRAM speed (a VM shown a
+    host's shared cache): there panels must fit in L2. The answer only picks
+    panel widths; these set which register tile sums a column, so they may
+    change the last bits of a real-type product (never with the thread count).
+    """
+    global _l3_panel
+    if _l3_panel is None:
+        size = _L3_BYTES // 4
+        size = size if size < _L3_PANEL_MAX_BYTES else _L3_PANEL_MAX_BYTES
+        forced = os.environ.get("WSESPARSE_FAST_L3", "").strip()
+        if size <= _L2_BYTES or forced == "0":
+            _l3_panel = 0
+        elif forced == "1":
+            _l3_panel = size
+        else:
+            # Best of 5 passes: in a fresh process the first passes over a new
+            # buffer ran at a third of the later ones' rate.
+            near = _spmm.read_bandwidth(_L2_BYTES // 2, 5)
+            far = _spmm.read_bandwidth(size, 5)
+            _l3_panel = size if far >= _FAST_L3_RATIO * near > 0 else 0
+    return _l3_panel
 
 
 def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_COST) -> np.ndarray:
@@ -90,23 +130,36 @@ def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int)
     aligned buffer by the kernel when ``panel < N``) once per nonzero. Short
     rows (at most ``_SHORT_ROW_NNZ`` nonzeros) reuse little of X and gain most
     from long contiguous X-row reads and Y-row writes, and a panel's copy of X
-    costs them as much as it saves: one sweep over all columns. Longer rows:
-    the widest whole number of 64-byte lines per X row whose slice of X fits
-    in half of L2, at least one line. L3 is not counted on: on the 2-core
-    AVX-512 machine of the benchmarks, data beyond L2 came at DRAM speed.
-    Measured there (2 threads, GFLOP/s, prepared operand, float32): K = 4096,
-    density 0.1, N = 256: 64-column panels (1 MiB) 99, one sweep 42; density
-    0.01, N = 1024: 64 columns 69, 32 columns 60, one sweep 21; K = 16384,
-    density 0.01, N = 1024: 16 columns (1 MiB) 61, 32 columns 49, one sweep
-    26; density 0.001 (16 per row): N = 1024 one sweep 30, 64 columns 22;
-    N = 64 one sweep 35, 32 columns 32; N = 256 one sweep 26, 32 columns 30.
+    costs them as much as it saves: one sweep over all columns. Longer rows
+    take the widest whole number of 64-byte lines per X row (at least one)
+    whose slice of X fits a budget:
+
+    * half of L2 where L3 is not fast (``_l3_panel_bytes()`` is 0). Measured
+      on the 2-core AVX-512 machine whose L3 came at DRAM speed (2 threads,
+      GFLOP/s, prepared operand, float32): K = 4096, density 0.1, N = 256:
+      64-column panels (1 MiB) 99, one sweep 42; density 0.01, N = 1024: 64
+      columns 69, 32 columns 60, one sweep 21; K = 16384, density 0.01,
+      N = 1024: 16 columns (1 MiB) 61, 32 columns 49, one sweep 26.
+    * with a fast L3: all of L2 for rows of at least ``_LONG_ROW_NNZ``
+      nonzeros whose one-line slice fits in half of L2, else the L3 slice.
+      Measured on the 2-core AMD EPYC (AVX2, L2 512 KiB, L3 32 MiB), same
+      units, half of L2 / all of L2 / 8 MiB of L3: K = 4096 float32 N = 256,
+      density 0.01: 47 / 53 / 60; 0.03 (123 per row): 60 / 62 / 65; 0.05: 45
+      / 55 / 47; 0.1: 58 / 67 / 59; 0.5: 47 / 56 / 45; K = 16384 density 0.01
+      N = 1024: 28 / 29 / 48; K = 8192 density 0.03: 28 / 29 / 41.
     """
     n_rows, n_cols = shape
     # (Conditionals, not min()/max(): a small product notices the builtins' cost.)
     if nnz <= _SHORT_ROW_NNZ * n_rows:
         return n_tokens
     line = 64 // itemsize if itemsize < 64 else 1
-    fit = _L2_BYTES // 2 // (n_cols * itemsize or 1) // line * line
+    row_bytes = (n_cols * itemsize or 1)
+    fit = _L2_BYTES // 2 // row_bytes // line * line
+    if fit < n_tokens and _l3_panel_bytes():
+        if nnz >= _LONG_ROW_NNZ * n_rows and fit >= line:
+            fit = _L2_BYTES // row_bytes // line * line
+        else:
+            fit = _l3_panel // row_bytes // line * line
     panel = fit if fit > line else line
     return panel if panel < n_tokens else n_tokens
 
