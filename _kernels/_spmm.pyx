@@ -135,6 +135,7 @@ cdef extern from "_axpy_tiles.h" nogil:
     # Checked products validate the column indices of this many nonzeros (or
     # of one longer row) just before multiplying them, while they are in cache.
     enum: CHECK_BLOCK "WS_CHECK_BLOCK"
+    enum: _TILE_VBYTES "WS_TILE_VBYTES"
     Py_ssize_t ws_block_end_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t)
     Py_ssize_t ws_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
 
@@ -142,6 +143,9 @@ cdef extern from "_axpy_tiles.h" nogil:
 # The widest row tile in bytes (a complex tile; 8 AVX-512 vectors of a real one):
 # tests pick token counts around it. Panels are sized in 64-byte lines (csr.py).
 TILE_BYTES_PER_ROW = TILE_BYTES
+# Bytes of one register of the SpMM tiles this build uses: 64 where the compiler
+# targets AVX-512F, else 32 (matmul.py keeps dense-dispatch crossovers per width).
+TILE_VECTOR_BYTES = _TILE_VBYTES
 
 
 cdef extern from "_cache_probe.h" nogil:

@@ -19,6 +19,7 @@ from matmul_helpers import (DENSE_DTYPES, FORMATS, KERNEL_DTYPES, KINDS, SPARSE_
                       assert_matches, random_dense, random_sparse, sparse_operands,
                       to_format, tolerance)
 from wsesparse import CSR, sparse_matmul
+from wsesparse._kernels import _spmm
 from wsesparse.matmul import DENSE_MIN_TOKENS
 
 
@@ -637,6 +638,19 @@ def test_auto_dispatch_rule(dtype, n, prepared):
     X[0, 0] = np.inf  # implicit zeros must not meet inf: stay sparse
     A = CSR(sp.random(100, 100, density=0.99, format="csr", random_state=0, dtype=dtype))
     assert not _use_dense(A, X, "auto", n, prepared)
+
+
+def test_dispatch_crossovers_follow_the_build(monkeypatch):
+    """The real types' crossovers are measured per tile width (AVX-512 vs 32-byte)."""
+    import wsesparse.matmul as mm
+    assert _spmm.TILE_VECTOR_BYTES in (32, 64)
+    assert mm._WIDE_VECTORS == (_spmm.TILE_VECTOR_BYTES == 64)
+    for wide, expect in ((True, 1.0), (False, 2.0)):
+        monkeypatch.setattr(mm, "_WIDE_VECTORS", wide)
+        assert mm._per_build(1.0, 2.0) == expect
+    f32 = np.dtype(np.float32)
+    expected = 1.01 if _spmm.TILE_VECTOR_BYTES == 64 else 0.40
+    assert mm.DENSE_DENSITY[f32] == expected
 
 
 @pytest.mark.parametrize("n_threads", [None, 1, 2])

@@ -20,42 +20,61 @@ from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into, _scatter_into
 # BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A (which
 # weighs less as N grows). Dense is used when N >= DENSE_MIN_TOKENS and the
 # density is at least DENSE_DENSITY[dtype], or DENSE_DENSITY_WIDE[dtype] once
-# N >= DENSE_WIDE_TOKENS. Measured with `python benchmarks/crossover.py
+# N >= DENSE_WIDE_TOKENS. How fast the kernel runs next to BLAS depends on
+# the vectors it was compiled for, so the real types have one crossover per
+# build: _per_build(AVX-512 tiles, 32-byte tiles), see _spmm.TILE_VECTOR_BYTES.
+#
+# AVX-512 (the 2-core Intel machine): `python benchmarks/crossover.py
 # --dtypes float32,float64 --tokens 1,8,64,256` (M = K = 4096, 2 threads,
-# densify cost included) on the 2-core AVX-512 machine, after the kernels
-# took AVX-512 tiles and aligned panels: dense with the densify never won at
-# N <= 64 (the real types never go dense there: 1.01). At N = 256 that run
-# put the crossover at 0.44 (float32) / 0.38 (float64), but a direct timing
-# (method="sparse" vs "dense", M = K = 4096, float32, 2 threads, GFLOP/s)
-# disagreed: N = 256 density 0.5 sparse 138, dense 88 (crossover ~0.78 by
-# scaling); N = 1024 density 0.5 sparse 137, dense 151 (~0.45). One bucket
-# covers both: 0.6 for the real types. The complex types keep the
-# crossovers measured before on the AVX2 machine (their kernels did not
-# change): N = 64 / 256 0.38 / 0.24 (complex64), 0.37 / 0.23 (complex128).
+# densify cost included) after the kernels took AVX-512 tiles and aligned
+# panels: dense with the densify never won at N <= 64 (1.01). At N = 256 that
+# run put the crossover at 0.44 (float32) / 0.38 (float64), but a direct
+# timing (method="sparse" vs "dense", M = K = 4096, float32, 2 threads,
+# GFLOP/s) disagreed: N = 256 density 0.5 sparse 138, dense 88 (crossover
+# ~0.78 by scaling); N = 1024 density 0.5 sparse 137, dense 151 (~0.45). One
+# bucket covers both: 0.6.
+# AVX2 (the 2-core AMD EPYC, L3 probed fast), same command: densify + BLAS
+# wins from 0.395 (float32) / 0.510 (float64) at N = 64 and 0.273 / 0.208 at
+# N = 256, never at N <= 8; rounded up.
+# The complex types were measured on an AVX2 machine only: N = 64 / 256 0.38
+# / 0.24 (complex64), 0.37 / 0.23 (complex128); their kernels do not use the
+# tiles.
+_WIDE_VECTORS = _spmm.TILE_VECTOR_BYTES >= 64
+
+
+def _per_build(avx512: float, avx2: float) -> float:
+    return avx512 if _WIDE_VECTORS else avx2
+
+
 DENSE_MIN_TOKENS = 64
 DENSE_DENSITY = {
-    np.dtype(np.float32): 1.01,
-    np.dtype(np.float64): 1.01,
+    np.dtype(np.float32): _per_build(1.01, 0.40),
+    np.dtype(np.float64): _per_build(1.01, 0.52),
     np.dtype(np.complex64): 0.38,
     np.dtype(np.complex128): 0.37,
 }
 DENSE_WIDE_TOKENS = 256
 DENSE_DENSITY_WIDE = {
-    np.dtype(np.float32): 0.60,
-    np.dtype(np.float64): 0.60,
+    np.dtype(np.float32): _per_build(0.60, 0.28),
+    np.dtype(np.float64): _per_build(0.60, 0.22),
     np.dtype(np.complex64): 0.25,
     np.dtype(np.complex128): 0.24,
 }
 # Dense dispatch needs a dense copy of at most ``CSR._dense_keep_bytes`` (a
 # one-shot product: ``csr._KEEP_DENSE_BYTES``). A prepared ``CSR`` keeps that
 # copy, so after the first call dense BLAS costs only the product: the
-# crossovers without the densify cost (same crossover.py run), per N = 1 /
-# 2..63 / 64..255 / >= 256, measured at N = 1, 8, 64, 256 and rounded up:
-# float32 0.226 / 0.566 / 0.354 / 0.246, float64 0.375 / >1 / 0.200 / 0.236.
-# Complex types: the AVX2 machine's run.
+# crossovers without the densify cost (same crossover.py runs), per N = 1 /
+# 2..63 / 64..255 / >= 256, measured at N = 1, 8, 64, 256 and rounded up.
+# AVX-512: float32 0.226 / 0.566 / 0.354 / 0.246, float64 0.375 / >1 / 0.200
+# / 0.236. AVX2: float32 0.254 / 0.344 / 0.240 / 0.213, float64 0.351 /
+# 0.538 / 0.277 / 0.166 (N = 8 rounded up further, to 0.40 / 0.60: an earlier
+# AVX2 peer table had the sparse kernel ahead at density 0.5). Complex types:
+# an AVX2 machine's run.
 DENSE_DENSITY_PREPARED = {
-    np.dtype(np.float32): (0.23, 0.57, 0.36, 0.25),
-    np.dtype(np.float64): (0.38, 1.01, 0.20, 0.24),
+    np.dtype(np.float32): (_per_build(0.23, 0.26), _per_build(0.57, 0.40),
+                           _per_build(0.36, 0.25), _per_build(0.25, 0.22)),
+    np.dtype(np.float64): (_per_build(0.38, 0.36), _per_build(1.01, 0.60),
+                           _per_build(0.20, 0.28), _per_build(0.24, 0.17)),
     np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
     np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
 }
