@@ -34,8 +34,12 @@ from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into, _scatter_into
 # ~0.78 by scaling); N = 1024 density 0.5 sparse 137, dense 151 (~0.45). One
 # bucket covers both: 0.6.
 # AVX2 (the 2-core AMD EPYC, L3 probed fast), same command: densify + BLAS
-# wins from 0.395 (float32) / 0.510 (float64) at N = 64 and 0.273 / 0.208 at
-# N = 256, never at N <= 8; rounded up.
+# won from 0.395 (float32) / 0.510 (float64) at N = 64 and 0.273 / 0.208 at
+# N = 256, never at N <= 8. A direct timing (method="sparse" vs "dense",
+# interleaved, best of 4 s, ms) disagreed at N = 64: density 0.5 float32
+# 34.7 vs 47.9, float64 71.0 vs 72.2; N = 256 density 0.3: float32 81.1 vs
+# 82.2, float64 153 vs 146; density 0.5: 143 vs 92 (float32), 231 vs 136.
+# Used: N = 64..255 0.60 / 0.55, N >= 256 0.30 / 0.28.
 # The complex types were measured on an AVX2 machine only: N = 64 / 256 0.38
 # / 0.24 (complex64), 0.37 / 0.23 (complex128); their kernels do not use the
 # tiles.
@@ -48,15 +52,15 @@ def _per_build(avx512: float, avx2: float) -> float:
 
 DENSE_MIN_TOKENS = 64
 DENSE_DENSITY = {
-    np.dtype(np.float32): _per_build(1.01, 0.40),
-    np.dtype(np.float64): _per_build(1.01, 0.52),
+    np.dtype(np.float32): _per_build(1.01, 0.60),
+    np.dtype(np.float64): _per_build(1.01, 0.55),
     np.dtype(np.complex64): 0.38,
     np.dtype(np.complex128): 0.37,
 }
 DENSE_WIDE_TOKENS = 256
 DENSE_DENSITY_WIDE = {
-    np.dtype(np.float32): _per_build(0.60, 0.28),
-    np.dtype(np.float64): _per_build(0.60, 0.22),
+    np.dtype(np.float32): _per_build(0.60, 0.30),
+    np.dtype(np.float64): _per_build(0.60, 0.28),
     np.dtype(np.complex64): 0.25,
     np.dtype(np.complex128): 0.24,
 }
@@ -67,13 +71,14 @@ DENSE_DENSITY_WIDE = {
 # 2..63 / 64..255 / >= 256, measured at N = 1, 8, 64, 256 and rounded up.
 # AVX-512: float32 0.226 / 0.566 / 0.354 / 0.246, float64 0.375 / >1 / 0.200
 # / 0.236. AVX2: float32 0.254 / 0.344 / 0.240 / 0.213, float64 0.351 /
-# 0.538 / 0.277 / 0.166 (N = 8 rounded up further, to 0.40 / 0.60: an earlier
-# AVX2 peer table had the sparse kernel ahead at density 0.5). Complex types:
-# an AVX2 machine's run.
+# 0.538 / 0.277 / 0.166, but N = 2..63 never goes dense: in the peer table
+# (4096^2, float32, density 0.5, N = 8) the prepared CSR sent to dense BLAS by
+# a 0.40 bucket ran at 23.4 GFLOP/s, the one-shot sparse kernel at 30.0.
+# Complex types: an AVX2 machine's run.
 DENSE_DENSITY_PREPARED = {
-    np.dtype(np.float32): (_per_build(0.23, 0.26), _per_build(0.57, 0.40),
+    np.dtype(np.float32): (_per_build(0.23, 0.26), _per_build(0.57, 1.01),
                            _per_build(0.36, 0.25), _per_build(0.25, 0.22)),
-    np.dtype(np.float64): (_per_build(0.38, 0.36), _per_build(1.01, 0.60),
+    np.dtype(np.float64): (_per_build(0.38, 0.36), _per_build(1.01, 1.01),
                            _per_build(0.20, 0.28), _per_build(0.24, 0.17)),
     np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
     np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
