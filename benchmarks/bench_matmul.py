@@ -183,7 +183,8 @@ class AlignedCopy:
 
 class PreparedDispatch:
     """A prepared CSR switches to its cached dense copy from DENSE_DENSITY_PREPARED (float32:
-    0.27 at N = 1; never at N = 8): densities on both sides of that crossover."""
+    0.23 with AVX-512 tiles / 0.26 with AVX2 at N = 1; 0.57 / never at N = 8): densities on
+    both sides of those crossovers."""
 
     params = ([0.2, 0.35, 0.6], [1, 8])
     param_names = ["density", "n_tokens"]
