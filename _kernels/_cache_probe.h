@@ -6,14 +6,13 @@
  *
  * ws_read_gbps(nbytes, repeats): GB/s of the fastest of ``repeats`` passes
  * summing a freshly touched buffer of ``nbytes`` (rounded down to 64-byte
- * lines), or -1.0 if it cannot be allocated. Releases nothing it does not own;
- * the sum is kept so the compiler cannot drop the reads.
+ * lines), or -1.0 if that is no whole line, ``repeats`` < 1 or the buffer
+ * cannot be allocated. The sums go to a volatile so the reads are not dropped.
  */
 #ifndef WSESPARSE_CACHE_PROBE_H
 #define WSESPARSE_CACHE_PROBE_H
 
 #include <stdlib.h>
-#include <string.h>
 #include <stdint.h>
 #include <time.h>
 

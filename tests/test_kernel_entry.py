@@ -214,9 +214,12 @@ def test_fast_l3_probe(monkeypatch):
 
 def test_read_bandwidth():
     assert _spmm.read_bandwidth(1 << 16, 2) > 0
-    assert _spmm.read_bandwidth(0) == -1.0 and _spmm.read_bandwidth(1 << 16, 0) == -1.0
-    with pytest.raises(ValueError, match="nbytes"):
+    assert _spmm.read_bandwidth(0) == -1.0 and _spmm.read_bandwidth(63) == -1.0
+    with pytest.raises(ValueError, match="nbytes must be nonnegative, got -1"):
         _spmm.read_bandwidth(-1)
+    for repeats in (0, -3):
+        with pytest.raises(ValueError, match=f"repeats must be at least 1, got {repeats}"):
+            _spmm.read_bandwidth(1 << 16, repeats)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])

@@ -153,13 +153,14 @@ def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int)
     if nnz <= _SHORT_ROW_NNZ * n_rows:
         return n_tokens
     line = 64 // itemsize if itemsize < 64 else 1
-    row_bytes = (n_cols * itemsize or 1)
-    fit = _L2_BYTES // 2 // row_bytes // line * line
-    if fit < n_tokens and _l3_panel_bytes():
-        if nnz >= _LONG_ROW_NNZ * n_rows and fit >= line:
-            fit = _L2_BYTES // row_bytes // line * line
-        else:
-            fit = _l3_panel // row_bytes // line * line
+    row_bytes = n_cols * itemsize or 1
+    budget = _L2_BYTES // 2
+    if budget // row_bytes // line * line < n_tokens:  # (only then can L3 widen it)
+        l3 = _l3_panel_bytes()
+        if l3:
+            long_rows = nnz >= _LONG_ROW_NNZ * n_rows and line * row_bytes <= budget
+            budget = _L2_BYTES if long_rows else l3
+    fit = budget // row_bytes // line * line
     panel = fit if fit > line else line
     return panel if panel < n_tokens else n_tokens
 

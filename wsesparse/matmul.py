@@ -78,7 +78,7 @@ DENSE_DENSITY_WIDE = {
 DENSE_DENSITY_PREPARED = {
     np.dtype(np.float32): (_per_build(0.23, 0.26), _per_build(0.57, 1.01),
                            _per_build(0.36, 0.25), _per_build(0.25, 0.22)),
-    np.dtype(np.float64): (_per_build(0.38, 0.36), _per_build(1.01, 1.01),
+    np.dtype(np.float64): (_per_build(0.38, 0.36), 1.01,
                            _per_build(0.20, 0.28), _per_build(0.24, 0.17)),
     np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
     np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
