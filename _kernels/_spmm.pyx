@@ -22,6 +22,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
+from numpy import empty as _np_empty
+
 cnp.import_array()
 
 cdef extern from "_omp_compat.h" nogil:
@@ -165,6 +167,42 @@ def read_bandwidth(Py_ssize_t nbytes, int repeats=5):
     with nogil:
         gbps = ws_read_gbps(<size_t>nbytes, repeats)
     return gbps
+
+
+cdef extern from "_out_pool.h":
+    object ws_pool_capsule()
+    size_t ws_pool_release()
+    size_t ws_pool_cached()
+    size_t ws_pool_min
+
+cdef extern from "numpy/arrayobject.h":
+    object PyDataMem_SetHandler(object handler)
+
+cdef object _POOL_HANDLER = ws_pool_capsule()
+# Outputs from this many bytes on come from the pool (see _out_pool.h).
+OUTPUT_POOL_MIN_BYTES = ws_pool_min
+
+
+def empty_pooled(shape, dtype):
+    """``numpy.empty(shape, dtype)`` whose buffer, once the array is freed,
+    waits for reuse by the next output of the same size (_out_pool.h). For
+    arrays of at least ``OUTPUT_POOL_MIN_BYTES``; smaller requests are plain
+    allocations."""
+    old = PyDataMem_SetHandler(_POOL_HANDLER)
+    try:
+        return _np_empty(shape, dtype)
+    finally:
+        PyDataMem_SetHandler(old)
+
+
+def release_pooled():
+    """Return the freed outputs waiting for reuse to the system; the bytes released."""
+    return ws_pool_release()
+
+
+def pooled_bytes():
+    """Bytes of freed outputs waiting for reuse."""
+    return ws_pool_cached()
 
 
 def openmp_enabled():

@@ -5,8 +5,9 @@ simulated wafer-scale core grid (``wsesparse.wafer``).
 """
 
 from wsesparse.csr import CSR
+from wsesparse._outputs import release_cached_outputs
 from wsesparse.matmul import sparse_matmul
 from wsesparse.tlr import TLRBatch, TLRMatrix
 
-__all__ = ["CSR", "sparse_matmul", "TLRMatrix", "TLRBatch"]
+__all__ = ["CSR", "sparse_matmul", "release_cached_outputs", "TLRMatrix", "TLRBatch"]
 __version__ = "0.1.0"

@@ -11,6 +11,7 @@ from wsesparse import _cupy_backend
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, product_shape, result_dtype)
+from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import _available_cores, resolve_n_threads
 from wsesparse._kernels import _spmm
@@ -290,6 +291,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     explicit zeros count as stored (scipy's COO multi-vector product skips
     them, its vector product does not).
 
+    Results of at least 32 MiB are allocated through a numpy memory handler
+    that keeps the buffers of two freed ones for reuse by the next result of
+    the same size (see ``wsesparse.release_cached_outputs``).
+
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
@@ -384,7 +389,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         if view.flags.c_contiguous and not overlaps:
             target = view  # the kernel writes straight into out
     if target is None:
-        target = np.empty(res_shape[::-1] if transpose else res_shape, dtype=dtype)
+        target = empty_output(res_shape[::-1] if transpose else res_shape, dtype,
+                              array_nbytes(res_shape, dtype))
 
     if plain is not None:
         _scatter_into(*plain, X, target, n_threads, check_cols=True, name=sparse_name)
@@ -463,9 +469,10 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     if nnz <= 0:
         return None
     out_shape = shape[:1] + B.shape[1:]
-    if shape[0] * n_tokens * dtype.itemsize >= CHECK_MIN_BYTES:  # spare small calls the check
+    out_bytes = shape[0] * n_tokens * dtype.itemsize
+    if out_bytes >= CHECK_MIN_BYTES:  # spare small calls the check
         check_array_allocation(out_shape, dtype, "the result of sparse_matmul")
-    Y = np.empty(out_shape, dtype=dtype)
+    Y = empty_output(out_shape, dtype, out_bytes)
     _product_into(indptr, indices, data, shape, nnz, B, Y, n_threads, bounds)
     return Y
 

@@ -1,0 +1,129 @@
+"""Large results come from a pool of freed buffers (wsesparse/_outputs.py)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy._core.multiarray import get_handler_name
+
+import wsesparse
+from wsesparse import CSR, release_cached_outputs, sparse_matmul
+from wsesparse._kernels import _spmm
+
+POOL_MIN = _spmm.OUTPUT_POOL_MIN_BYTES
+POOL_NAME = "wsesparse_output_pool"
+
+
+@pytest.fixture(autouse=True)
+def _empty_pool():
+    release_cached_outputs()
+    yield
+    release_cached_outputs()
+
+
+def _operands(m, k, n, dtype, density, seed):
+    A = sp.random(m, k, density=density, format="csr", dtype=dtype, random_state=seed)
+    X = np.random.default_rng(seed).standard_normal((k, n)).astype(dtype)
+    return A, X
+
+
+def test_pool_threshold_is_glibcs_mmap_limit():
+    assert POOL_MIN == 32 << 20
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_large_results_reuse_freed_buffers_and_stay_exact(prepared):
+    # 4096 x 1024 float64 = 32 MiB: pooled. The second product has other
+    # values and empty rows: nothing of the first result may show through.
+    A1, X = _operands(4096, 256, 1024, np.float64, 0.05, 0)
+    Y1 = sparse_matmul(CSR(A1) if prepared else A1, X, method="sparse")
+    assert get_handler_name(Y1) == POOL_NAME and Y1.flags.owndata
+    assert Y1.ctypes.data % 64 == 0
+    np.testing.assert_allclose(Y1, A1 @ X, rtol=1e-12, atol=1e-12)
+    addr = Y1.ctypes.data
+    del Y1
+    assert _spmm.pooled_bytes() == 32 << 20
+
+    A2 = sp.random(4096, 256, density=0.002, format="csr", random_state=1)
+    assert np.diff(A2.indptr).min() == 0  # some rows are empty
+    Y2 = sparse_matmul(CSR(A2) if prepared else A2, X, method="sparse")
+    assert Y2.ctypes.data == addr and _spmm.pooled_bytes() == 0
+    np.testing.assert_array_equal(Y2[np.diff(A2.indptr) == 0], 0.0)
+    np.testing.assert_allclose(Y2, A2 @ X, rtol=1e-12, atol=1e-12)
+
+
+def test_pooled_results_of_other_paths():
+    # X @ W (transposed result), dense dispatch, and an all-zero matrix, each
+    # into a buffer the previous one left.
+    A, X = _operands(4096, 512, 1024, np.float64, 0.01, 2)
+    for _ in range(2):
+        Z = sparse_matmul(np.ascontiguousarray(X.T), A.T.tocsr())
+        np.testing.assert_allclose(Z, X.T @ A.T.toarray(), rtol=1e-10, atol=1e-10)
+        del Z
+    D = sparse_matmul(A, X, method="dense")
+    np.testing.assert_allclose(D, A @ X, rtol=1e-10, atol=1e-10)
+    del D
+    Z0 = sparse_matmul(sp.csr_matrix((4096, 512)), X)
+    assert get_handler_name(Z0) == POOL_NAME
+    assert not Z0.any()
+
+
+def test_small_results_are_plain_numpy_arrays():
+    A, X = _operands(64, 32, 8, np.float32, 0.2, 3)
+    assert get_handler_name(sparse_matmul(A, X)) != POOL_NAME
+    assert get_handler_name(sparse_matmul(A, X, method="sparse")) != POOL_NAME
+
+
+def test_pool_keeps_two_buffers_of_exactly_one_size_each():
+    shape = (POOL_MIN // 8,)
+    a0, a1, a2 = (_spmm.empty_pooled(shape, np.float64) for _ in range(3))
+    addrs = [a.ctypes.data for a in (a0, a1, a2)]
+    del a0, a1, a2
+    assert _spmm.pooled_bytes() == 2 * POOL_MIN  # the first of three was freed
+    # Another size is a fresh allocation; the same size takes a kept buffer.
+    other = _spmm.empty_pooled((POOL_MIN // 8 + 1,), np.float64)
+    assert _spmm.pooled_bytes() == 2 * POOL_MIN
+    again = _spmm.empty_pooled(shape, np.float64)
+    assert again.ctypes.data in addrs[1:]
+    assert _spmm.pooled_bytes() == POOL_MIN
+    del other, again
+    # 'other' took the free slot, 'again' the oldest buffer's.
+    assert release_cached_outputs() == 2 * POOL_MIN + 8
+    assert _spmm.pooled_bytes() == 0 and release_cached_outputs() == 0
+
+
+def test_pool_returns_huge_buffers_to_the_system():
+    # Over 1 GiB is not kept (the pages are never touched, so this is cheap).
+    a = _spmm.empty_pooled(((1 << 30) + 64,), np.uint8)
+    del a
+    assert _spmm.pooled_bytes() == 0
+
+
+def test_pooled_arrays_resize_and_copy_like_any_array():
+    a = _spmm.empty_pooled((POOL_MIN // 4,), np.float32)
+    a[:] = 1.5
+    a.resize((10,), refcheck=False)  # numpy reallocates through the handler
+    assert a.shape == (10,) and (a == 1.5).all()
+    del a
+    assert _spmm.pooled_bytes() == 0  # 40 bytes: below the pool's threshold
+    b = _spmm.empty_pooled((POOL_MIN // 8,), np.float64)
+    c = b.copy()
+    assert get_handler_name(c) != POOL_NAME
+
+
+def test_pool_can_be_turned_off():
+    code = ("import numpy as np, scipy.sparse as sp, wsesparse;"
+            "from numpy._core.multiarray import get_handler_name as g;"
+            "A = sp.random(4096, 8, density=0.5, format='csr', random_state=0);"
+            "print(g(wsesparse.sparse_matmul(A, np.ones((8, 1024)))))")
+    env = dict(os.environ, WSESPARSE_OUTPUT_POOL="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out != POOL_NAME
+
+
+def test_release_is_public():
+    assert "release_cached_outputs" in wsesparse.__all__
