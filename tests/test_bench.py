@@ -119,3 +119,49 @@ def test_peers_script_is_the_same_command(no_peers, capsys):
 def test_bench_rejects_unknown_dtype(capsys):
     assert main(["bench", "--dtypes", "float16", "--no-triad"]) == 2
     assert "--dtypes must be among float32" in capsys.readouterr().err
+
+
+def test_bench_rejects_rounds_below_one(capsys):
+    assert main(["bench", "--rounds", "0", "--no-triad"]) == 2
+    assert "--rounds must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_later_rounds_time_every_fast_library_again(no_peers, monkeypatch):
+    """With --rounds 3 each fast library is timed again in rounds 2 and 3 (its best over
+    all rounds counts); one whose call takes over half a round's budget is not."""
+    import numpy as np
+
+    from wsesparse import bench
+    seen = []
+    real = bench.retime
+
+    def spy(fn, best, budget):
+        seen.append((best, budget))
+        return real(fn, best, budget)
+
+    monkeypatch.setattr(bench, "retime", spy)
+    args = bench.parse_args(["--sizes", "64", "--tokens", "2", "--densities", "0.3",
+                             "--dtypes", "float64", "--no-triad", "--budget", "0.03",
+                             "--repeats", "1", "--threads", "1", "--rounds", "3"])
+    row = bench.run_point(64, 2, 0.3, "float64", {}, args)
+    libraries = [k for k in ("wsesparse", "wse.CSR", "scipy", "dense") if k in row]
+    assert all(isinstance(row[k], float) for k in libraries) and len(libraries) == 4
+    assert len(seen) == 2 * len(libraries)          # rounds 2 and 3, every library
+    assert all(budget == pytest.approx(0.01) for _, budget in seen)
+    assert np.isfinite(row["ratio"])
+
+    calls = []
+    assert bench.retime(lambda: calls.append(1), 0.02, 0.03) == 0.02 and not calls
+    t = bench.retime(lambda: calls.append(1), 0.001, 0.003)
+    assert len(calls) > 10 and t < 0.001             # fast calls: timed until the budget
+
+
+def test_best_time_single_call_threshold():
+    from wsesparse._timing import best_time
+    calls = []
+    _, t = best_time(lambda: calls.append(1) or sum(range(20000)), repeats=3, budget=1e-9,
+                     single_call_above=10.0)
+    assert len(calls) >= 3 and t > 0                # under the threshold: repeats
+    calls.clear()
+    best_time(lambda: calls.append(1) or sum(range(20000)), repeats=3, budget=1e-9)
+    assert len(calls) == 1                           # default 2 * budget: the warm-up only

@@ -11,12 +11,13 @@ MAX_REPEATS = 50
 
 
 def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = None,
-              max_repeats: int = MAX_REPEATS) -> tuple[Any, float]:
+              max_repeats: int = MAX_REPEATS,
+              single_call_above: float | None = None) -> tuple[Any, float]:
     """``(result of a warm-up call, best time in seconds of the timed calls)``.
 
     Without ``budget``: exactly ``repeats`` timed calls after the warm-up. With ``budget``
-    (seconds) the repeats are adaptive: a warm-up that takes more than ``2 * budget`` is the
-    only call (its time is reported); otherwise timed calls run until ``budget`` seconds are
+    (seconds) the repeats are adaptive: a warm-up that takes more than ``single_call_above``
+    (default ``2 * budget``) is the only call (its time is reported); otherwise timed calls run until ``budget`` seconds are
     spent (at least two, and ``repeats`` unless that exceeds the budget, at most
     ``max_repeats``), so fast calls get many repeats, which on a shared machine is what
     finds a quiet moment.
@@ -37,7 +38,7 @@ def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = No
             fn()
             best = min(best, time.perf_counter() - t0)
         return result, best
-    if first > 2 * budget:
+    if first > (2 * budget if single_call_above is None else single_call_above):
         return result, first
     best, spent = float("inf"), 0.0
     for i in range(max_repeats):
