@@ -502,20 +502,27 @@ out_of_range:                                                                   
  * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols):
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
- * range, y then being partly written. Rows of at least WS_SPMV_VEC_NNZ
- * nonzeros (two float32 vectors' worth) take VL of them per step: their values
+ * range, y then being partly written. Rows of at least WS_SPMV_VEC_NNZ_<T>
+ * nonzeros (three float32 vectors' worth) take VL of them per step: their values
  * loaded as one vector, the x[indices[p]] put together lane by lane (scalar
  * loads inserted into a vector, not a gather instruction: gathers are slower
  * on Zen), one vector FMA into one of two accumulators; about 2 loads per
  * nonzero instead of 3 (K = 4096, density 0.1, float32: 1.3x the scalar loop
  * on one thread). The lanes are summed as a tree, the last (< VL) nonzeros in
- * two chains. Shorter rows take ws_spmv_row. The float64 threshold is also 16
- * (not two of its vectors, 8): rows of 8-15 gain little from the vector steps,
- * and parts of short rows then meet a long one less often (see
- * ws_spmv_scalar_rows).
+ * two chains. Shorter rows take ws_spmv_row. float32 rows of 16-23 went the
+ * vector way until a C harness (2 threads, AVX2 Zen 3, random rows of
+ * Poisson-distributed length) put 24 ahead: mean 16 per row, K = 16384: 4.02
+ * -> 4.34 GFLOP/s (1 thread 1.81 -> 2.04), mean 41 and 164: unchanged (+-2
+ * %); near the threshold a row's way is a coin toss for the branch
+ * predictor. float64 keeps 16 (not measured again; not two of its 4-lane
+ * vectors, 8: rows of 8-15 gain little from the vector steps, and parts of
+ * short rows then meet a long one less often, see ws_spmv_scalar_rows).
  */
-#ifndef WS_SPMV_VEC_NNZ
-#define WS_SPMV_VEC_NNZ 16
+#ifndef WS_SPMV_VEC_NNZ_float
+#define WS_SPMV_VEC_NNZ_float 24
+#endif
+#ifndef WS_SPMV_VEC_NNZ_double
+#define WS_SPMV_VEC_NNZ_double 16
 #endif
 #if WS_HAVE_VEC
 #define WS_XV_float(x, ix, p) ((ws_vf){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]], \
@@ -677,7 +684,7 @@ WS_DEFINE_GDOT(double, int64_t)
 #define WS_SPMV_GATHER_NNZ 4
 #define WS_SPMV_GATHER_X_BYTES 32768
 /* ws_spmv_vrow[_chk]_<T>_<I>: ws_spmv_row for rows of at least
- * WS_SPMV_VEC_NNZ nonzeros, VL of them per step. */
+ * WS_SPMV_VEC_NNZ_<T> nonzeros, VL of them per step. */
 #define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
 WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(    \
     const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
@@ -724,7 +731,7 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
 }
 #endif
 /* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
- * VROW if it has at least WS_SPMV_VEC_NNZ nonzeros, else ROW. */
+ * VROW if it has at least vmin nonzeros, else ROW. */
 #define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW)                          \
 WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                   \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
@@ -738,7 +745,7 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
     }                                                                             \
     return bad;                                                                   \
 }
-/* Every row of at least WS_SPMV_VEC_NNZ nonzeros is summed by
+/* Every row of at least WS_SPMV_VEC_NNZ_<T> nonzeros is summed by
  * ws_spmv_vrow, every shorter one by ws_spmv_row, whichever rows function
  * (chosen per part, i.e. per thread count) runs it: the rows function only
  * decides whether the long-row code is inlined (vector_rows) or called
@@ -765,7 +772,7 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
     const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;         \
     const ptrdiff_t vmin = WS_SPMV_GATHER                                         \
         && n_cols * (ptrdiff_t)sizeof(T) > WS_SPMV_GATHER_X_BYTES                 \
-        ? WS_SPMV_GATHER_NNZ : WS_SPMV_VEC_NNZ;                                   \
+        ? WS_SPMV_GATHER_NNZ : WS_SPMV_VEC_NNZ_##T;                               \
     if (indptr[r1] - indptr[r0] >= vmin * (r1 - r0))                              \
         return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
     if (!CHK)                                                                     \

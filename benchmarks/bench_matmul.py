@@ -181,6 +181,32 @@ class AlignedCopy:
         self.P @ self.X
 
 
+class LargeOutput:
+    """Results on both sides of the output pool's 32 MiB threshold (wsesparse/_outputs.py):
+    M = K = 4096, density 0.001, N = 512 / 1024 float64 (16 / 32 MiB results), ``pool``
+    off means the result is written into fresh pages every call (as without the pool)."""
+
+    params = ([512, 1024], ["on", "off"])
+    param_names = ["n_tokens", "pool"]
+    timeout = 120
+
+    def setup(self, n_tokens, pool):
+        from wsesparse import _outputs
+        self.P = CSR(random_csr(4096, 4096, 0.001, "float64"))
+        self.X = random_dense(4096, n_tokens, "float64")
+        self._saved = _outputs._POOL_MIN_BYTES
+        if pool == "off":
+            _outputs._POOL_MIN_BYTES = float("inf")
+
+    def teardown(self, n_tokens, pool):
+        from wsesparse import _outputs
+        _outputs._POOL_MIN_BYTES = self._saved
+        wsesparse.release_cached_outputs()
+
+    def time_csr_prepared(self, n_tokens, pool):
+        self.P @ self.X
+
+
 class PreparedDispatch:
     """A prepared CSR switches to its cached dense copy from DENSE_DENSITY_PREPARED (float32:
     0.23 with AVX-512 tiles / 0.26 with AVX2 at N = 1; 0.57 / never at N = 8): densities on

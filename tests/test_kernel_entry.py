@@ -289,9 +289,10 @@ _DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 @pytest.mark.parametrize("max_len", [12, 40, 70])
 @pytest.mark.parametrize("one_shot", [False, True])
 def test_spmv_every_row_length(dtype, itype, max_len, one_shot):
-    """Rows averaging under two vector steps take the scalar loop alone
-    (max_len 12), longer ones the vector steps with scalar short rows and
-    tails; prepared (unchecked) and one-shot (checked) kernels alike."""
+    """Parts whose rows average under WS_SPMV_VEC_NNZ_<T> (24 float32, 16
+    float64) run the scalar loop with the vector rows called out (max_len 12:
+    no vector rows; 40: float32), others the vector steps inlined with scalar
+    short rows and tails; prepared (unchecked) and one-shot (checked) alike."""
     A = _rows_of_every_length(max_len, 97, dtype, itype, seed=max_len)
     x = np.random.default_rng(2).standard_normal(97).astype(dtype)
     expected = A.astype(np.complex128).toarray() @ x.astype(np.complex128)

@@ -16,8 +16,9 @@ def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = No
     """``(result of a warm-up call, best time in seconds of the timed calls)``.
 
     Without ``budget``: exactly ``repeats`` timed calls after the warm-up. With ``budget``
-    (seconds) the repeats are adaptive: a warm-up that takes more than ``single_call_above``
-    (default ``2 * budget``) is the only call (its time is reported); otherwise timed calls run until ``budget`` seconds are
+    (seconds) the repeats are adaptive: a warm-up that takes more than
+    ``single_call_above`` (default ``2 * budget``) is the only call (its time is
+    reported); otherwise timed calls run until ``budget`` seconds are
     spent (at least two, and ``repeats`` unless that exceeds the budget, at most
     ``max_repeats``), so fast calls get many repeats, which on a shared machine is what
     finds a quiet moment.

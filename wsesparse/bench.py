@@ -11,8 +11,8 @@ with
 * ``torch``          - ``torch.sparse_csr_tensor(...) @ X``                 (if installed)
 * ``dense``          - numpy BLAS ``A_dense @ X`` (dense matrix built outside the timing)
 
-Every time is the best of a few repeats (fewer for slow points) in one process, taken over
-``--rounds`` rounds that time every library in turn, every result is
+Every time is the best of a few repeats (fewer for slow points) in one process; the repeats
+are spread over ``--rounds`` rounds that time every library in turn. Every result is
 checked against scipy's (a peer whose result is wrong is reported as FAIL, never with a time),
 and rates are GFLOP/s = 2 * nnz * N / t for every library, dense BLAS included, so the columns
 compare directly. A STREAM-like triad at the top gives the memory bandwidth to compare the
@@ -216,10 +216,11 @@ def print_load_average() -> None:
               "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
 
 
-def make_calls(A, X, mods, n_threads, dense_ok, left=False):
+def make_calls(A, X, mods, n_threads, dense_ok, left=False, skip=()):
     """{name: zero-argument callable returning a numpy array} for every peer present.
 
-    Conversions to each library's own format happen here, outside the timed region.
+    Conversions to each library's own format happen here, outside the timed region. Peers
+    named in ``skip`` (predicted too slow) are left out before any conversion or warm-up.
     With ``left``, the calls compute ``X.T @ A`` (dense @ sparse; ``X.T`` C-contiguous).
     """
     import numpy as np
@@ -243,16 +244,17 @@ def make_calls(A, X, mods, n_threads, dense_ok, left=False):
     # for the densifying call, 107 for the next ones).
     wse.sparse_matmul(*pair(P), n_threads=n_threads)
     calls["wse.CSR"] = lambda: wse.sparse_matmul(*pair(P), n_threads=n_threads)
-    calls["scipy"] = lambda: operator.matmul(*pair(A))
+    if "scipy" not in skip:
+        calls["scipy"] = lambda: operator.matmul(*pair(A))
 
-    if "mkl" in mods:
+    if "mkl" in mods and "mkl" not in skip:
         dot = mods["mkl"].dot_product_mkl
         calls["mkl"] = lambda: dot(*pair(A))
 
-    if "graphblas" in mods:
+    if "graphblas" in mods and "graphblas" not in skip:
         calls["graphblas"] = _graphblas_call(mods["graphblas"], A, X, D, one, left)
 
-    if "torch" in mods:
+    if "torch" in mods and "torch" not in skip:
         torch = mods["torch"]
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
@@ -260,7 +262,7 @@ def make_calls(A, X, mods, n_threads, dense_ok, left=False):
         Dt = torch.from_numpy(np.ascontiguousarray(D))
         calls["torch"] = _TorchCall(*((Dt, At) if left else (At, Dt)))
 
-    if dense_ok:
+    if dense_ok and "dense" not in skip:
         Ad = A.toarray()
         calls["dense"] = lambda: operator.matmul(*pair(Ad))
     return calls
@@ -381,14 +383,25 @@ def run_point(M, N, density, dtype_name, mods, args):
     left = getattr(args, "left", False)
     if left:
         row["side"] = "left"
-    calls = make_calls(A, X, mods, args.threads, dense_ok=True, left=left)
+    # Skip a peer whose last time at this (M, density, dtype), scaled by N, predicts a
+    # call slower than --max-call, before its operands are converted (GraphBLAS picks its
+    # variant by timing both: minutes at 16384^2, density 0.5, N = 1024). wsesparse is
+    # never skipped; where scipy is, the others are checked on sampled rows against a
+    # float64 dense product instead.
+    results = {}
+    for name in PEERS:
+        key = (name, M, density, dtype_name)
+        if key in args.history:
+            n_prev, t_prev = args.history[key]
+            if t_prev * N / n_prev > args.max_call:
+                results[name] = ("slow", f"predicted {t_prev * N / n_prev:.0f} s per call")
+    calls = make_calls(A, X, mods, args.threads, dense_ok=True, left=left, skip=set(results))
     # With --left the results (X.T @ A) are checked as their transposes, A.T @ X.
     A_ref = A.T.tocsr() if left else A
     if "graphblas" in calls:
         row["graphblas_variant"] = calls["graphblas"].variant
-    results = {}
     # scipy first: its result is the reference.
-    order = ["scipy"] + [p for p in PEER_ORDER if p != "scipy" and p in calls]
+    order = sorted(calls, key=lambda p: (p != "scipy", PEER_ORDER.index(p)))
     # The budget is spent in rounds that take every library in turn, so that a
     # noisy spell on the shared machine does not fall on one library's timings
     # alone: the first round warms up and verifies, the later ones only time.
@@ -396,15 +409,7 @@ def run_point(M, N, density, dtype_name, mods, args):
     ref = None
     for name in order:
         fn = calls[name]
-        # Skip a library whose last time at this (M, density, dtype), scaled by N, predicts a
-        # call slower than --max-call (wsesparse never is; where scipy is, the others are
-        # checked on sampled rows against a float64 dense product instead).
         key = (name, M, density, dtype_name)
-        if name not in ("wsesparse", "wse.CSR") and key in args.history:
-            n_prev, t_prev = args.history[key]
-            if t_prev * N / n_prev > args.max_call:
-                results[name] = ("slow", f"predicted {t_prev * N / n_prev:.0f} s per call")
-                continue
         try:
             out, t = best_time(fn, args.repeats, args.budget / rounds,
                                single_call_above=2 * args.budget)
