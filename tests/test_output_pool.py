@@ -7,7 +7,11 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from numpy._core.multiarray import get_handler_name
+
+try:
+    from numpy._core.multiarray import get_handler_name
+except ImportError:  # numpy 1.x
+    from numpy.core.multiarray import get_handler_name
 
 import wsesparse
 from wsesparse import CSR, release_cached_outputs, sparse_matmul
@@ -116,13 +120,17 @@ def test_pooled_arrays_resize_and_copy_like_any_array():
 
 def test_pool_can_be_turned_off():
     code = ("import numpy as np, scipy.sparse as sp, wsesparse;"
-            "from numpy._core.multiarray import get_handler_name as g;"
+            "from wsesparse._kernels import _spmm;"
             "A = sp.random(4096, 8, density=0.5, format='csr', random_state=0);"
-            "print(g(wsesparse.sparse_matmul(A, np.ones((8, 1024)))))")
-    env = dict(os.environ, WSESPARSE_OUTPUT_POOL="0")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out != POOL_NAME
+            "Y = wsesparse.sparse_matmul(A, np.ones((8, 1024))); del Y;"
+            "print(_spmm.pooled_bytes())")
+    kept = {}
+    for setting in ("0", "1"):
+        env = dict(os.environ, WSESPARSE_OUTPUT_POOL=setting)
+        kept[setting] = int(subprocess.run([sys.executable, "-c", code], env=env,
+                                           capture_output=True, text=True,
+                                           check=True).stdout.strip())
+    assert kept == {"0": 0, "1": 32 << 20}
 
 
 def test_release_is_public():
