@@ -216,7 +216,7 @@ def print_load_average() -> None:
               "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
 
 
-def make_calls(A, X, mods, n_threads, dense_ok, left=False, skip=()):
+def make_calls(A, X, mods, n_threads, left=False, skip=()):
     """{name: zero-argument callable returning a numpy array} for every peer present.
 
     Conversions to each library's own format happen here, outside the timed region. Peers
@@ -262,7 +262,7 @@ def make_calls(A, X, mods, n_threads, dense_ok, left=False, skip=()):
         Dt = torch.from_numpy(np.ascontiguousarray(D))
         calls["torch"] = _TorchCall(*((Dt, At) if left else (At, Dt)))
 
-    if dense_ok and "dense" not in skip:
+    if "dense" not in skip:
         Ad = A.toarray()
         calls["dense"] = lambda: operator.matmul(*pair(Ad))
     return calls
@@ -395,7 +395,7 @@ def run_point(M, N, density, dtype_name, mods, args):
             n_prev, t_prev = args.history[key]
             if t_prev * N / n_prev > args.max_call:
                 results[name] = ("slow", f"predicted {t_prev * N / n_prev:.0f} s per call")
-    calls = make_calls(A, X, mods, args.threads, dense_ok=True, left=left, skip=set(results))
+    calls = make_calls(A, X, mods, args.threads, left=left, skip=set(results))
     # With --left the results (X.T @ A) are checked as their transposes, A.T @ X.
     A_ref = A.T.tocsr() if left else A
     if "graphblas" in calls:
