@@ -133,5 +133,13 @@ def test_pool_can_be_turned_off():
     assert kept == {"0": 0, "1": 32 << 20}
 
 
-def test_release_is_public():
+def test_release_is_public_and_takes_no_arguments():
     assert "release_cached_outputs" in wsesparse.__all__
+    with pytest.raises(TypeError):
+        release_cached_outputs(1 << 20)
+    # The pool's own entry point rejects what np.empty rejects.
+    with pytest.raises(ValueError, match="negative"):
+        _spmm.empty_pooled((-1,), np.float64)
+    with pytest.raises(TypeError):
+        _spmm.empty_pooled((4,), "not a dtype")
+    assert get_handler_name(np.empty(POOL_MIN // 8)) != POOL_NAME  # handler restored
