@@ -329,6 +329,29 @@ def test_one_shot_spmv_wide_x_finds_a_bad_index_anywhere(dtype, itype):
             sparse_matmul(B, x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_shot_spmv_finds_a_bad_index_in_every_short_row_position(dtype, itype):
+    """Rows of 1..23 nonzeros among long ones (the part takes the checked vector
+    steps, its short rows the checked 16-byte steps and scalar tails): a bad
+    index at every position of the short row is found."""
+    n_cols = 60
+    for length in range(1, 24):
+        lengths = np.array([40, length, 40, 40])
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+        indices = np.arange(indptr[-1]) % n_cols
+        data = np.ones(indptr[-1], dtype=dtype)
+        x = np.ones(n_cols, dtype=dtype)
+        A = sp.csr_array((data, indices.astype(itype), indptr), shape=(4, n_cols))
+        np.testing.assert_array_equal(sparse_matmul(A, x, n_threads=1), lengths)
+        for pos in range(indptr[1], indptr[2]):
+            for bad in (n_cols, -1):
+                B = A.copy()
+                B.indices[pos] = bad
+                with pytest.raises(ValueError, match=f"not below {n_cols}"):
+                    sparse_matmul(B, x, n_threads=1)
+
+
 def _long_csr(dtype, itype, n_rows=300, per_row=20, n_cols=50, seed=0) -> sp.csr_array:
     """More nonzeros than one checked block (2048), rows of several lengths."""
     rng = np.random.default_rng(seed)
