@@ -533,7 +533,7 @@ out_of_range:                                                                   
     *bad = 1;                                                                     \
     return 0;                                                                     \
 }
-#else
+#else /* without vector extensions: eight scalar partial sums hide the add latency */
 #define WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                     \
 WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                      \
     const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
