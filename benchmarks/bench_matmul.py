@@ -21,10 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 
 try:
-    import wsesparse
+    import wsesparse  # noqa: F401
 except ImportError:  # `asv run --python=same` from a source tree built in place
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import wsesparse
 
 from wsesparse import CSR, sparse_matmul
 
