@@ -808,6 +808,20 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
     return ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);       \
 }
 #endif
+/* Checked (one-shot) parts of rows averaging fewer than
+ * WS_SPMV_CHK_LOOP_NNZ_<T> nonzeros per row are the "short rows" of the SpMV
+ * comment above (block pass, then the unchecked product); the others compare
+ * in the loop. The switch sat at WS_SPMV_VEC_NNZ_<T> until a C harness (2
+ * threads, K = 16384, Poisson rows, AVX2 Zen 3, checked us, in-loop -> block)
+ * showed float64 mean 16 134 -> 98-110, mean 20 148-188 -> 125-135, mean 24
+ * 162 both, 28 179 -> 185; float32 mean 24 166 -> 121, 28 176-184 -> 137,
+ * 32 195 -> 182, 36 210 -> 207, 41 234 both. */
+#ifndef WS_SPMV_CHK_LOOP_NNZ_float
+#define WS_SPMV_CHK_LOOP_NNZ_float 40
+#endif
+#ifndef WS_SPMV_CHK_LOOP_NNZ_double
+#define WS_SPMV_CHK_LOOP_NNZ_double 24
+#endif
 /* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
  * VROW if it has at least vmin nonzeros, else ROW. */
 #define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW)                          \
@@ -851,18 +865,21 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
     const ptrdiff_t vmin = WS_SPMV_GATHER                                         \
         && n_cols * (ptrdiff_t)sizeof(T) > WS_SPMV_GATHER_X_BYTES                 \
         ? WS_SPMV_GATHER_NNZ : WS_SPMV_VEC_NNZ_##T;                               \
-    if (indptr[r1] - indptr[r0] >= vmin * (r1 - r0))                              \
+    const ptrdiff_t nnz = indptr[r1] - indptr[r0];                                \
+    const int vec = nnz >= vmin * (r1 - r0);                                      \
+    if (vec && (!CHK || nnz >= WS_SPMV_CHK_LOOP_NNZ_##T * (r1 - r0)))             \
         return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
     if (!CHK)                                                                     \
         return ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
-    /* Short rows: a compare per index in the loop cost more than checking */     \
-    /* each block of WS_CHECK_BLOCK nonzeros just before use, vectorized */       \
-    /* (K = 4096, density 0.001: +5 us vs +0.8 us on a 12 us product). */         \
+    /* Short rows: see WS_SPMV_CHK_LOOP_NNZ_<T>. */                               \
     for (ptrdiff_t i = r0, j; i < r1; i = j) {                                    \
         j = ws_block_end_##I(indptr, i, r1);                                      \
         if (ws_indices_out_of_range_##I(indices, indptr[i], indptr[j], n_cols))   \
             return 1;                                                             \
-        ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
+        if (vec)                                                                  \
+            ws_spmv_vector_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
+        else                                                                      \
+            ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
     }                                                                             \
     return 0;                                                                     \
 }

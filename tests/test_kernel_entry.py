@@ -331,13 +331,16 @@ def test_one_shot_spmv_wide_x_finds_a_bad_index_anywhere(dtype, itype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-def test_one_shot_spmv_finds_a_bad_index_in_every_short_row_position(dtype, itype):
-    """Rows of 1..23 nonzeros among long ones (the part takes the checked vector
-    steps, its short rows the checked 16-byte steps and scalar tails): a bad
-    index at every position of the short row is found."""
+@pytest.mark.parametrize("long", [28, 80])
+def test_one_shot_spmv_finds_a_bad_index_in_every_short_row_position(dtype, itype, long):
+    """Rows of 1..23 nonzeros among longer ones: a bad index at every position of
+    the short row is found. Rows of 80 make the part take the checked vector steps
+    (its short rows the checked 16-byte steps and scalar tails); rows of 28 put the
+    part's average on either side of the switches to the vector steps and to the
+    checked blocks (WS_SPMV_VEC_NNZ_<T>, WS_SPMV_CHK_LOOP_NNZ_<T>)."""
     n_cols = 60
     for length in range(1, 24):
-        lengths = np.array([40, length, 40, 40])
+        lengths = np.array([long, length, long, long])
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
         indices = np.arange(indptr[-1]) % n_cols
         data = np.ones(indptr[-1], dtype=dtype)
