@@ -129,6 +129,34 @@ def test_several_panels_per_sweep(dtype, prefetch):
         np.testing.assert_allclose(Y, expected, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("n_vectors", [1, 2, 4, 8])
+def test_panels_one_tile_wide(dtype, prefetch, n_vectors):
+    """Panels exactly 1, 2, 4 or 8 vectors wide take a row loop of their own (no
+    per-row tile dispatch): rows of every length 0..60 against the oracle, and
+    bitwise equal to the same columns inside a wider panel (the same tiles), also
+    as the first panel of a wider X."""
+    A = CSR(_rows_of_every_length(60, 200, dtype, np.int32, seed=5))
+    w = n_vectors * _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    X = np.random.default_rng(6).standard_normal((200, w + 3)).astype(dtype)
+    bounds = np.array([0, 20, A.shape[0]], dtype=np.int64)
+    Y = np.full((A.shape[0], w), np.nan, dtype=dtype)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, np.ascontiguousarray(X[:, :w]), Y, bounds,
+                   w, 2, prefetch)
+    expected = A.to_scipy().astype(np.complex128).toarray() @ X[:, :w].astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(Y, expected, rtol=tol, atol=tol)
+    wide = np.full((A.shape[0], w + 3), np.nan, dtype=dtype)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, X, wide, bounds, w + 3, 2, prefetch)
+    np.testing.assert_array_equal(Y, wide[:, :w])
+    # A first panel of w columns out of w + 3 (X packed with its own row stride,
+    # Y rows w + 3 apart).
+    paneled = np.full_like(wide, np.nan)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, X, paneled, bounds, w, 2, prefetch)
+    np.testing.assert_array_equal(paneled, wide)
+
+
 def test_panel_width_rule(monkeypatch):
     from wsesparse import csr
     from wsesparse.csr import _L2_BYTES, _SHORT_ROW_NNZ, _panel_width

@@ -448,11 +448,18 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         threads = resolve_n_threads(n_threads, nnz * N + n_rows)
         panel = _panel_width(shape, nnz, N, X.dtype.itemsize)
         # Software prefetch of X rows pays when the panel misses L2, and only
-        # for panels of up to 1 KiB per row: on wider ones the hardware
+        # for panels of more than 32 bytes and up to 1 KiB per row, in rows
+        # of more than _SHORT_ROW_NNZ nonzeros: on wider panels the hardware
         # prefetcher does better alone (K = 4096, N = 1024, float32, density
-        # 0.1, 512-column panels: 36 GFLOP/s without, 22 with).
+        # 0.1, 512-column panels: 36 GFLOP/s without, 22 with); on 32-byte
+        # ones, or in short rows (it fetches within a row, 8 nonzeros ahead),
+        # its instructions cost more than it saves (C harness, 2 threads, AVX2
+        # Zen 3, K = 16384, Poisson rows, us without / with: float32 N = 8
+        # mean 16 170 / 193, mean 164 1350 / 1510; float64 N = 4 mean 16 174 /
+        # 204-311; float32 N = 16 mean 16 213 / 235, mean 164 1870 / 1870).
         row_bytes = panel * X.dtype.itemsize
-        prefetch = n_cols * row_bytes > _L2_BYTES // 2 and row_bytes <= 1024
+        prefetch = (n_cols * row_bytes > _L2_BYTES // 2 and 32 < row_bytes <= 1024
+                    and nnz > _SHORT_ROW_NNZ * n_rows)
         code = _spmm.csr_spmm(indptr, indices, data, X, Y, _row_bounds(indptr, threads, bounds),
                               panel, threads, prefetch, check_cols,
                               _pack_single_panel(X, nnz))
