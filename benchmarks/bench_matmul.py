@@ -141,17 +141,39 @@ class GEMV:
 class GEMVRowLength:
     """SpMV by nonzeros per row, around the kernel's switches (16384^2, x beyond L1):
     rows under 8 nonzeros take one scalar chain, 8-23 (float32) / 8-15 (float64) the
-    16-byte vector steps, longer ones the 32-byte steps."""
+    16-byte vector steps, longer ones the 32-byte steps. One-shot products check the
+    indices of parts averaging under 40 (float32) / 24 (float64) per row a block at
+    a time before the product, of longer ones in the loop."""
 
-    params = ([4, 8, 12, 16, 24, 48], ["float32", "float64"])
+    params = ([4, 8, 12, 16, 24, 32, 48], ["float32", "float64"])
     param_names = ["nnz_per_row", "dtype"]
 
     def setup(self, nnz_per_row, dtype):
+        self.A = random_csr(16384, 16384, nnz_per_row / 16384, dtype)
         self.P = prepared("GEMV", 16384, 16384, nnz_per_row / 16384, dtype)
         self.x = random_vector(16384, dtype)
 
+    def time_spmv(self, nnz_per_row, dtype):
+        sparse_matmul(self.A, self.x)
+
     def time_spmv_csr_prepared(self, nnz_per_row, dtype):
         self.P @ self.x
+
+
+class SpMMRowLength:
+    """N = 8 float32 (one 32-byte tile per row: its own row loop, no software
+    prefetch) against N = 12 (a tile plus 4 scalar columns: the per-row dispatch), by
+    nonzeros per row; 16384^2, so X (512 / 768 KiB) is beyond half of L2."""
+
+    params = ([4, 16, 64], [8, 12])
+    param_names = ["nnz_per_row", "n_tokens"]
+
+    def setup(self, nnz_per_row, n_tokens):
+        self.P = prepared("SpMM", 16384, 16384, nnz_per_row / 16384, "float32")
+        self.X = random_dense(16384, n_tokens, "float32")
+
+    def time_spmm_csr_prepared(self, nnz_per_row, n_tokens):
+        self.P @ self.X
 
 
 class ComplexGEMV:
