@@ -133,8 +133,9 @@ def test_several_panels_per_sweep(dtype, prefetch):
 @pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("n_vectors", [1, 2, 4, 8])
 def test_panels_one_tile_wide(dtype, prefetch, n_vectors):
-    """Panels exactly 1, 2, 4 or 8 vectors wide take a row loop of their own (no
-    per-row tile dispatch): rows of every length 0..60 against the oracle, and
+    """Real panels exactly 1, 2, 4 or 8 vectors wide take a row loop of their own (no
+    per-row tile dispatch; complex ones the same widths through their own kernel):
+    rows of every length 0..60 against the oracle, and
     bitwise equal to the same columns inside a wider panel (the same tiles), also
     as the first panel of a wider X."""
     A = CSR(_rows_of_every_length(60, 200, dtype, np.int32, seed=5))
