@@ -541,6 +541,8 @@ WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                    
     T s = 0;                                                                      \
     (void)lim;                                                                    \
     if (p + WS_SPMV_HMIN_##T > p1) {                                              \
+        /* A loop of its own, not the tail loop below: sharing that one cost */   \
+        /* rows of ~4 nonzeros 20-50 % (C harness, K = 16384, 2 threads). */      \
         for (; p < p1; ++p) {                                                     \
             if (WS_OOR(p)) goto out_of_range;                                     \
             s = WS_FMA_##T(data[p], x[indices[p]], s);                            \
