@@ -119,7 +119,22 @@ class NarrowTokens(SparseMatmulComplex):
     params = ([3, 4, 12], ["float32", "float64"])
 
 
-class GEMV:
+class _SpMV:
+    """y = A @ x one-shot (scipy CSR) and prepared, on the operands ``_operands`` sets."""
+
+    def _operands(self, size, density, dtype):
+        self.A = random_csr(size, size, density, dtype)
+        self.P = prepared("GEMV", size, size, density, dtype)
+        self.x = random_vector(size, dtype)
+
+    def time_spmv(self, *params):
+        sparse_matmul(self.A, self.x)
+
+    def time_spmv_csr_prepared(self, *params):
+        self.P @ self.x
+
+
+class GEMV(_SpMV):
     """SpMV (N = 1): memory-bound; 4096 fits in cache, 16384 streams from DRAM."""
 
     params = ([4096, 16384], [0.01, 0.001], ["float32", "float64"])
@@ -127,18 +142,10 @@ class GEMV:
     timeout = 120
 
     def setup(self, size, density, dtype):
-        self.A = random_csr(size, size, density, dtype)
-        self.P = prepared("GEMV", size, size, density, dtype)
-        self.x = random_vector(size, dtype)
-
-    def time_spmv(self, size, density, dtype):
-        sparse_matmul(self.A, self.x)
-
-    def time_spmv_csr_prepared(self, size, density, dtype):
-        self.P @ self.x
+        self._operands(size, density, dtype)
 
 
-class GEMVRowLength:
+class GEMVRowLength(_SpMV):
     """SpMV by nonzeros per row, around the kernel's switches (16384^2, x beyond L1):
     rows under 8 nonzeros take one scalar chain, 8-23 (float32) / 8-15 (float64) the
     16-byte vector steps, longer ones the 32-byte steps. One-shot products check the
@@ -149,15 +156,7 @@ class GEMVRowLength:
     param_names = ["nnz_per_row", "dtype"]
 
     def setup(self, nnz_per_row, dtype):
-        self.A = random_csr(16384, 16384, nnz_per_row / 16384, dtype)
-        self.P = prepared("GEMV", 16384, 16384, nnz_per_row / 16384, dtype)
-        self.x = random_vector(16384, dtype)
-
-    def time_spmv(self, nnz_per_row, dtype):
-        sparse_matmul(self.A, self.x)
-
-    def time_spmv_csr_prepared(self, nnz_per_row, dtype):
-        self.P @ self.x
+        self._operands(16384, nnz_per_row / 16384, dtype)
 
 
 class SpMMRowLength:
@@ -176,22 +175,14 @@ class SpMMRowLength:
         self.P @ self.X
 
 
-class ComplexGEMV:
+class ComplexGEMV(_SpMV):
     """Complex SpMV (the TLR/seismic use case; real-arithmetic dot products, ws_cdots)."""
 
     params = ([0.01, 0.001], ["complex64", "complex128"])
     param_names = ["density", "dtype"]
 
     def setup(self, density, dtype):
-        self.A = random_csr(4096, 4096, density, dtype)
-        self.P = prepared("GEMV", 4096, 4096, density, dtype)
-        self.x = random_vector(4096, dtype)
-
-    def time_spmv(self, density, dtype):
-        sparse_matmul(self.A, self.x)
-
-    def time_spmv_csr_prepared(self, density, dtype):
-        self.P @ self.x
+        self._operands(4096, density, dtype)
 
 
 class Dispatch:
