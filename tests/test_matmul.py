@@ -673,26 +673,38 @@ def test_prepared_csr_goes_dense_at_high_density_even_for_one_token(n_threads, m
     assert len(calls) == 1          # the one-shot call: sparse
 
 
-def test_auto_dispatch_stays_sparse_when_the_dense_copy_is_big(monkeypatch):
-    """Beyond the dense-copy bound auto never densifies (measured: too slow at 16384^2),
+def test_auto_dispatch_builds_a_big_dense_copy_only_for_wide_products(monkeypatch):
+    """Beyond the dense-copy bound auto densifies only from DENSE_WIDE_TOKENS columns on,
+    at the one-shot crossover (measured at 16384^2: the copy costs too much for fewer),
     except a prepared operand whose own arrays take at least as much as the copy."""
     import wsesparse.csr as csr
     import wsesparse.matmul as mm
     A = CSR(sp.random(100, 100, density=0.9, format="csr", random_state=0))
     B = CSR(sp.random(100, 100, density=0.65, format="csr", random_state=0))
-    X = np.ones((100, 1024))
-    for S in (A, B):
-        assert mm._use_dense(S, X, "auto", 1024, False) and mm._use_dense(S, X, "auto", 1024, True)
+    wide, narrow = mm.DENSE_WIDE_TOKENS, mm.DENSE_WIDE_TOKENS - 1
+    for n in (narrow, wide):
+        for S in (A, B):
+            assert mm._use_dense(S, np.ones((100, n)), "auto", n, False)
+            assert mm._use_dense(S, np.ones((100, n)), "auto", n, True)
     monkeypatch.setattr(mm, "_KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
     monkeypatch.setattr(csr, "_KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
+    Xn, Xw = np.ones((100, narrow)), np.ones((100, wide))
     for S in (A, B):
-        assert not mm._use_dense(S, X, "auto", 1024, False)
-        assert mm._use_dense(S, X, "dense", 1024, False)  # an explicit request still goes dense
-    # 9000 values and indices (108 kB) against an 80 kB copy; 6500 (78 kB).
-    assert mm._use_dense(A, X, "auto", 1024, True)
-    assert not mm._use_dense(B, X, "auto", 1024, True)
-    sparse_matmul(A, X)
-    assert A._dense is not None
+        assert not mm._use_dense(S, Xn, "auto", narrow, False)
+        assert mm._use_dense(S, Xn, "dense", narrow, False)  # an explicit request still goes dense
+        assert mm._use_dense(S, Xw, "auto", wide, False)
+    # 9000 values and indices (108 kB) against an 80 kB copy, kept; 6500 (78 kB), not kept.
+    assert mm._use_dense(A, Xn, "auto", narrow, True)
+    assert not mm._use_dense(B, Xn, "auto", narrow, True)
+    assert mm._use_dense(B, Xw, "auto", wide, True)
+    # The copy is built for every call at the one-shot crossover, not the prepared one.
+    C = CSR(sp.random(100, 100, density=mm.DENSE_DENSITY_WIDE[np.dtype(np.float64)] - 0.02,
+                      format="csr", random_state=0))
+    assert C.density >= mm.DENSE_DENSITY_PREPARED[np.dtype(np.float64)][3]
+    assert not mm._use_dense(C, Xw, "auto", wide, True)
+    for S, keeps in ((A, True), (B, False)):
+        np.testing.assert_allclose(sparse_matmul(S, Xw), S.to_scipy() @ Xw, rtol=1e-12)
+        assert (S._dense is not None) == keeps
 
 
 def test_prepared_csr_with_an_infinite_value_stays_sparse():

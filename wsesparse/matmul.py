@@ -206,13 +206,19 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
         return False
     dense_bytes = array_nbytes(S.shape, X.dtype)
     if dense_bytes > (S._dense_keep_bytes() if prepared else _KEEP_DENSE_BYTES):
-        # A dense copy this big costs more per element to build (fresh pages,
-        # DRAM) than at the 4096^2 of the crossover measurement: at M = K =
-        # 16384, float32, density 0.5, N = 64, dense with the copy ran at 9.4
-        # GFLOP/s, the sparse kernel at 32. A prepared operand keeps a copy
-        # no larger than its own arrays, and is then dense BLAS's alone (same
-        # point: 105 GFLOP/s against 20 for the sparse kernel).
-        return False
+        # A copy that is not kept is built for every call, and one this big
+        # costs more per element (fresh pages, DRAM) than at the 4096^2 of the
+        # crossover measurement: it pays off only from DENSE_WIDE_TOKENS
+        # columns on, at the one-shot crossover (a prepared operand keeps a
+        # copy no larger than its own arrays). M = K = 16384, 2 threads, s,
+        # sparse vs dense with the copy: float32 density 0.5 N = 64 0.54 vs
+        # 1.8 (an earlier run), N = 256 2.53 vs 1.55, N = 1024 11.7 vs 5.3;
+        # density 0.3 N = 256 1.46 vs 1.44, N = 1024 5.8 vs 4.9; float64
+        # density 0.5 N = 256 5.3 vs 2.3, N = 1024 21.8 vs 9.7; density 0.3
+        # N = 256 3.3 vs 2.9, N = 1024 16.7 vs 10.5.
+        if n_tokens < DENSE_WIDE_TOKENS:
+            return False
+        prepared = False
     return (S.density >= _dense_threshold(X.dtype, n_tokens, prepared)
             # Implicit zeros of a sparse matrix do not meet the dense operand,
             # so inf/nan in X only propagate where A stores a value; dense
@@ -262,7 +268,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         from ``DENSE_WIDE_TOKENS`` columns on), the dense operand has at least
         ``DENSE_MIN_TOKENS`` columns and both operands are finite everywhere
         (a dense product would turn ``0 * inf`` at implicit zeros into nan,
-        and BLAS's complex arithmetic places nan/inf unlike scipy's).
+        and BLAS's complex arithmetic places nan/inf unlike scipy's). A dense
+        copy of over 256 MiB is built only for ``DENSE_WIDE_TOKENS`` columns
+        or more (a prepared ``CSR`` keeps a copy no larger than its arrays
+        and uses ``DENSE_DENSITY_PREPARED``).
 
     Returns
     -------
