@@ -12,9 +12,9 @@
  * transpose), one token panel at a time.
  *
  * Every output element is summed in an order fixed by its row alone (never
- * by the thread count). Pointers need no alignment. Arguments are validated
- * by the Python layer. Without GCC/Clang vector extensions the tiles are
- * plain loops.
+ * by the thread count). Pointers need no alignment (except for streaming
+ * stores, see WS_STREAM_Y). Arguments are validated by the Python layer.
+ * Without GCC/Clang vector extensions the tiles are plain loops.
  */
 #ifndef WSESPARSE_AXPY_TILES_H
 #define WSESPARSE_AXPY_TILES_H
@@ -121,6 +121,30 @@ typedef double ws_tvd __attribute__((vector_size(64), aligned(8)));
 #endif
 #define WS_TV_float ws_tvf
 #define WS_TV_double ws_tvd
+
+/* Non-temporal (streaming) stores of whole tile vectors, for results too big
+ * to stay in cache: they skip reading each line of Y before writing it. Set
+ * WS_STREAM_Y in ws_spmm_rows' pf only for Y, ldy and the panel's first
+ * column on WS_TILE_VBYTES boundaries (the Python layer checks). */
+#define WS_STREAM_Y 2
+#if WS_HAVE_VEC && defined(__AVX512F__)
+#define WS_TILE_STREAM_float(p, v) _mm512_stream_ps((float *)(p), (__m512)(v))
+#define WS_TILE_STREAM_double(p, v) _mm512_stream_pd((double *)(p), (__m512d)(v))
+#endif
+#if WS_HAVE_VEC && defined(__AVX__)
+#include <immintrin.h>
+#define WS_STREAM_float(p, v) _mm256_stream_ps((float *)(p), (__m256)(v))
+#define WS_STREAM_double(p, v) _mm256_stream_pd((double *)(p), (__m256d)(v))
+#define WS_SFENCE() _mm_sfence()
+#else
+#define WS_STREAM_float(p, v) (*(ws_vf *)(p) = (v))
+#define WS_STREAM_double(p, v) (*(ws_vd *)(p) = (v))
+#define WS_SFENCE() ((void)0)
+#endif
+#ifndef WS_TILE_STREAM_float
+#define WS_TILE_STREAM_float WS_STREAM_float
+#define WS_TILE_STREAM_double WS_STREAM_double
+#endif
 #define WS_V_float ws_vf
 #define WS_V_double ws_vd
 #define WS_TILE_VL_float (WS_TILE_VBYTES / 4)
@@ -260,7 +284,7 @@ WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
 #define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                            \
 static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
-    const T *X, ptrdiff_t ldx, T *y)                                              \
+    const T *X, ptrdiff_t ldx, T *y, int nts)                                     \
 {                                                                                 \
     typedef VT V;                                                                 \
     enum { VL = WS_##K##VL_##T, S = WS_SETS_##NV };                               \
@@ -288,7 +312,10 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
         V r = acc[0][k];                                                          \
         if (S == 2) r = acc[0][k] + acc[S - 1][k];                                \
         if (S == 4) r = (acc[0][k] + acc[1 % S][k]) + (acc[2 % S][k] + acc[3 % S][k]); \
-        *(V *)(y + k * VL) = r;                                                   \
+        if (nts)                                                                  \
+            WS_##K##STREAM_##T(y + k * VL, r);                                    \
+        else                                                                      \
+            *(V *)(y + k * VL) = r;                                               \
     }                                                                             \
 }
 
@@ -297,10 +324,11 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
 #define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                            \
 static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
-    const T *X, ptrdiff_t ldx, T *y)                                              \
+    const T *X, ptrdiff_t ldx, T *y, int nts)                                     \
 {                                                                                 \
     enum { W = NV * WS_##K##VL_##T };                                             \
     T acc[W];                                                                     \
+    (void)nts;                                                                    \
     for (int t = 0; t < W; ++t) acc[t] = 0;                                       \
     for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
         const T *x = X + (ptrdiff_t)indices[p] * ldx;                             \
@@ -326,22 +354,22 @@ WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF)                               
 WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF)                                 \
 static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                              \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
-    const T *X, ptrdiff_t ldx, T *y, ptrdiff_t nt)                                \
+    const T *X, ptrdiff_t ldx, T *y, ptrdiff_t nt, int nts)                       \
 {                                                                                 \
     enum { VL = WS_TILE_VL_##T };                                                 \
     ptrdiff_t t = 0;                                                              \
     for (; t + 8 * VL <= nt; t += 8 * VL)                                         \
-        ws_tile##SUFFIX##_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t); \
+        ws_tile##SUFFIX##_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t, nts); \
     if (t + 4 * VL <= nt) {                                                       \
-        ws_tile##SUFFIX##_##T##_##I##_4(indices, data, p0, p1, X + t, ldx, y + t); \
+        ws_tile##SUFFIX##_##T##_##I##_4(indices, data, p0, p1, X + t, ldx, y + t, nts); \
         t += 4 * VL;                                                              \
     }                                                                             \
     if (t + 2 * VL <= nt) {                                                       \
-        ws_tile##SUFFIX##_##T##_##I##_2(indices, data, p0, p1, X + t, ldx, y + t); \
+        ws_tile##SUFFIX##_##T##_##I##_2(indices, data, p0, p1, X + t, ldx, y + t, nts); \
         t += 2 * VL;                                                              \
     }                                                                             \
     if (t + VL <= nt) {                                                           \
-        ws_tile##SUFFIX##_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t); \
+        ws_tile##SUFFIX##_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t, nts); \
         t += VL;                                                                  \
     }                                                                             \
     return t;                                                                     \
@@ -384,19 +412,19 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
         if (pf)                                                                   \
             for (ptrdiff_t i = r0; i < r1; ++i)                                   \
                 ws_tile_pf_##T##_##I##_##NV(indices, data, indptr[i], indptr[i + 1], \
-                                            X, ldx, Y + i * ldy);                 \
+                                            X, ldx, Y + i * ldy, nts);            \
         else                                                                      \
             for (ptrdiff_t i = r0; i < r1; ++i)                                   \
                 ws_tile_##T##_##I##_##NV(indices, data, indptr[i], indptr[i + 1], \
-                                         X, ldx, Y + i * ldy);                    \
-        return;                                                                   \
+                                         X, ldx, Y + i * ldy, nts);               \
+        goto done;                                                                \
     }
 
 /*
  * ws_spmm_rows_<T>_<I>(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf):
  *     Y[i, 0:nt] = sum over the nonzeros p of row i of data[p] * X[indices[p], 0:nt]
  * for rows r0 <= i < r1: whole vectors through the register tiles (with
- * software prefetch if pf), with AVX-512 one 32-byte tile for the last 32-63
+ * software prefetch if pf & 1, streaming stores if pf & WS_STREAM_Y), with AVX-512 one 32-byte tile for the last 32-63
  * bytes, the last (fewer than 32 bytes) columns through ws_rest. The row
  * loop is in C so that a row with a handful of nonzeros costs no call
  * overhead. Widths of one tile take WS_TILE_ROWS' loops, the others
@@ -418,15 +446,15 @@ WS_DEFINE_REST(T, I, 7)                                                         
 WS_NOINLINE static void ws_span_rows_##T##_##I(const I *indptr, const I *indices,  \
                                    const T *data, const T *X, ptrdiff_t ldx,      \
                                    T *Y, ptrdiff_t ldy, ptrdiff_t r0,             \
-                                   ptrdiff_t r1, ptrdiff_t nt, int pf)            \
+                                   ptrdiff_t r1, ptrdiff_t nt, int pf, int nts)   \
 {                                                                                 \
     for (ptrdiff_t i = r0; i < r1; ++i) {                                         \
         const ptrdiff_t p0 = indptr[i], p1 = indptr[i + 1];                       \
         T *y = Y + i * ldy;                                                       \
-        ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt) \
-                         : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt); \
+        ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt, nts) \
+                         : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt, nts); \
         if (WS_TILE_VBYTES > 32 && nt - t >= WS_VL_##T) {                         \
-            ws_tile_half_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t); \
+            ws_tile_half_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t, nts); \
             t += WS_VL_##T;                                                       \
         }                                                                         \
         const T *x = X + t;                                                       \
@@ -448,11 +476,16 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
                                    ptrdiff_t r1, ptrdiff_t nt, int pf)            \
 {                                                                                 \
     enum { VL = WS_TILE_VL_##T };                                                 \
+    const int nts = pf & WS_STREAM_Y;                                             \
+    pf &= 1;                                                                      \
     WS_TILE_ROWS(T, I, 1)                                                         \
     WS_TILE_ROWS(T, I, 2)                                                         \
     WS_TILE_ROWS(T, I, 4)                                                         \
     WS_TILE_ROWS(T, I, 8)                                                         \
-    ws_span_rows_##T##_##I(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf); \
+    ws_span_rows_##T##_##I(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf, nts); \
+done:                                                                             \
+    if (nts)                                                                      \
+        WS_SFENCE();                                                              \
 }
 
 /*

@@ -138,6 +138,7 @@ cdef extern from "_axpy_tiles.h" nogil:
     # of one longer row) just before multiplying them, while they are in cache.
     enum: CHECK_BLOCK "WS_CHECK_BLOCK"
     enum: _TILE_VBYTES "WS_TILE_VBYTES"
+    enum: _STREAM_Y "WS_STREAM_Y"
     Py_ssize_t ws_block_end_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t)
     Py_ssize_t ws_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
 
@@ -458,7 +459,7 @@ cdef int _index_type(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_rows)
 
 def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray X,
              cnp.ndarray Y, object row_bounds, Py_ssize_t panel, int n_threads,
-             bint prefetch, Py_ssize_t check_cols=0, bint pack=False):
+             bint prefetch, Py_ssize_t check_cols=0, bint pack=False, bint stream=False):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
     X is (n_cols, N) and Y is (n_rows, N), both C-contiguous, of the dtype of
@@ -472,6 +473,9 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     rows (worth it when that panel does not fit in L2). Parts are handed out
     dynamically (a thread that lost its core to another process does not hold
     the others up); which thread computes a row never changes its value.
+    ``stream`` asks for non-temporal stores of Y's tile vectors (for a Y too
+    big to stay in cache); they are used only where Y's rows and panels start
+    on ``TILE_VECTOR_BYTES`` boundaries, and change no value.
 
     With ``check_cols`` > 0 (the column count of A, whose ``indptr`` has been
     checked but whose ``indices`` have not), each block of rows has its column
@@ -503,13 +507,19 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
         return csr_check(indptr, indices, check_cols, 1) if check_cols > 0 else 0
     if panel < 1:
         panel = N
+    cdef int pf = 1 if prefetch else 0
+    cdef Py_ssize_t size = cnp.PyArray_ITEMSIZE(Y)
+    if (stream and vt in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64)
+            and <uintptr_t>y % _TILE_VBYTES == 0 and (N * size) % _TILE_VBYTES == 0
+            and (panel >= N or (panel * size) % _TILE_VBYTES == 0)):
+        pf |= _STREAM_Y
     with nogil:
         if it == cnp.NPY_INT32:
             bad = _spmm_typed(<int32_t*>ip, <int32_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
-                              n_threads, prefetch, check_cols, pack)
+                              n_threads, pf, check_cols, pack)
         else:
             bad = _spmm_typed(<int64_t*>ip, <int64_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
-                              n_threads, prefetch, check_cols, pack)
+                              n_threads, pf, check_cols, pack)
         free(owned)
     return 4 if bad else 0
 

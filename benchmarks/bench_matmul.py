@@ -271,6 +271,30 @@ class LargeOutput:
         self.P @ self.X
 
 
+class StreamingStores:
+    """Short rows (density 0.001, 4 per row, M = K = 4096, float32) on both sides of the
+    streaming-store bound (``csr._STREAM_MIN_BYTES``, a quarter of L3): N = 256 (4 MiB
+    result) and 1024 (16 MiB); ``stream`` off keeps plain stores at every size."""
+
+    params = ([256, 1024], ["auto", "off"])
+    param_names = ["n_tokens", "stream"]
+
+    def setup(self, n_tokens, stream):
+        from wsesparse import csr
+        self.P = prepared("StreamingStores", 4096, 4096, 0.001, "float32")
+        self.X = random_dense(4096, n_tokens, "float32")
+        self._saved = csr._STREAM_MIN_BYTES
+        if stream == "off":
+            csr._STREAM_MIN_BYTES = float("inf")
+
+    def teardown(self, n_tokens, stream):
+        from wsesparse import csr
+        csr._STREAM_MIN_BYTES = self._saved
+
+    def time_csr_prepared(self, n_tokens, stream):
+        self.P @ self.X
+
+
 class PreparedDispatch:
     """A prepared CSR switches to its cached dense copy from DENSE_DENSITY_PREPARED (float32:
     0.23 with AVX-512 tiles / 0.26 with AVX2 at N = 1; 0.57 / never at N = 8): densities on

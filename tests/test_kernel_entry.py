@@ -158,6 +158,68 @@ def test_panels_one_tile_wide(dtype, prefetch, n_vectors):
     np.testing.assert_array_equal(paneled, wide)
 
 
+def _aligned(shape, dtype, offset=0):
+    """A C-contiguous array of ``shape`` starting ``offset`` bytes past a 64-byte line."""
+    itemsize = np.dtype(dtype).itemsize
+    n = int(np.prod(shape))
+    raw = np.empty(n * itemsize + 128, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    return raw[start:start + n * itemsize].view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("n_vectors, extra", [(1, 0), (2, 0), (3, 5), (8, 0), (9, 2), (16, 0)])
+@pytest.mark.parametrize("panel_vectors", [None, 2])
+@pytest.mark.parametrize("offset", [0, 8, 16, 32])
+def test_streaming_stores_change_nothing(dtype, n_vectors, extra, panel_vectors, offset):
+    """stream=True (non-temporal stores of Y's tiles) gives bitwise the result of plain
+    stores, one sweep or packed panels, prefetch on or off; on a Y (or row stride, or
+    panel) off the vector boundary the kernel keeps plain stores instead of faulting."""
+    A = CSR(_rows_of_every_length(40, 150, dtype, np.int32, seed=7))
+    vl = _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    w = n_vectors * vl + extra
+    panel = w if panel_vectors is None else panel_vectors * vl
+    X = np.random.default_rng(8).standard_normal((150, w)).astype(dtype)
+    bounds = np.array([0, 17, A.shape[0]], dtype=np.int64)
+    plain = np.full((A.shape[0], w), np.nan, dtype=dtype)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, X, plain, bounds, panel, 2, False)
+    expected = A.to_scipy().astype(np.complex128).toarray() @ X.astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(plain, expected, rtol=tol, atol=tol)
+    for prefetch in (False, True):
+        Y = _aligned(plain.shape, dtype, offset)
+        Y[...] = np.nan
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, bounds, panel, 2, prefetch,
+                       stream=True)
+        np.testing.assert_array_equal(Y, plain)
+
+
+def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
+    """Results from _STREAM_MIN_BYTES on, of rows averaging at most _SHORT_ROW_NNZ
+    nonzeros, ask the kernel for streaming stores (and get the same values)."""
+    from wsesparse import csr
+    A = sp.random(300, 200, density=0.05, format="csr", random_state=3, dtype=np.float32)
+    X = np.random.default_rng(4).standard_normal((200, 64)).astype(np.float32)
+    expected = sparse_matmul(A, X, method="sparse")
+    narrower = sparse_matmul(A, X[:, :63], method="sparse")
+    asked = []
+    real = _spmm.csr_spmm
+
+    def spy(*args, **kwargs):
+        asked.append(args[-1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_spmm, "csr_spmm", spy)
+    monkeypatch.setattr(csr, "_STREAM_MIN_BYTES", 300 * 64 * 4)
+    for S in (A, CSR(A)):
+        np.testing.assert_array_equal(sparse_matmul(S, X, method="sparse"), expected)
+    # One column short of the bound: plain stores.
+    np.testing.assert_array_equal(sparse_matmul(A, X[:, :63], method="sparse"), narrower)
+    long_rows = sp.random(300, 200, density=0.5, format="csr", random_state=3, dtype=np.float32)
+    sparse_matmul(long_rows, X, method="sparse")
+    assert asked == [True, True, False, False]
+
+
 def test_panel_width_rule(monkeypatch):
     from wsesparse import csr
     from wsesparse.csr import _L2_BYTES, _SHORT_ROW_NNZ, _panel_width

@@ -68,6 +68,18 @@ _PACK_MIN_REUSE = 24
 # The slice of X a sweep may take when L3 is fast: a quarter of L3 (the two
 # cores share it with A's stream and Y), at most 8 MiB.
 _L3_PANEL_MAX_BYTES = 8 << 20
+# Results of at least this many bytes (a quarter of L3, or 8 MiB) of short
+# rows (at most _SHORT_ROW_NNZ nonzeros on average, where writing Y is most of
+# the work) are written with streaming stores, which do not read each line of
+# Y before writing it (a later reader of Y then finds it in DRAM, not L3). C
+# harness, K = 4096, 2 threads, AVX2 Zen 3, us plain / streaming: 4 nonzeros
+# per row, float32 N = 1024 (16 MiB) 1700-2730 / 1200-1810, float64 N = 1024
+# 5860-6250 / 4010-4650, N = 256 (8 MiB) 524-626 / 430-479; float32 N = 256
+# (4 MiB) 161-212 / 194-211 (slower: kept plain); 41 per row unchanged. Python,
+# prepared, same build, alternated, best ms plain / streaming: K = 4096,
+# density 0.01 (41 per row), N = 1024: float32 10.1 / 9.6, float64 24.8 /
+# 27.1; density 0.1 float32 67.5 / 66.3 (no gain to be had in long rows).
+_STREAM_MIN_BYTES = (_L3_BYTES or 32 << 20) // 4
 # L3 counts as fast when one core reads _l3_panel_bytes() from it at least
 # this fraction as fast as half of L2 (on the AMD EPYC of the benchmarks,
 # 8 MiB, fresh processes: 0.66-0.92; 64 MiB, from DRAM: ~0.33).
@@ -462,7 +474,8 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                     and nnz > _SHORT_ROW_NNZ * n_rows)
         code = _spmm.csr_spmm(indptr, indices, data, X, Y, _row_bounds(indptr, threads, bounds),
                               panel, threads, prefetch, check_cols,
-                              _pack_single_panel(X, nnz))
+                              _pack_single_panel(X, nnz),
+                              Y.nbytes >= _STREAM_MIN_BYTES and nnz <= _SHORT_ROW_NNZ * n_rows)
     if code:
         raise ValueError(csr_error_message(code, "A", shape, len(indices)))
 
