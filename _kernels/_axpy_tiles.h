@@ -243,6 +243,10 @@ WS_DEFINE_CSCATTER(float, ws_vf, int64_t)
 WS_DEFINE_CSCATTER(double, ws_vd, int32_t)
 WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
 
+/* Whether index v (of type I) is out of range: not below lim, where negative
+ * values count as huge (one unsigned comparison). */
+#define WS_UIDX_OOR(v, lim) ((sizeof(v) == 4 ? (uint64_t)(uint32_t)(v) : (uint64_t)(v)) >= (lim))
+
 #if WS_HAVE_VEC
 
 /* Rows of X are visited in the order of a row's column indices, which the
@@ -266,9 +270,11 @@ WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
 #define WS_SETS_8 1
 
 /* acc[s][0:NV] += data[q] * X[indices[q], 0:NV*VL] (constant s and NV, so the
- * accumulators stay in registers); with PF, also prefetch for q + WS_PF_DIST. */
-#define WS_TILE_STEP(T, K, NV, s, q, PF)                                          \
+ * accumulators stay in registers); with PF, also prefetch for q + WS_PF_DIST;
+ * with CHK, first return 1 if indices[q] is out of range. */
+#define WS_TILE_STEP(T, K, NV, s, q, PF, CHK)                                     \
     {                                                                             \
+        if (CHK && WS_UIDX_OOR(indices[q], lim)) return 1;                        \
         const T *x_ = X + (ptrdiff_t)indices[q] * ldx;                            \
         const T w_ = data[q];                                                     \
         const V w = WS_##K##BCAST_##T(w_);                                        \
@@ -281,12 +287,15 @@ WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
             acc[s][k] = WS_##K##VFMA_##T(w, *(const V *)(x_ + k * VL), acc[s][k]); \
     }
 
-#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                            \
-static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
+/* The tiles return 0, or with CHK 1 as soon as a column index is out of range
+ * (not below lim; y then not written). */
+#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF, CHK)                       \
+static inline int ws_tile##SUFFIX##_##T##_##I##_##NV(                             \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
-    const T *X, ptrdiff_t ldx, T *y, int nts)                                     \
+    const T *X, ptrdiff_t ldx, T *y, int nts, uint64_t lim)                       \
 {                                                                                 \
     typedef VT V;                                                                 \
+    (void)lim;                                                                    \
     enum { VL = WS_##K##VL_##T, S = WS_SETS_##NV };                               \
     V acc[S][NV];                                                                 \
     _Pragma("GCC unroll 8")                                                       \
@@ -297,16 +306,16 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
     if (PF)                                                                       \
         for (; p + S + WS_PF_DIST <= p1; p += S) {                                \
             _Pragma("GCC unroll 8")                                               \
-            for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, PF)      \
+            for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, PF, CHK) \
         }                                                                         \
     for (; p + S <= p1; p += S) {                                                 \
         _Pragma("GCC unroll 8")                                                   \
-        for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, 0)           \
+        for (int s = 0; s < S; ++s) WS_TILE_STEP(T, K, NV, s, p + s, 0, CHK)      \
     }                                                                             \
     /* The last p1 - p < S nonzeros, set by set. */                               \
     _Pragma("GCC unroll 8")                                                       \
     for (int s = 0; s < S - 1; ++s)                                               \
-        if (p + s < p1) WS_TILE_STEP(T, K, NV, s, p + s, 0)                       \
+        if (p + s < p1) WS_TILE_STEP(T, K, NV, s, p + s, 0, CHK)                  \
     _Pragma("GCC unroll 8")                                                       \
     for (int k = 0; k < NV; ++k) {                                                \
         V r = acc[0][k];                                                          \
@@ -317,25 +326,28 @@ static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                          
         else                                                                      \
             *(V *)(y + k * VL) = r;                                               \
     }                                                                             \
+    return 0;                                                                     \
 }
 
 #else /* portable fallback */
 
-#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF)                            \
-static inline void ws_tile##SUFFIX##_##T##_##I##_##NV(                            \
+#define WS_DEFINE_TILE_PF(T, VT, K, I, NV, SUFFIX, PF, CHK)                       \
+static inline int ws_tile##SUFFIX##_##T##_##I##_##NV(                             \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
-    const T *X, ptrdiff_t ldx, T *y, int nts)                                     \
+    const T *X, ptrdiff_t ldx, T *y, int nts, uint64_t lim)                       \
 {                                                                                 \
     enum { W = NV * WS_##K##VL_##T };                                             \
     T acc[W];                                                                     \
-    (void)nts;                                                                    \
+    (void)nts; (void)lim;                                                         \
     for (int t = 0; t < W; ++t) acc[t] = 0;                                       \
     for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
+        if (CHK && WS_UIDX_OOR(indices[p], lim)) return 1;                        \
         const T *x = X + (ptrdiff_t)indices[p] * ldx;                             \
         const T w = data[p];                                                      \
         for (int t = 0; t < W; ++t) acc[t] = WS_FMA_##T(w, x[t], acc[t]);         \
     }                                                                             \
     for (int t = 0; t < W; ++t) y[t] = acc[t];                                    \
+    return 0;                                                                     \
 }
 typedef float ws_vf;
 typedef double ws_vd;
@@ -348,10 +360,10 @@ typedef double ws_vd;
  * the last (fewer than one vector) columns.
  */
 #define WS_DEFINE_SPAN(T, VT, I, SUFFIX, PF)                                      \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 1, SUFFIX, PF)                                 \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 2, SUFFIX, PF)                                 \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF)                                 \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF)                                 \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 1, SUFFIX, PF, 0)                              \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 2, SUFFIX, PF, 0)                              \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF, 0)                              \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF, 0)                              \
 static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                              \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y, ptrdiff_t nt, int nts)                       \
@@ -359,17 +371,17 @@ static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                            
     enum { VL = WS_TILE_VL_##T };                                                 \
     ptrdiff_t t = 0;                                                              \
     for (; t + 8 * VL <= nt; t += 8 * VL)                                         \
-        ws_tile##SUFFIX##_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t, nts); \
+        ws_tile##SUFFIX##_##T##_##I##_8(indices, data, p0, p1, X + t, ldx, y + t, nts, 0); \
     if (t + 4 * VL <= nt) {                                                       \
-        ws_tile##SUFFIX##_##T##_##I##_4(indices, data, p0, p1, X + t, ldx, y + t, nts); \
+        ws_tile##SUFFIX##_##T##_##I##_4(indices, data, p0, p1, X + t, ldx, y + t, nts, 0); \
         t += 4 * VL;                                                              \
     }                                                                             \
     if (t + 2 * VL <= nt) {                                                       \
-        ws_tile##SUFFIX##_##T##_##I##_2(indices, data, p0, p1, X + t, ldx, y + t, nts); \
+        ws_tile##SUFFIX##_##T##_##I##_2(indices, data, p0, p1, X + t, ldx, y + t, nts, 0); \
         t += 2 * VL;                                                              \
     }                                                                             \
     if (t + VL <= nt) {                                                           \
-        ws_tile##SUFFIX##_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t, nts); \
+        ws_tile##SUFFIX##_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t, nts, 0); \
         t += VL;                                                                  \
     }                                                                             \
     return t;                                                                     \
@@ -407,18 +419,35 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
  * to 40 % (C harness, 2 threads, AVX2 Zen 3, float32 N = 8, Poisson rows: K =
  * 4096 mean 4 13.0 -> 7.8 us, K = 16384 mean 16 168 -> 140, mean 41 56 ->
  * 53, mean 164 unchanged). */
-#define WS_TILE_ROWS(T, I, NV)                                                    \
+#define WS_TILE_ROWS(T, I, NV, SFX, ON_BAD)                                        \
     if (nt == NV * VL) {                                                          \
-        if (pf)                                                                   \
+        if (pf) {                                                                 \
             for (ptrdiff_t i = r0; i < r1; ++i)                                   \
-                ws_tile_pf_##T##_##I##_##NV(indices, data, indptr[i], indptr[i + 1], \
-                                            X, ldx, Y + i * ldy, nts);            \
-        else                                                                      \
+                if (ws_tile_pf##SFX##_##T##_##I##_##NV(indices, data, indptr[i],  \
+                        indptr[i + 1], X, ldx, Y + i * ldy, nts, lim)) ON_BAD;    \
+        } else {                                                                  \
             for (ptrdiff_t i = r0; i < r1; ++i)                                   \
-                ws_tile_##T##_##I##_##NV(indices, data, indptr[i], indptr[i + 1], \
-                                         X, ldx, Y + i * ldy, nts);               \
+                if (ws_tile##SFX##_##T##_##I##_##NV(indices, data, indptr[i],     \
+                        indptr[i + 1], X, ldx, Y + i * ldy, nts, lim)) ON_BAD;    \
+        }                                                                         \
         goto done;                                                                \
     }
+
+/* One-shot products of rows averaging at least this many nonzeros, one tile
+ * wide, compare each column index with the column count in the tile loop
+ * (ws_spmm_rows_chk: one compare-and-branch per nonzero, never taken on valid
+ * input) instead of checking blocks of them before the product (a pass that
+ * waits on memory: the first touch of the index stream). C harness (not
+ * committed; 2 threads, AVX2 Zen 3, Poisson rows, the three ways alternated in
+ * one process, us unchecked / block / in the loop, two runs): float32 N = 8,
+ * K = 4096 mean 410: 778 / 1028 / 799, 741 / 1024 / 781; mean 41: 76 / 90 /
+ * 89, 77 / 94 / 89; K = 16384 mean 164: 2245 / 2465 / 2246; mean 48: 518 /
+ * 567 / 497; float64 N = 4 K = 4096 mean 410: 842 / 982 / 845, 729 / 916 /
+ * 688; N = 8 mean 41: 115 / 123 / 126, 90 / 97 / 93. Other widths keep the
+ * block pass: a check in ws_span_rows' tiles would run once per tile. */
+#ifndef WS_SPMM_CHK_LOOP_NNZ
+#define WS_SPMM_CHK_LOOP_NNZ 32
+#endif
 
 /*
  * ws_spmm_rows_<T>_<I>(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf):
@@ -435,7 +464,7 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
 #define WS_DEFINE_SPMM_ROWS(T, I)                                                 \
 WS_DEFINE_SPAN(T, WS_TV_##T, I, , 0)                                              \
 WS_DEFINE_SPAN(T, WS_TV_##T, I, _pf, 1)                                           \
-WS_DEFINE_TILE_PF(T, WS_V_##T, , I, 1, _half, 0)                                  \
+WS_DEFINE_TILE_PF(T, WS_V_##T, , I, 1, _half, 0, 0)                               \
 WS_DEFINE_REST(T, I, 1)                                                           \
 WS_DEFINE_REST(T, I, 2)                                                           \
 WS_DEFINE_REST(T, I, 3)                                                           \
@@ -454,7 +483,7 @@ WS_NOINLINE static void ws_span_rows_##T##_##I(const I *indptr, const I *indices
         ptrdiff_t t = pf ? ws_span_pf_##T##_##I(indices, data, p0, p1, X, ldx, y, nt, nts) \
                          : ws_span_##T##_##I(indices, data, p0, p1, X, ldx, y, nt, nts); \
         if (WS_TILE_VBYTES > 32 && nt - t >= WS_VL_##T) {                         \
-            ws_tile_half_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t, nts); \
+            ws_tile_half_##T##_##I##_1(indices, data, p0, p1, X + t, ldx, y + t, nts, 0); \
             t += WS_VL_##T;                                                       \
         }                                                                         \
         const T *x = X + t;                                                       \
@@ -477,15 +506,47 @@ static void ws_spmm_rows_##T##_##I(const I *indptr, const I *indices,           
 {                                                                                 \
     enum { VL = WS_TILE_VL_##T };                                                 \
     const int nts = pf & WS_STREAM_Y;                                             \
+    const uint64_t lim = 0;                                                       \
     pf &= 1;                                                                      \
-    WS_TILE_ROWS(T, I, 1)                                                         \
-    WS_TILE_ROWS(T, I, 2)                                                         \
-    WS_TILE_ROWS(T, I, 4)                                                         \
-    WS_TILE_ROWS(T, I, 8)                                                         \
+    WS_TILE_ROWS(T, I, 1, , (void)0)                                              \
+    WS_TILE_ROWS(T, I, 2, , (void)0)                                              \
+    WS_TILE_ROWS(T, I, 4, , (void)0)                                              \
+    WS_TILE_ROWS(T, I, 8, , (void)0)                                              \
     ws_span_rows_##T##_##I(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf, nts); \
 done:                                                                             \
     if (nts)                                                                      \
         WS_SFENCE();                                                              \
+}                                                                                 \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 1, _chk, 0, 1)                          \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 2, _chk, 0, 1)                          \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 4, _chk, 0, 1)                          \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 8, _chk, 0, 1)                          \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 1, _pf_chk, 1, 1)                       \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 2, _pf_chk, 1, 1)                       \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 4, _pf_chk, 1, 1)                       \
+WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 8, _pf_chk, 1, 1)                       \
+static int ws_spmm_rows_chk_##T##_##I(const I *indptr, const I *indices,          \
+                                      const T *data, const T *X, ptrdiff_t ldx,   \
+                                      T *Y, ptrdiff_t ldy, ptrdiff_t r0,          \
+                                      ptrdiff_t r1, ptrdiff_t nt, int pf,         \
+                                      ptrdiff_t n_cols)                           \
+{                                                                                 \
+    enum { VL = WS_TILE_VL_##T };                                                 \
+    const int64_t imax = sizeof(I) == 4 ? INT32_MAX : INT64_MAX;                  \
+    const uint64_t lim = n_cols > imax ? (uint64_t)imax + 1 : (uint64_t)n_cols;   \
+    if ((ptrdiff_t)(indptr[r1] - indptr[r0]) < WS_SPMM_CHK_LOOP_NNZ * (r1 - r0))  \
+        return -1;                                                                \
+    const int nts = pf & WS_STREAM_Y;                                             \
+    pf &= 1;                                                                      \
+    WS_TILE_ROWS(T, I, 1, _chk, return 1)                                         \
+    WS_TILE_ROWS(T, I, 2, _chk, return 1)                                         \
+    WS_TILE_ROWS(T, I, 4, _chk, return 1)                                         \
+    WS_TILE_ROWS(T, I, 8, _chk, return 1)                                         \
+    return -1;                                                                    \
+done:                                                                             \
+    if (nts)                                                                      \
+        WS_SFENCE();                                                              \
+    return 0;                                                                     \
 }
 
 /*

@@ -44,6 +44,18 @@ cdef extern from "_axpy_tiles.h" nogil:
     void ws_spmm_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
                                      const double*, Py_ssize_t, double*, Py_ssize_t,
                                      Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    int ws_spmm_rows_chk_float_int32_t(const int32_t*, const int32_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    int ws_spmm_rows_chk_float_int64_t(const int64_t*, const int64_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    int ws_spmm_rows_chk_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    int ws_spmm_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
     int ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
                                    float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
     int ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
@@ -306,17 +318,46 @@ cdef inline Py_ssize_t _block_end(const index_t* indptr, Py_ssize_t i,
         return ws_block_end_int64_t(indptr, i, r1)
 
 
+cdef inline int _spmm_rows_chk(const index_t* indptr, const index_t* indices,
+                               const value_t* data, const value_t* X, Py_ssize_t ldx,
+                               value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
+                               Py_ssize_t nt, int pf, Py_ssize_t n_cols) noexcept nogil:
+    """``ws_spmm_rows_chk``: rows of one tile, long on average, checked in the
+    tile loop (0, or 1 for an index out of range); -1 for any other rows."""
+    if value_t is float:
+        if index_t is int32_t:
+            return ws_spmm_rows_chk_float_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0,
+                                                  r1, nt, pf, n_cols)
+        else:
+            return ws_spmm_rows_chk_float_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0,
+                                                  r1, nt, pf, n_cols)
+    elif value_t is double:
+        if index_t is int32_t:
+            return ws_spmm_rows_chk_double_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0,
+                                                   r1, nt, pf, n_cols)
+        else:
+            return ws_spmm_rows_chk_double_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0,
+                                                   r1, nt, pf, n_cols)
+    else:
+        return -1
+
+
 cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
                             const value_t* data, const value_t* X, Py_ssize_t ldx,
                             value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
                             Py_ssize_t nt, int pf, Py_ssize_t check_cols) noexcept nogil:
     """``_spmm_rows``; with ``check_cols`` > 0, first checks every block of rows'
     column indices against it and returns 1 (rows from that block on left
-    undone) on the first one out of range. ``indptr`` must already be valid."""
+    undone) on the first one out of range, or (rows one tile wide, long on
+    average) checks each index in the tile loop. ``indptr`` must already be valid."""
     cdef Py_ssize_t i = r0, j
+    cdef int r
     if check_cols <= 0:
         _spmm_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)
         return 0
+    r = _spmm_rows_chk(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf, check_cols)
+    if r >= 0:
+        return r
     # Measured to cost about what a separate pass over all indices did
     # (4096^2, density 0.01, N = 8: +8 us vs 8.7 us); the float SpMV kernels
     # check in their loops in parts of long rows, which costs a third of that.
@@ -479,7 +520,8 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
 
     With ``check_cols`` > 0 (the column count of A, whose ``indptr`` has been
     checked but whose ``indices`` have not), each block of rows has its column
-    indices checked just before it is multiplied; returns 4 (``csr_check``'s
+    indices checked just before it is multiplied (rows one tile wide and long
+    on average: each index in the tile loop); returns 4 (``csr_check``'s
     code) if one is out of range, Y then being partly written, else 0.
     """
     if cnp.PyArray_NDIM(X) != 2 or cnp.PyArray_NDIM(Y) != 2:

@@ -529,6 +529,44 @@ def test_kernel_check_cols(dtype, n_threads):
                        bounds, 1, 49)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_vectors", [1, 2, 4, 8])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_tile_loop_index_check(dtype, itype, n_vectors, prefetch):
+    """One-shot rows one tile wide, averaging at least 32 nonzeros, compare each index
+    in the tile loop: a bad one anywhere in a row (each accumulator set's slot, the
+    last partial set, the prefetch distance's end), too large, negative or at the
+    type's extremes, gives 4; valid indices give bitwise the unchecked product."""
+    rng = np.random.default_rng(11)
+    n_cols = 64
+    lengths = rng.integers(33, 48, size=12)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    indices = np.concatenate([rng.choice(n_cols, n, replace=False) for n in lengths]).astype(itype)
+    data = rng.standard_normal(indptr[-1]).astype(dtype)
+    w = n_vectors * _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    X = rng.standard_normal((n_cols, w)).astype(dtype)
+    bounds = np.array([0, 5, 12], dtype=np.int64)
+
+    def call(ind, check):
+        Y = np.zeros((12, w), dtype=dtype)
+        code = _spmm.csr_spmm(indptr, ind, data, X, Y, bounds, w, 2, prefetch,
+                              n_cols if check else 0)
+        return code, Y
+
+    code, Y = call(indices, True)
+    assert code == 0
+    np.testing.assert_array_equal(Y, call(indices, False)[1])
+    info = np.iinfo(itype)
+    for row in (0, 7, 11):
+        p0, p1 = int(indptr[row]), int(indptr[row + 1])
+        for pos in (p0, p0 + 1, p0 + 2, p0 + 3, p0 + 9, p1 - 9, p1 - 2, p1 - 1):
+            for value in (n_cols, -1, info.max, info.min):
+                bad = indices.copy()
+                bad[pos] = value
+                assert call(bad, True)[0] == 4, (row, pos, value)
+
+
 def test_csr_check_can_leave_the_indices_to_the_product():
     ok = np.array([0, 1, 2], dtype=np.int32)
     wild = np.array([0, 99], dtype=np.int32)
