@@ -359,11 +359,13 @@ typedef double ws_vd;
  * fit (widest first) and returns how many columns it did; the caller finishes
  * the last (fewer than one vector) columns.
  */
+#define WS_DEFINE_TILES(T, VT, I, SUFFIX, PF, CHK)                                \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 1, SUFFIX, PF, CHK)                            \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 2, SUFFIX, PF, CHK)                            \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF, CHK)                            \
+WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF, CHK)
 #define WS_DEFINE_SPAN(T, VT, I, SUFFIX, PF)                                      \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 1, SUFFIX, PF, 0)                              \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 2, SUFFIX, PF, 0)                              \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 4, SUFFIX, PF, 0)                              \
-WS_DEFINE_TILE_PF(T, VT, TILE_, I, 8, SUFFIX, PF, 0)                              \
+WS_DEFINE_TILES(T, VT, I, SUFFIX, PF, 0)                                          \
 static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                              \
     const I *indices, const T *data, ptrdiff_t p0, ptrdiff_t p1,                  \
     const T *X, ptrdiff_t ldx, T *y, ptrdiff_t nt, int nts)                       \
@@ -419,7 +421,7 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
  * to 40 % (C harness, 2 threads, AVX2 Zen 3, float32 N = 8, Poisson rows: K =
  * 4096 mean 4 13.0 -> 7.8 us, K = 16384 mean 16 168 -> 140, mean 41 56 ->
  * 53, mean 164 unchanged). */
-#define WS_TILE_ROWS(T, I, NV, SFX, ON_BAD)                                        \
+#define WS_TILE_ROWS(T, I, NV, SFX, ON_BAD)                                       \
     if (nt == NV * VL) {                                                          \
         if (pf) {                                                                 \
             for (ptrdiff_t i = r0; i < r1; ++i)                                   \
@@ -453,8 +455,9 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
  * ws_spmm_rows_<T>_<I>(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf):
  *     Y[i, 0:nt] = sum over the nonzeros p of row i of data[p] * X[indices[p], 0:nt]
  * for rows r0 <= i < r1: whole vectors through the register tiles (with
- * software prefetch if pf & 1, streaming stores if pf & WS_STREAM_Y), with AVX-512 one 32-byte tile for the last 32-63
- * bytes, the last (fewer than 32 bytes) columns through ws_rest. The row
+ * software prefetch if pf & 1, streaming stores if pf & WS_STREAM_Y), with
+ * AVX-512 one 32-byte tile for the last 32-63 bytes, the last (fewer than 32
+ * bytes) columns through ws_rest. The row
  * loop is in C so that a row with a handful of nonzeros costs no call
  * overhead. Widths of one tile take WS_TILE_ROWS' loops, the others
  * ws_span_rows (out of line; the Python-level timings of N = 2-12 that were
@@ -517,14 +520,12 @@ done:                                                                           
     if (nts)                                                                      \
         WS_SFENCE();                                                              \
 }                                                                                 \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 1, _chk, 0, 1)                          \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 2, _chk, 0, 1)                          \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 4, _chk, 0, 1)                          \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 8, _chk, 0, 1)                          \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 1, _pf_chk, 1, 1)                       \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 2, _pf_chk, 1, 1)                       \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 4, _pf_chk, 1, 1)                       \
-WS_DEFINE_TILE_PF(T, WS_TV_##T, TILE_, I, 8, _pf_chk, 1, 1)                       \
+WS_DEFINE_TILES(T, WS_TV_##T, I, _chk, 0, 1)                                      \
+WS_DEFINE_TILES(T, WS_TV_##T, I, _pf_chk, 1, 1)                                   \
+/* ws_spmm_rows_chk_<T>_<I>(..., n_cols): ws_spmm_rows for rows one tile wide */ \
+/* averaging at least WS_SPMM_CHK_LOOP_NNZ nonzeros, each index compared with */ \
+/* n_cols first: 0, or 1 at the first out of range; -1 (nothing done) for */     \
+/* other rows or widths. */                                                       \
 static int ws_spmm_rows_chk_##T##_##I(const I *indptr, const I *indices,          \
                                       const T *data, const T *X, ptrdiff_t ldx,   \
                                       T *Y, ptrdiff_t ldy, ptrdiff_t r0,          \
