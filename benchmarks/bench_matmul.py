@@ -244,55 +244,52 @@ class AlignedCopy:
         self.P @ self.X
 
 
-class LargeOutput:
+class _SwitchedOff:
+    """Prepared products of a 4096^2 CSR of ``density`` (``dtype``) times N columns, with
+    the module constant ``wsesparse.<_module>.<_attr>`` set to infinity (the feature off)
+    where the second parameter is "off", and restored afterwards."""
+
+    _module = _attr = dtype = ""
+    density = 0.001
+
+    def setup(self, n_tokens, switch):
+        import importlib
+        self._mod = importlib.import_module(f"wsesparse.{self._module}")
+        self.P = prepared(f"{type(self).__name__}-{switch}", 4096, 4096, self.density,
+                          self.dtype)
+        self.X = random_dense(4096, n_tokens, self.dtype)
+        self._saved = getattr(self._mod, self._attr)
+        if switch == "off":
+            setattr(self._mod, self._attr, float("inf"))
+
+    def teardown(self, n_tokens, switch):
+        setattr(self._mod, self._attr, self._saved)
+
+    def time_csr_prepared(self, n_tokens, switch):
+        self.P @ self.X
+
+
+class LargeOutput(_SwitchedOff):
     """Results on both sides of the output pool's 32 MiB threshold (wsesparse/_outputs.py):
     M = K = 4096, density 0.001, N = 512 / 1024 float64 (16 / 32 MiB results), ``pool``
-    off means the result is written into fresh pages every call (as without the pool)."""
+    off means the result is written into fresh pages every call (as without the pool).
+    (The pool is not emptied in teardown: asv tears down and sets up again between the
+    timed calls, and an emptied pool would time fresh pages with the pool on.)"""
 
     params = ([512, 1024], ["on", "off"])
     param_names = ["n_tokens", "pool"]
     timeout = 120
-
-    def setup(self, n_tokens, pool):
-        from wsesparse import _outputs
-        self.P = prepared(f"LargeOutput-{pool}", 4096, 4096, 0.001, "float64")
-        self.X = random_dense(4096, n_tokens, "float64")
-        self._saved = _outputs._POOL_MIN_BYTES
-        if pool == "off":
-            _outputs._POOL_MIN_BYTES = float("inf")
-
-    def teardown(self, n_tokens, pool):
-        from wsesparse import _outputs
-        # (The pool is not emptied here: asv tears down and sets up again between the
-        # timed calls, and an emptied pool would time fresh pages with the pool on.)
-        _outputs._POOL_MIN_BYTES = self._saved
-
-    def time_csr_prepared(self, n_tokens, pool):
-        self.P @ self.X
+    _module, _attr, dtype = "_outputs", "_POOL_MIN_BYTES", "float64"
 
 
-class StreamingStores:
+class StreamingStores(_SwitchedOff):
     """Short rows (density 0.001, 4 per row, M = K = 4096, float32) on both sides of the
     streaming-store bound (``csr._STREAM_MIN_BYTES``, a quarter of L3): N = 256 (4 MiB
     result) and 1024 (16 MiB); ``stream`` off keeps plain stores at every size."""
 
     params = ([256, 1024], ["auto", "off"])
     param_names = ["n_tokens", "stream"]
-
-    def setup(self, n_tokens, stream):
-        from wsesparse import csr
-        self.P = prepared("StreamingStores", 4096, 4096, 0.001, "float32")
-        self.X = random_dense(4096, n_tokens, "float32")
-        self._saved = csr._STREAM_MIN_BYTES
-        if stream == "off":
-            csr._STREAM_MIN_BYTES = float("inf")
-
-    def teardown(self, n_tokens, stream):
-        from wsesparse import csr
-        csr._STREAM_MIN_BYTES = self._saved
-
-    def time_csr_prepared(self, n_tokens, stream):
-        self.P @ self.X
+    _module, _attr, dtype = "csr", "_STREAM_MIN_BYTES", "float32"
 
 
 class PreparedDispatch:
