@@ -533,8 +533,7 @@ static int ws_spmm_rows_chk_##T##_##I(const I *indptr, const I *indices,        
                                       ptrdiff_t n_cols)                           \
 {                                                                                 \
     enum { VL = WS_TILE_VL_##T };                                                 \
-    const int64_t imax = sizeof(I) == 4 ? INT32_MAX : INT64_MAX;                  \
-    const uint64_t lim = n_cols > imax ? (uint64_t)imax + 1 : (uint64_t)n_cols;   \
+    const uint64_t lim = ws_col_limit_##I(n_cols);                                \
     if ((ptrdiff_t)(indptr[r1] - indptr[r0]) < WS_SPMM_CHK_LOOP_NNZ * (r1 - r0))  \
         return -1;                                                                \
     const int nts = pf & WS_STREAM_Y;                                             \
@@ -976,7 +975,7 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
  * (chosen per part, i.e. per thread count) runs it: the rows function only
  * decides whether the long-row code is inlined (vector_rows) or called
  * (scalar_rows, whose short rows ran 12 % slower beside the inlined copy). */
-#define WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, CHK, SFX)                          \
+#define WS_DEFINE_SPMV_ROWS(T, VT, I, U, CHK, SFX)                                \
 WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                             \
 WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                        \
 WS_SCALAR_LOOP __attribute__((noinline)) static T ws_spmv_vrow_call##SFX##_##T##_##I( \
@@ -994,8 +993,7 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
                                          ptrdiff_t r0, ptrdiff_t r1,              \
                                          ptrdiff_t n_cols)                        \
 {                                                                                 \
-    /* Every nonnegative I is below n_cols when n_cols exceeds I's range. */      \
-    const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;         \
+    const U lim = ws_col_limit_##I(n_cols);                                       \
     const ptrdiff_t vmin = WS_SPMV_GATHER                                         \
         && n_cols * (ptrdiff_t)sizeof(T) > WS_SPMV_GATHER_X_BYTES                 \
         ? WS_SPMV_GATHER_NNZ : WS_SPMV_VEC_NNZ_##T;                               \
@@ -1105,15 +1103,15 @@ static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *dat
 }
 #endif
 
-#define WS_DEFINE_ALL(T, VT, I, U, IMAX)                                          \
+#define WS_DEFINE_ALL(T, VT, I, U)                                                \
     WS_DEFINE_SPMM_ROWS(T, I)                                                     \
     WS_DEFINE_SCATTER(T, VT, I)                                                   \
-    WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, 0, )                                   \
-    WS_DEFINE_SPMV_ROWS(T, VT, I, U, IMAX, 1, _chk)
+    WS_DEFINE_SPMV_ROWS(T, VT, I, U, 0, )                                         \
+    WS_DEFINE_SPMV_ROWS(T, VT, I, U, 1, _chk)
 
-WS_DEFINE_ALL(float, ws_vf, int32_t, uint32_t, INT32_MAX)
-WS_DEFINE_ALL(float, ws_vf, int64_t, uint64_t, INT64_MAX)
-WS_DEFINE_ALL(double, ws_vd, int32_t, uint32_t, INT32_MAX)
-WS_DEFINE_ALL(double, ws_vd, int64_t, uint64_t, INT64_MAX)
+WS_DEFINE_ALL(float, ws_vf, int32_t, uint32_t)
+WS_DEFINE_ALL(float, ws_vf, int64_t, uint64_t)
+WS_DEFINE_ALL(double, ws_vd, int32_t, uint32_t)
+WS_DEFINE_ALL(double, ws_vd, int64_t, uint64_t)
 
 #endif

@@ -8,6 +8,8 @@
  * ws_indices_out_of_range_<I>(indices, p0, p1, n_cols): whether some
  *     indices[p], p0 <= p < p1, is negative or not below n_cols (one unsigned
  *     comparison covers both).
+ * ws_col_limit_<I>(n_cols): the bound for that unsigned comparison, as the
+ *     unsigned type of I (n_cols, or I's maximum + 1 if that is smaller).
  */
 #ifndef WSESPARSE_CSR_CHECK_H
 #define WSESPARSE_CSR_CHECK_H
@@ -22,11 +24,15 @@ static int ws_indptr_decreases_##I(const I *indptr, ptrdiff_t n)                
     for (ptrdiff_t i = 0; i < n; ++i) bad |= indptr[i + 1] < indptr[i];           \
     return bad;                                                                   \
 }                                                                                 \
+static inline U ws_col_limit_##I(ptrdiff_t n_cols)                                \
+{                                                                                 \
+    /* Every nonnegative I is below n_cols when n_cols exceeds I's range. */      \
+    return n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;                \
+}                                                                                 \
 static int ws_indices_out_of_range_##I(const I *indices, ptrdiff_t p0,            \
                                        ptrdiff_t p1, ptrdiff_t n_cols)            \
 {                                                                                 \
-    /* Every nonnegative I is below n_cols when n_cols exceeds I's range. */      \
-    const U lim = n_cols > (ptrdiff_t)(IMAX) ? (U)(IMAX) + 1 : (U)n_cols;        \
+    const U lim = ws_col_limit_##I(n_cols);                                       \
     int bad = 0;                                                                  \
     for (ptrdiff_t p = p0; p < p1; ++p) bad |= (U)indices[p] >= lim;              \
     return bad;                                                                   \

@@ -470,12 +470,13 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         # mean 16 170 / 193, mean 164 1350 / 1510; float64 N = 4 mean 16 174 /
         # 204-311; float32 N = 16 mean 16 213 / 235, mean 164 1870 / 1870).
         row_bytes = panel * X.dtype.itemsize
+        short_rows = nnz <= _SHORT_ROW_NNZ * n_rows
         prefetch = (n_cols * row_bytes > _L2_BYTES // 2 and 32 < row_bytes <= 1024
-                    and nnz > _SHORT_ROW_NNZ * n_rows)
+                    and not short_rows)
         code = _spmm.csr_spmm(indptr, indices, data, X, Y, _row_bounds(indptr, threads, bounds),
                               panel, threads, prefetch, check_cols,
                               _pack_single_panel(X, nnz),
-                              Y.nbytes >= _STREAM_MIN_BYTES and nnz <= _SHORT_ROW_NNZ * n_rows)
+                              short_rows and Y.nbytes >= _STREAM_MIN_BYTES)
     if code:
         raise ValueError(csr_error_message(code, "A", shape, len(indices)))
 
