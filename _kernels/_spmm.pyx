@@ -1264,3 +1264,76 @@ def transpose_into(cnp.ndarray src, cnp.ndarray dst, int n_threads):
             _transpose_all(<const uint64_t*>s, <uint64_t*>d, R, C, n_threads)
         else:
             _transpose_all(<const double complex*>s, <double complex*>d, R, C, n_threads)
+
+
+cdef int _densify_rows(const index_t* indptr, const index_t* indices, const value_t* data,
+                       value_t* D, Py_ssize_t n_rows, Py_ssize_t n_cols,
+                       int n_threads) noexcept nogil:
+    """D = the dense (n_rows, n_cols) matrix: each row zeroed, then its nonzeros added
+    in storage order (scipy's ``toarray`` order: duplicates sum alike). Returns 1 if a
+    column index is out of range (D then partly written), else 0."""
+    cdef Py_ssize_t i, p, j
+    cdef value_t* row
+    cdef int bad = 0
+    for i in prange(n_rows, num_threads=n_threads, schedule="static"):
+        row = D + i * n_cols
+        memset(row, 0, n_cols * sizeof(value_t))
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            # One compare per nonzero next to a scattered store: nearly free, and a
+            # mutated index array cannot write outside D.
+            if <size_t>j >= <size_t>n_cols:
+                bad |= 1  # (a reduction: a plain assignment in prange is lastprivate)
+                break
+            row[j] = row[j] + data[p]
+    return bad
+
+
+cdef int _densify_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* D,
+                        Py_ssize_t n_rows, Py_ssize_t n_cols, int n_threads) noexcept nogil:
+    """``_densify_rows`` for the numpy value type ``vt`` (checked by ``_value_type``)."""
+    if vt == cnp.NPY_FLOAT32:
+        return _densify_rows(ip, ix, <float*>d, <float*>D, n_rows, n_cols, n_threads)
+    if vt == cnp.NPY_FLOAT64:
+        return _densify_rows(ip, ix, <double*>d, <double*>D, n_rows, n_cols, n_threads)
+    if vt == cnp.NPY_COMPLEX64:
+        return _densify_rows(ip, ix, <float complex*>d, <float complex*>D, n_rows, n_cols,
+                             n_threads)
+    return _densify_rows(ip, ix, <double complex*>d, <double complex*>D, n_rows, n_cols,
+                         n_threads)
+
+
+def densify_into(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray D,
+                 int n_threads):
+    """D = the CSR matrix (indptr, indices, data) as a dense array, by row ranges on
+    ``n_threads`` threads; what ``scipy.sparse.csr_array(...).toarray()`` gives, bit
+    for bit (each row zeroed, then its values added in storage order).
+
+    D is C-contiguous, writeable, (n_rows, n_cols), of the dtype of ``data``.
+    ``indptr`` must be valid (see the module docstring); column indices are
+    checked as they are used. Returns 0, or 4 (``csr_error_message``'s code for
+    an index out of range) with D partly written.
+    """
+    if cnp.PyArray_NDIM(D) != 2:
+        raise ValueError("D must be 2-D")
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(D, 0), n_cols = cnp.PyArray_DIM(D, 1)
+    cdef int vt = _value_type(data, (D,))
+    cdef int it = _index_type(indptr, indices, n_rows)
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef int64_t nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
+    if cnp.PyArray_DIM(indices, 0) < nnz or cnp.PyArray_DIM(data, 0) < nnz:
+        raise ValueError("indptr[-1] exceeds the stored indices or values")
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef void* d = cnp.PyArray_DATA(data)
+    cdef void* Dp = cnp.PyArray_DATA(D)
+    cdef int bad
+    if n_threads < 1:
+        n_threads = 1
+    with nogil:
+        if it == cnp.NPY_INT32:
+            bad = _densify_typed(<int32_t*>ip, <int32_t*>ix, vt, d, Dp, n_rows, n_cols,
+                                 n_threads)
+        else:
+            bad = _densify_typed(<int64_t*>ip, <int64_t*>ix, vt, d, Dp, n_rows, n_cols,
+                                 n_threads)
+    return 4 if bad else 0

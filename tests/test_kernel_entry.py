@@ -937,3 +937,65 @@ def test_scatter_kernel_check_cols(dtype, n_threads):
     bad[7] = -1
     assert _spmm.csr_spmm_t(A.indptr, bad, A.data, np.ones((300, 0), dtype),
                             np.empty((50, 0), dtype), 1, 1, None, True) == 4
+
+
+def _duplicates_and_signed_zeros(shape, dtype, itype, seed=0) -> sp.csr_array:
+    """Unsorted rows with duplicate columns, empty rows, and -0.0 / +-inf / nan values:
+    what distinguishes "zero the row, then add in storage order" from other orders."""
+    rng = np.random.default_rng(seed)
+    n_rows, n_cols = shape
+    lengths = rng.integers(0, 2 * n_cols + 1, n_rows) if n_cols else np.zeros(n_rows, int)
+    lengths[::3] = 0
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    nnz = int(indptr[-1])
+    indices = rng.integers(0, max(n_cols, 1), nnz).astype(itype)
+    data = rng.choice(np.array([-0.0, 0.0, 1.5, -2.25, 1e30, -1e30, np.inf, np.nan]), nnz)
+    data = data.astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        data = data + 1j * rng.choice(np.array([-0.0, 0.0, 3.0, -1e30]), nnz).astype(dtype)
+    return sp.csr_array((data, indices, indptr), shape=shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("shape", [(37, 23), (1, 1), (5, 1), (1, 300), (0, 4), (3, 0)])
+def test_densify_into_is_scipys_toarray_bit_for_bit(dtype, itype, shape):
+    A = _duplicates_and_signed_zeros(shape, dtype, itype)
+    expected = A.toarray()
+    for t in (1, 2, 3):
+        D = np.full(shape, 7, dtype=dtype)
+        assert _spmm.densify_into(A.indptr, A.indices, A.data, D, t) == 0
+        # Bitwise, so that -0.0 and nan payloads count.
+        assert D.tobytes() == expected.tobytes()
+
+
+def test_densify_into_checks_indices_and_operands():
+    A = sp.random(6, 5, density=0.5, format="csr", random_state=0)
+    D = np.empty((6, 5))
+    for bad in (5, -1, 1 << 40):
+        indices = A.indices.astype(np.int64)
+        indices[-1] = bad
+        assert _spmm.densify_into(A.indptr.astype(np.int64), indices, A.data, D, 2) == 4
+    with pytest.raises(ValueError, match="2-D"):
+        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty(30), 1)
+    with pytest.raises(ValueError, match="one entry per output row"):
+        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty((5, 5)), 1)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty((5, 6)).T, 1)
+    with pytest.raises(ValueError, match="C-contiguous float64"):
+        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty((6, 5), np.float32), 1)
+    with pytest.raises(ValueError, match="exceeds the stored"):
+        _spmm.densify_into(A.indptr, A.indices[:-1], A.data, D, 1)
+    D.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        _spmm.densify_into(A.indptr, A.indices, A.data, D, 1)
+
+
+def test_dense_dispatch_of_a_changed_operand_raises():
+    """A CSR sharing its arrays (copy=False) whose indices the caller then breaks:
+    the dense path's densify refuses the index instead of writing outside its copy."""
+    A = sp.random(40, 30, density=0.5, format="csr", random_state=0)
+    W = CSR(A)
+    A.indices[7] = 30
+    with pytest.raises(ValueError, match="negative or not below 30"):
+        sparse_matmul(W, np.ones((30, 4)), method="dense")

@@ -7,7 +7,8 @@ ms, into an existing one 5.3 ms. Results of at least
 ``_spmm.OUTPUT_POOL_MIN_BYTES`` are therefore allocated through a numpy memory
 handler (NEP 49, ``_kernels/_out_pool.h``) that keeps the last two such
 buffers once their arrays are freed, for the next result of exactly the same
-size: the common loop ``Y = W @ X`` then writes warm pages. The arrays are
+size: the common loop ``Y = W @ X`` then writes warm pages (the dense copies
+that dense dispatch makes of a sparse operand come from here too). The arrays are
 ordinary numpy arrays that own their data. ``WSESPARSE_OUTPUT_POOL=0`` (read
 at import) turns this off; ``release_cached_outputs()`` frees what waits.
 """
@@ -35,8 +36,9 @@ def empty_output(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.nda
 def release_cached_outputs() -> int:
     """Free the buffers of large results kept for reuse; returns their bytes.
 
-    ``sparse_matmul`` keeps the buffers of up to two freed results of at least
-    32 MiB (each at most 1 GiB) to give the next result of the same size, so
+    ``sparse_matmul`` keeps the buffers of up to two freed results (or dense
+    copies of a sparse operand, made for dense dispatch) of at least 32 MiB
+    (each at most 1 GiB) to give the next such array of the same size, so
     that a loop of equal products does not fault in fresh pages every time.
     Call this to hand that memory back to the system (for example before a
     memory-hungry step that follows the loop).

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from wsesparse._checks import (check_array_allocation, check_numeric_dtype, csr_error_message,
                                describe)
 from wsesparse._kernels import _spmm
+from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import resolve_n_threads
 
@@ -366,21 +367,30 @@ class CSR:
             self._finite = bool(np.isfinite(self.data[:self.nnz]).all())
         return self._finite
 
-    def _densified(self, dtype: np.dtype, keep: bool) -> np.ndarray:
+    def _densified(self, dtype: np.dtype, keep: bool, n_threads: int | None = None) -> np.ndarray:
         """The matrix as a dense array of ``dtype`` (duplicates summed).
 
-        With ``keep``, the latest one is cached, if it takes at most
+        What scipy's ``toarray`` gives, bit for bit, built by row ranges on
+        ``n_threads`` threads into a pooled buffer when large (``empty_output``):
+        4096^2 at density 0.5, float32, 2 threads, best of 4: toarray 20.6 ms,
+        ours 10.6 ms (15.8 ms into fresh pages); 16384^2: 292 vs 189 ms. With
+        ``keep``, the latest one is cached, if it takes at most
         ``_dense_keep_bytes()``: a prepared operand that auto-dispatch sends to
         dense BLAS again and again then pays the densify cost once.
         """
         if self._dense is not None and self._dense.dtype == dtype:
             return self._dense
         check_array_allocation(self.shape, dtype, "the densified sparse operand (method='dense')")
-        # Cast the values first: duplicates must add up in ``dtype`` (as scipy's
+        nbytes = self.shape[0] * self.shape[1] * np.dtype(dtype).itemsize
+        dense = empty_output(self.shape, dtype, nbytes)
+        # The values are cast first: duplicates must add up in ``dtype`` (as scipy's
         # product does), not in a narrower stored dtype (found by tests/test_fuzz.py).
-        nnz = self.nnz
-        dense = sp.csr_array((self._values(dtype)[:nnz], self.indices[:nnz], self.indptr),
-                             shape=self.shape).toarray()
+        # The kernel checks the column indices again (arrays shared with the caller
+        # may have changed since the operand was checked, see ``copy``).
+        code = _spmm.densify_into(self.indptr, self.indices, self._values(dtype), dense,
+                                  resolve_n_threads(n_threads, self.nnz + dense.size // 4))
+        if code:
+            raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
         if keep and dense.nbytes <= self._dense_keep_bytes():
             self._dense = dense
         return dense
