@@ -367,13 +367,17 @@ class CSR:
             self._finite = bool(np.isfinite(self.data[:self.nnz]).all())
         return self._finite
 
-    def _densified(self, dtype: np.dtype, keep: bool, n_threads: int | None = None) -> np.ndarray:
+    def _densified(self, dtype: np.dtype, keep: bool) -> np.ndarray:
         """The matrix as a dense array of ``dtype`` (duplicates summed).
 
-        What scipy's ``toarray`` gives, bit for bit, built by row ranges on
-        ``n_threads`` threads into a pooled buffer when large (``empty_output``):
-        4096^2 at density 0.5, float32, 2 threads, best of 4: toarray 20.6 ms,
-        ours 10.6 ms (15.8 ms into fresh pages); 16384^2: 292 vs 189 ms. With
+        What scipy's ``toarray`` gives, bit for bit (``_spmm.densify_into``),
+        into a pooled buffer when large (``empty_output``: warm pages in a loop).
+        On one thread: BLAS's threads still spin after the previous product's
+        GEMM, and two threads here then lost to one (4096^2, density 0.5, N =
+        256, one-shot calls in a loop, 10 rounds alternating, min / median ms:
+        float32 scipy toarray 68.1 / 73.4, two threads 74.1 / 80.8, one 69.3 /
+        71.6; float64 138.7 / 142.5, 138.6 / 142.2, 134.4 / 135.6), though
+        alone they build it twice as fast (float32 20.6 -> 10.6 ms). With
         ``keep``, the latest one is cached, if it takes at most
         ``_dense_keep_bytes()``: a prepared operand that auto-dispatch sends to
         dense BLAS again and again then pays the densify cost once.
@@ -387,8 +391,7 @@ class CSR:
         # product does), not in a narrower stored dtype (found by tests/test_fuzz.py).
         # The kernel checks the column indices again (arrays shared with the caller
         # may have changed since the operand was checked, see ``copy``).
-        code = _spmm.densify_into(self.indptr, self.indices, self._values(dtype), dense,
-                                  resolve_n_threads(n_threads, self.nnz + dense.size // 4))
+        code = _spmm.densify_into(self.indptr, self.indices, self._values(dtype), dense, 1)
         if code:
             raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
         if keep and dense.nbytes <= self._dense_keep_bytes():

@@ -513,7 +513,7 @@ def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None
                    prepared: bool, transposed: bool = False) -> None:
     """Y = D @ X with D the dense ``csr`` (or its transpose), by BLAS."""
     # Only a CSR the caller prepared lives on to reuse a cached dense copy.
-    dense = csr._densified(X.dtype, keep=prepared, n_threads=n_threads)
+    dense = csr._densified(X.dtype, keep=prepared)
     if transposed:
         dense = dense.T  # BLAS takes the transposed layout as it is
     if n_threads is None or n_threads >= _available_cores():
