@@ -8,8 +8,8 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import (check_array_allocation, check_numeric_dtype, csr_error_message,
-                               describe)
+from wsesparse._checks import (array_nbytes, check_array_allocation, check_numeric_dtype,
+                               csr_error_message, describe)
 from wsesparse._kernels import _spmm
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure
@@ -385,8 +385,7 @@ class CSR:
         if self._dense is not None and self._dense.dtype == dtype:
             return self._dense
         check_array_allocation(self.shape, dtype, "the densified sparse operand (method='dense')")
-        nbytes = self.shape[0] * self.shape[1] * np.dtype(dtype).itemsize
-        dense = empty_output(self.shape, dtype, nbytes)
+        dense = empty_output(self.shape, dtype, array_nbytes(self.shape, dtype))
         # The values are cast first: duplicates must add up in ``dtype`` (as scipy's
         # product does), not in a narrower stored dtype (found by tests/test_fuzz.py).
         # The kernel checks the column indices again (arrays shared with the caller
