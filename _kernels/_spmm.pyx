@@ -1146,6 +1146,17 @@ cdef void _transpose_elems(const index_t* indptr, const index_t* indices, void* 
                          <double complex*>tdata, counts, b, n_parts)
 
 
+cdef int64_t _stored_nnz(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, int it,
+                         Py_ssize_t n_rows) except? -1:
+    """``indptr[n_rows]`` (``it`` its numpy type), after checking that ``indices`` and
+    ``data`` hold that many entries."""
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef int64_t nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
+    if cnp.PyArray_DIM(indices, 0) < nnz or cnp.PyArray_DIM(data, 0) < nnz:
+        raise ValueError("indptr[-1] exceeds the stored indices or values")
+    return nnz
+
+
 def csr_transpose(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, Py_ssize_t n_cols,
                   int n_threads):
     """The CSR arrays ``(indptr, indices, data)`` of B.T for a valid CSR ``B``
@@ -1170,9 +1181,7 @@ def csr_transpose(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, Py_
     if it == cnp.NPY_INT32 and n_rows > 2147483647:
         raise ValueError("B has too many rows for int32 column indices of B.T")
     cdef void* ip = cnp.PyArray_DATA(indptr)
-    cdef int64_t nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
-    if cnp.PyArray_DIM(indices, 0) < nnz or cnp.PyArray_DIM(data, 0) < nnz:
-        raise ValueError("indptr[-1] exceeds the stored indices or values")
+    cdef int64_t nnz = _stored_nnz(indptr, indices, data, it, n_rows)
     itype = np.int32 if it == cnp.NPY_INT32 else np.int64
     cdef cnp.ndarray tptr = np.empty(n_cols + 1, dtype=itype)
     cdef cnp.ndarray tind = np.empty(nnz, dtype=itype)
@@ -1320,9 +1329,7 @@ def densify_into(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.
     cdef int vt = _value_type(data, (D,))
     cdef int it = _index_type(indptr, indices, n_rows)
     cdef void* ip = cnp.PyArray_DATA(indptr)
-    cdef int64_t nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
-    if cnp.PyArray_DIM(indices, 0) < nnz or cnp.PyArray_DIM(data, 0) < nnz:
-        raise ValueError("indptr[-1] exceeds the stored indices or values")
+    cdef int64_t nnz = _stored_nnz(indptr, indices, data, it, n_rows)
     cdef void* ix = cnp.PyArray_DATA(indices)
     cdef void* d = cnp.PyArray_DATA(data)
     cdef void* Dp = cnp.PyArray_DATA(D)
