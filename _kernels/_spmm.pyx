@@ -56,6 +56,18 @@ cdef extern from "_axpy_tiles.h" nogil:
     int ws_spmm_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
                                         const double*, Py_ssize_t, double*, Py_ssize_t,
                                         Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    void ws_spmm_rows_kb_float_int32_t(const int32_t*, const int32_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_kb_float_int64_t(const int64_t*, const int64_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_kb_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_kb_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
     int ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
                                    float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
     int ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
@@ -151,6 +163,7 @@ cdef extern from "_axpy_tiles.h" nogil:
     enum: CHECK_BLOCK "WS_CHECK_BLOCK"
     enum: _TILE_VBYTES "WS_TILE_VBYTES"
     enum: _STREAM_Y "WS_STREAM_Y"
+    enum: _KB_NV "WS_KB_NV"
     Py_ssize_t ws_block_end_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t)
     Py_ssize_t ws_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
 
@@ -161,6 +174,7 @@ TILE_BYTES_PER_ROW = TILE_BYTES
 # Bytes of one register of the SpMM tiles this build uses: 64 where the compiler
 # targets AVX-512F, else 32 (matmul.py keeps dense-dispatch crossovers per width).
 TILE_VECTOR_BYTES = _TILE_VBYTES
+KBLOCK_TILE_VECTORS = _KB_NV
 
 
 cdef extern from "_cache_probe.h" nogil:
@@ -307,6 +321,35 @@ cdef inline void _spmm_rows(const index_t* indptr, const index_t* indices,
         _complex_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt)
 
 
+cdef inline bint _spmm_rows_kb(const index_t* indptr, const index_t* indices,
+                               const value_t* data, const value_t* X, Py_ssize_t ldx,
+                               value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
+                               Py_ssize_t nt, int pf, Py_ssize_t n_cols,
+                               Py_ssize_t kb) noexcept nogil:
+    """``ws_spmm_rows_kb`` (blocks of ``kb`` columns of A) for real types and
+    rows one ``KBLOCK_TILE_VECTORS``-vector tile wide; False (nothing done) otherwise."""
+    if nt * <Py_ssize_t>sizeof(value_t) != _KB_NV * _TILE_VBYTES:
+        return False
+    if value_t is float:
+        if index_t is int32_t:
+            ws_spmm_rows_kb_float_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
+                                          n_cols, kb, pf)
+        else:
+            ws_spmm_rows_kb_float_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
+                                          n_cols, kb, pf)
+        return True
+    elif value_t is double:
+        if index_t is int32_t:
+            ws_spmm_rows_kb_double_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
+                                           n_cols, kb, pf)
+        else:
+            ws_spmm_rows_kb_double_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
+                                           n_cols, kb, pf)
+        return True
+    else:
+        return False
+
+
 cdef inline Py_ssize_t _block_end(const index_t* indptr, Py_ssize_t i,
                                   Py_ssize_t r1) noexcept nogil:
     """The end of the block of rows from ``i`` (before ``r1``) holding about
@@ -345,13 +388,21 @@ cdef inline int _spmm_rows_chk(const index_t* indptr, const index_t* indices,
 cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
                             const value_t* data, const value_t* X, Py_ssize_t ldx,
                             value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
-                            Py_ssize_t nt, int pf, Py_ssize_t check_cols) noexcept nogil:
+                            Py_ssize_t nt, int pf, Py_ssize_t check_cols,
+                            Py_ssize_t n_cols, Py_ssize_t kb) noexcept nogil:
     """``_spmm_rows``; with ``check_cols`` > 0, first checks every block of rows'
     column indices against it and returns 1 (rows from that block on left
     undone) on the first one out of range, or (rows one tile wide, long on
-    average) checks each index in the tile loop. ``indptr`` must already be valid."""
+    average) checks each index in the tile loop. ``kb`` > 0 asks for
+    ``_spmm_rows_kb`` where it applies (its indices all checked first).
+    ``indptr`` must already be valid."""
     cdef Py_ssize_t i = r0, j
     cdef int r
+    if kb > 0:
+        if check_cols > 0 and _out_of_range(indices, indptr[r0], indptr[r1], check_cols):
+            return 1
+        if _spmm_rows_kb(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf, n_cols, kb):
+            return 0
     if check_cols <= 0:
         _spmm_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)
         return 0
@@ -373,7 +424,8 @@ cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
 cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* data,
                 const value_t* X, Py_ssize_t ldx, value_t* Y, Py_ssize_t ldy,
                 Py_ssize_t width, const int64_t* bounds, Py_ssize_t n_parts,
-                int n_threads, int prefetch, Py_ssize_t check_cols) noexcept nogil:
+                int n_threads, int prefetch, Py_ssize_t check_cols, Py_ssize_t n_cols,
+                Py_ssize_t kb) noexcept nogil:
     """Y[:, 0:width] = A @ X[:, 0:width], the row parts handed out dynamically.
 
     Returns the number of parts that found an out-of-range column index
@@ -383,10 +435,10 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
     if n_parts == 1:
         # One part: no parallel region to open (a few microseconds).
         return _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1],
-                                  width, prefetch, check_cols)
+                                  width, prefetch, check_cols, n_cols, kb)
     for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
         bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
-                                  bounds[part + 1], width, prefetch, check_cols)
+                                  bounds[part + 1], width, prefetch, check_cols, n_cols, kb)
     return bad
 
 
@@ -406,7 +458,7 @@ cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_
                      const value_t* X, value_t* Y, Py_ssize_t N, Py_ssize_t K,
                      const int64_t* bounds, Py_ssize_t n_parts, Py_ssize_t panel,
                      int n_threads, int prefetch, Py_ssize_t check_cols,
-                     int pack) noexcept nogil:
+                     int pack, Py_ssize_t kb) noexcept nogil:
     """Returns nonzero when ``check_cols`` > 0 and a column index is out of range."""
     cdef Py_ssize_t c0, w, k, ld
     cdef char* raw = NULL
@@ -414,7 +466,7 @@ cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_
     cdef int bad = 0
     if panel >= N and not pack:
         return _sweep(indptr, indices, data, X, N, Y, N, N, bounds, n_parts, n_threads,
-                      prefetch, check_cols)
+                      prefetch, check_cols, K, kb)
     # Packed panels: each X[:, c0:c0+panel] is copied into a (K, panel) buffer
     # whose rows start on 64-byte lines (_packed_stride). Read in place, a panel
     # is a short piece of every long X row, and the kernel ran 1.7x slower
@@ -434,12 +486,12 @@ cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_
         w = min(panel, N - c0)
         if buf == NULL:  # no memory for the copy: read X in place
             bad = _sweep(indptr, indices, data, X + c0, N, Y + c0, N, w, bounds, n_parts,
-                         n_threads, prefetch, check_cols)
+                         n_threads, prefetch, check_cols, K, kb)
         else:
             for k in prange(K, num_threads=n_threads, schedule="static"):
                 memcpy(buf + k * ld, X + k * N + c0, w * sizeof(value_t))
             bad = _sweep(indptr, indices, data, buf, ld, Y + c0, N, w, bounds, n_parts,
-                         n_threads, prefetch, check_cols)
+                         n_threads, prefetch, check_cols, K, kb)
         if bad:
             break
         check_cols = 0  # the first panel's sweep checked every row
@@ -451,19 +503,19 @@ cdef int _spmm_parts(const index_t* indptr, const index_t* indices, const value_
 cdef int _spmm_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* x, void* y,
                      Py_ssize_t N, Py_ssize_t K, const int64_t* b, Py_ssize_t n_parts,
                      Py_ssize_t panel, int n_threads, int prefetch,
-                     Py_ssize_t check_cols, int pack) noexcept nogil:
+                     Py_ssize_t check_cols, int pack, Py_ssize_t kb) noexcept nogil:
     """``_spmm_parts`` for the numpy value type ``vt`` (checked by ``_value_type``)."""
     if vt == cnp.NPY_FLOAT32:
         return _spmm_parts(ip, ix, <float*>d, <float*>x, <float*>y, N, K, b, n_parts, panel,
-                           n_threads, prefetch, check_cols, pack)
+                           n_threads, prefetch, check_cols, pack, kb)
     if vt == cnp.NPY_FLOAT64:
         return _spmm_parts(ip, ix, <double*>d, <double*>x, <double*>y, N, K, b, n_parts, panel,
-                           n_threads, prefetch, check_cols, pack)
+                           n_threads, prefetch, check_cols, pack, kb)
     if vt == cnp.NPY_COMPLEX64:
         return _spmm_parts(ip, ix, <float complex*>d, <float complex*>x, <float complex*>y, N, K,
-                           b, n_parts, panel, n_threads, prefetch, check_cols, pack)
+                           b, n_parts, panel, n_threads, prefetch, check_cols, pack, kb)
     return _spmm_parts(ip, ix, <double complex*>d, <double complex*>x, <double complex*>y, N, K,
-                       b, n_parts, panel, n_threads, prefetch, check_cols, pack)
+                       b, n_parts, panel, n_threads, prefetch, check_cols, pack, kb)
 
 
 cdef int _value_type(cnp.ndarray data, tuple dense) except -1:
@@ -500,7 +552,8 @@ cdef int _index_type(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_rows)
 
 def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray X,
              cnp.ndarray Y, object row_bounds, Py_ssize_t panel, int n_threads,
-             bint prefetch, Py_ssize_t check_cols=0, bint pack=False, bint stream=False):
+             bint prefetch, Py_ssize_t check_cols=0, bint pack=False, bint stream=False,
+             Py_ssize_t kblock=0):
     """Y = A @ X for CSR ``A`` (n_rows x n_cols).
 
     X is (n_cols, N) and Y is (n_rows, N), both C-contiguous, of the dtype of
@@ -516,7 +569,10 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     the others up); which thread computes a row never changes its value.
     ``stream`` asks for non-temporal stores of Y's tile vectors (for a Y too
     big to stay in cache); they are used only where Y's rows and panels start
-    on ``TILE_VECTOR_BYTES`` boundaries, and change no value.
+    on ``TILE_VECTOR_BYTES`` boundaries, and change no value. ``kblock`` > 0
+    sums panels one ``KBLOCK_TILE_VECTORS``-vector tile wide (float32/float64)
+    by blocks of that many columns of A (``ws_spmm_rows_kb``: the same values,
+    bit for bit, with a slice of X that stays in L2); other panels ignore it.
 
     With ``check_cols`` > 0 (the column count of A, whose ``indptr`` has been
     checked but whose ``indices`` have not), each block of rows has its column
@@ -558,10 +614,10 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     with nogil:
         if it == cnp.NPY_INT32:
             bad = _spmm_typed(<int32_t*>ip, <int32_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
-                              n_threads, pf, check_cols, pack)
+                              n_threads, pf, check_cols, pack, kblock)
         else:
             bad = _spmm_typed(<int64_t*>ip, <int64_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
-                              n_threads, pf, check_cols, pack)
+                              n_threads, pf, check_cols, pack, kblock)
         free(owned)
     return 4 if bad else 0
 

@@ -206,7 +206,7 @@ def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
     real = _spmm.csr_spmm
 
     def spy(*args, **kwargs):
-        asked.append(args[-1])
+        asked.append(args[11])  # stream (kblock follows)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_spmm, "csr_spmm", spy)
@@ -999,3 +999,101 @@ def test_dense_dispatch_of_a_changed_operand_raises():
     A.indices[7] = 30
     with pytest.raises(ValueError, match="negative or not below 30"):
         sparse_matmul(W, np.ones((30, 4)), method="dense")
+
+
+def _kb_operands(dtype, itype, n_rows=150, n_cols=900, density=0.3, seed=3):
+    """A CSR with unsorted and duplicate column indices in some rows, plus empty rows."""
+    rng = np.random.default_rng(seed)
+    A = sp.random(n_rows, n_cols, density=density, format="csr", dtype=dtype, random_state=rng)
+    A.indices, A.indptr = A.indices.astype(itype), A.indptr.astype(itype)
+    for i in range(0, n_rows, 3):
+        s = slice(A.indptr[i], A.indptr[i + 1])
+        A.indices[s] = rng.permutation(A.indices[s])
+    for i in range(1, n_rows, 7):  # a duplicate: the row's first column again at its end
+        if A.indptr[i + 1] - A.indptr[i] > 1:
+            A.indices[A.indptr[i + 1] - 1] = A.indices[A.indptr[i]]
+    A.data[::11] = np.array([np.inf, -0.0, np.nan, 1e30], dtype=dtype)[
+        np.arange(len(A.data[::11])) % 4]
+    return A
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("kb", [1, 64, 899, 900, 5000])
+def test_column_blocks_are_the_row_sums_bit_for_bit(dtype, itype, kb):
+    """csr_spmm's kblock sums each row in storage order, as the whole-row kernel does:
+    the same bytes, for tile-wide panels (the rest ignore it), checked or not."""
+    A = _kb_operands(dtype, itype)
+    tile = _spmm.KBLOCK_TILE_VECTORS * _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((A.shape[1], 2 * tile + 5)).astype(dtype)
+    X[7, 3] = np.inf
+    for threads, prefetch, check in [(1, False, 0), (2, True, 0), (3, False, A.shape[1])]:
+        Y0 = np.full((A.shape[0], X.shape[1]), 7, dtype)
+        Y1 = Y0.copy()
+        args = (A.indptr, A.indices, A.data, X)
+        assert _spmm.csr_spmm(*args, Y0, 2 * threads, tile, threads, prefetch, check, True) == 0
+        assert _spmm.csr_spmm(*args, Y1, 2 * threads, tile, threads, prefetch, check, True,
+                              False, kb) == 0
+        assert Y1.tobytes() == Y0.tobytes()
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = A.astype(np.float64) @ X.astype(np.float64)
+    np.testing.assert_allclose(Y1, expected, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-2)
+
+
+def test_column_blocks_check_indices_first():
+    A = _kb_operands(np.float32, np.int32)
+    tile = _spmm.KBLOCK_TILE_VECTORS * _spmm.TILE_VECTOR_BYTES // 4
+    X = np.ones((A.shape[1], tile), np.float32)
+    Y = np.zeros((A.shape[0], tile), np.float32)
+    for bad in (A.shape[1], -1):
+        B = A.copy()
+        B.indices[B.indptr[40] + 1] = bad
+        assert _spmm.csr_spmm(B.indptr, B.indices, B.data, X, Y, 2, tile, 2, False,
+                              A.shape[1], False, False, 128) == 4
+
+
+def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
+    """With a small L2 the rule picks blocks for these shapes; sparse_matmul then
+    gives what the kernel gives for tile-wide panels without blocks, one-shot and
+    prepared (other panel widths sum in other orders: only close)."""
+    import wsesparse.csr as wcsr
+    small_l2 = 256 * wcsr._KB_TILE_BYTES  # kb = 128 columns
+    monkeypatch.setattr(wcsr, "_L2_BYTES", small_l2)
+    for dtype in (np.float32, np.float64):
+        A = _kb_operands(dtype, np.int32, n_rows=130, n_cols=2000, density=0.8)
+        A.data[::11] = 1.5
+        tile = wcsr._KB_TILE_BYTES // np.dtype(dtype).itemsize
+        X = np.random.default_rng(5).standard_normal((2000, 2 * tile)).astype(dtype)
+        assert wcsr._k_block(A.shape, A.nnz, X.shape[1], np.dtype(dtype)) == 128
+        whole_rows = np.empty((130, 2 * tile), dtype)
+        assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, whole_rows, 2, tile, 2,
+                              False) == 0
+        for Y in (sparse_matmul(A, X, method="sparse"),
+                  sparse_matmul(CSR(A), X, method="sparse")):
+            assert Y.tobytes() == whole_rows.tobytes()
+        monkeypatch.setattr(wcsr, "_k_block", lambda *args: 0)
+        np.testing.assert_allclose(sparse_matmul(A, X, method="sparse"), whole_rows,
+                                   rtol=1e-4, atol=1e-3)
+        monkeypatch.undo()
+        monkeypatch.setattr(wcsr, "_L2_BYTES", small_l2)
+
+
+def test_column_block_rule():
+    import wsesparse.csr as wcsr
+    f32, c64 = np.dtype(np.float32), np.dtype(np.complex64)
+    kb = wcsr._L2_BYTES // 2 // wcsr._KB_TILE_BYTES
+    tile = wcsr._KB_TILE_BYTES // 4
+    big = 8 * kb  # a K x tile slice of X four times L2
+    dense_rows = (64, big)
+    assert wcsr._k_block(dense_rows, 64 * big // 2, tile, f32) == kb
+    assert wcsr._k_block(dense_rows, 64 * big // 2, tile - 1, f32) == 0  # narrower than a tile
+    assert wcsr._k_block(dense_rows, 64 * big // 2, tile, c64) == 0  # complex: whole rows
+    assert wcsr._k_block((64, kb), 64 * kb // 2, tile, f32) == 0  # X's slice fits
+    assert wcsr._k_block(dense_rows, 0, tile, f32) == 0
+    # nonzeros per row and block: 95 no, 96 yes; with a slice of 2 L2, 256 needed
+    assert wcsr._k_block(dense_rows, 64 * 8 * 95, tile, f32) == 0
+    assert wcsr._k_block(dense_rows, 64 * 8 * 96, tile, f32) == kb
+    assert wcsr._k_block((64, 4 * kb), 64 * 4 * 200, tile, f32) == 0
+    assert wcsr._k_block((64, 4 * kb), 64 * 4 * 256, tile, f32) == kb

@@ -136,6 +136,43 @@ def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = _ROW_C
     return _spmm.balanced_bounds(np.ascontiguousarray(indptr), n_parts, row_cost)
 
 
+# Blocks of columns of A (_spmm.csr_spmm's kblock, ws_spmm_rows_kb): a panel
+# one KBLOCK_TILE_VECTORS-vector tile wide (256 bytes of a row of X with AVX2:
+# 64 float32 or 32 float64 columns) is summed kb columns of A at a time, kb
+# such that the kb x tile slice of X fills half of L2, where the whole K x tile
+# slice would not fit and each row then holds enough nonzeros per block (every
+# block loads and stores every row's tile). Panels as _panel_width cuts them
+# do well enough where a slice of X for K = 4096 fits in L2 with 32 float32
+# columns. Prepared operands, 2 threads, AVX2 Zen 3 (L2 512 KiB, so kb =
+# 1024), method="sparse", whole panels / kb blocks alternated in one process,
+# best of 6, GFLOP/s, float32 N = 64 unless said: K = 4096 density 0.5 24.7 /
+# 40.2 (float64 11.4 / 16.9), 0.25 26.2 / 47.0 (float64 18.5 / 21.5), 0.1 43.0
+# / 35.3 (float64 19.2 / 17.3); K = 8192 density 0.1 26.9 / 52.3, 0.05 30.9 /
+# 24.9; K = 16384 density 0.5 28.0 / 34.5, 0.1 24.5 / 39.7 (N = 256 27.8 /
+# 42.9; float64 N = 32 12.9 / 19.2), 0.05 22.8 / 28.4 (float64 16.4 / 17.0).
+# So: at least _KB_MIN_NNZ nonzeros per row and block, and either a K x tile
+# slice of at least _KB_MIN_SLICE_L2 times L2 or _KB_DENSE_NNZ per block.
+_KB_TILE_BYTES = _spmm.KBLOCK_TILE_VECTORS * _spmm.TILE_VECTOR_BYTES
+_KB_MIN_NNZ = 96
+_KB_DENSE_NNZ = 256
+_KB_MIN_SLICE_L2 = 4
+
+
+def _k_block(shape: tuple[int, int], nnz: int, n_tokens: int, dtype: np.dtype) -> int:
+    """Columns of A per block for ``ws_spmm_rows_kb``, or 0 to sum whole rows."""
+    n_rows, n_cols = shape
+    kb = _L2_BYTES // 2 // _KB_TILE_BYTES
+    if (dtype.char not in "fd" or n_tokens * dtype.itemsize < _KB_TILE_BYTES
+            or n_cols <= kb or nnz <= 0):
+        return 0
+    per_block = nnz * kb / (n_rows * n_cols)  # nonzeros per row and block
+    if per_block < _KB_MIN_NNZ:
+        return 0
+    if n_cols * _KB_TILE_BYTES < _KB_MIN_SLICE_L2 * _L2_BYTES and per_block < _KB_DENSE_NNZ:
+        return 0
+    return kb
+
+
 def _panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int) -> int:
     """Token columns per sweep over the rows of an (M, K) matrix times (K, N).
 
@@ -470,7 +507,9 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     else:
         N = X.shape[1]
         threads = resolve_n_threads(n_threads, nnz * N + n_rows)
-        panel = _panel_width(shape, nnz, N, X.dtype.itemsize)
+        kblock = _k_block(shape, nnz, N, X.dtype)
+        panel = (_KB_TILE_BYTES // X.dtype.itemsize if kblock
+                 else _panel_width(shape, nnz, N, X.dtype.itemsize))
         # Software prefetch of X rows pays when the panel misses L2, and only
         # for panels of more than 32 bytes and up to 1 KiB per row, in rows
         # of more than _SHORT_ROW_NNZ nonzeros: on wider panels the hardware
@@ -488,7 +527,7 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         code = _spmm.csr_spmm(indptr, indices, data, X, Y, _row_bounds(indptr, threads, bounds),
                               panel, threads, prefetch, check_cols,
                               _pack_single_panel(X, nnz),
-                              short_rows and Y.nbytes >= _STREAM_MIN_BYTES)
+                              short_rows and Y.nbytes >= _STREAM_MIN_BYTES, kblock)
     if code:
         raise ValueError(csr_error_message(code, "A", shape, len(indices)))
 
