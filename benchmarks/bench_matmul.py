@@ -292,6 +292,32 @@ class StreamingStores(_SwitchedOff):
     _module, _attr, dtype = "csr", "_STREAM_MIN_BYTES", "float32"
 
 
+class ColumnBlocks:
+    """Column blocks for dense-ish rows (``csr._k_block``): M = K = 4096, float32, N = 64,
+    method="sparse", densities 0.1 (whole rows by the rule: a K x tile slice of X of twice
+    L2 and 102 nonzeros per row and block), 0.25 and 0.5 (blocks); ``blocks`` "off" sets
+    ``csr._KB_MIN_NNZ`` to infinity (whole rows everywhere)."""
+
+    params = ([0.1, 0.25, 0.5], ["auto", "off"])
+    param_names = ["density", "blocks"]
+    timeout = 120
+
+    def setup(self, density, blocks):
+        from wsesparse import csr
+        self._csr = csr
+        self.P = prepared("ColumnBlocks", 4096, 4096, density, "float32")
+        self.X = random_dense(4096, 64, "float32")
+        self._saved = csr._KB_MIN_NNZ
+        if blocks == "off":
+            csr._KB_MIN_NNZ = float("inf")
+
+    def teardown(self, density, blocks):
+        self._csr._KB_MIN_NNZ = self._saved
+
+    def time_csr_prepared(self, density, blocks):
+        sparse_matmul(self.P, self.X, method="sparse")
+
+
 class PreparedDispatch:
     """A prepared CSR switches to its cached dense copy from DENSE_DENSITY_PREPARED (float32:
     0.23 with AVX-512 tiles / 0.26 with AVX2 at N = 1; 0.57 / never at N = 8): densities on

@@ -40,7 +40,12 @@ from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into, _scatter_into
 # interleaved, best of 4 s, ms) disagreed at N = 64: density 0.5 float32
 # 34.7 vs 47.9, float64 71.0 vs 72.2; N = 256 density 0.3: float32 81.1 vs
 # 82.2, float64 153 vs 146; density 0.5: 143 vs 92 (float32), 231 vs 136.
-# Used: N = 64..255 0.60 / 0.55, N >= 256 0.30 / 0.28.
+# Used: N = 64..255 0.60 / 0.55, N >= 256 0.30 / 0.28. After the kernels took
+# column blocks for dense-ish rows (csr._k_block), the same direct timing
+# (one-shot, best of 5, GFLOP/s sparse vs dense, N = 256): float32 density
+# 0.25 33.0 vs 28.7, 0.3 42.2 vs 26.4, 0.35 43.9 vs 35.0, 0.4 40.3 vs 38.7,
+# 0.5 38.5 vs 46.0 (N = 1024 density 0.3 52.5 vs 43.2); float64 0.2 14.8 vs
+# 10.5, 0.3 18.8 vs 17.3, 0.5 15.8 vs 26.6. N >= 256 now 0.40 / 0.33.
 # The complex types were measured on an AVX2 machine only: N = 64 / 256 0.38
 # / 0.24 (complex64), 0.37 / 0.23 (complex128); their kernels do not use the
 # tiles.
@@ -60,8 +65,8 @@ DENSE_DENSITY = {
 }
 DENSE_WIDE_TOKENS = 256
 DENSE_DENSITY_WIDE = {
-    np.dtype(np.float32): _per_build(0.60, 0.30),
-    np.dtype(np.float64): _per_build(0.60, 0.28),
+    np.dtype(np.float32): _per_build(0.60, 0.40),
+    np.dtype(np.float64): _per_build(0.60, 0.33),
     np.dtype(np.complex64): 0.25,
     np.dtype(np.complex128): 0.24,
 }
@@ -75,12 +80,17 @@ DENSE_DENSITY_WIDE = {
 # 0.538 / 0.277 / 0.166, but N = 2..63 never goes dense: in the peer table
 # (4096^2, float32, density 0.5, N = 8) the prepared CSR sent to dense BLAS by
 # a 0.40 bucket ran at 23.4 GFLOP/s, the one-shot sparse kernel at 30.0.
+# With column blocks (see above), prepared, N = 256, sparse vs dense: float32
+# density 0.25 33.9 vs 33.1, 0.3 42.6 vs 38.3, 0.35 46.1 vs 45.3, 0.4 44.4 vs
+# 51.7; float64 0.2 13.5 vs 12.5, 0.3 18.9 vs 18.4, 0.5 16.2 vs 32.4: AVX2
+# N >= 256 now 0.35 / 0.30 (N = 64..255 unchanged: density 0.5 float32 26.4
+# vs 49.0, float64 17.6 vs 26.0).
 # Complex types: an AVX2 machine's run.
 DENSE_DENSITY_PREPARED = {
     np.dtype(np.float32): (_per_build(0.23, 0.26), _per_build(0.57, 1.01),
-                           _per_build(0.36, 0.25), _per_build(0.25, 0.22)),
+                           _per_build(0.36, 0.25), _per_build(0.25, 0.35)),
     np.dtype(np.float64): (_per_build(0.38, 0.36), 1.01,
-                           _per_build(0.20, 0.28), _per_build(0.24, 0.17)),
+                           _per_build(0.20, 0.28), _per_build(0.24, 0.30)),
     np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
     np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
 }
