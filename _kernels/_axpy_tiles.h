@@ -571,13 +571,15 @@ done:                                                                           
  */
 #define WS_KB_NV 8
 #define WS_KB_ROWS 64
-#if WS_HAVE_VEC
-#define WS_DEFINE_SPMM_KB(T, I)                                                   \
+#define WS_KB_SIGNATURE(T, I)                                                     \
 static void ws_spmm_rows_kb_##T##_##I(const I *indptr, const I *indices,          \
                                       const T *data, const T *X, ptrdiff_t ldx,   \
                                       T *Y, ptrdiff_t ldy, ptrdiff_t r0,          \
                                       ptrdiff_t r1, ptrdiff_t n_cols,             \
-                                      ptrdiff_t kb, int pf)                       \
+                                      ptrdiff_t kb, int pf)
+#if WS_HAVE_VEC
+#define WS_DEFINE_SPMM_KB(T, I)                                                   \
+WS_KB_SIGNATURE(T, I)                                                             \
 {                                                                                 \
     typedef WS_TV_##T V;                                                          \
     enum { VL = WS_TILE_VL_##T, NV = WS_KB_NV };                                  \
@@ -618,11 +620,7 @@ static void ws_spmm_rows_kb_##T##_##I(const I *indptr, const I *indices,        
 }
 #else /* the portable tiles are one vector of one value: no blocks */
 #define WS_DEFINE_SPMM_KB(T, I)                                                   \
-static void ws_spmm_rows_kb_##T##_##I(const I *indptr, const I *indices,          \
-                                      const T *data, const T *X, ptrdiff_t ldx,   \
-                                      T *Y, ptrdiff_t ldy, ptrdiff_t r0,          \
-                                      ptrdiff_t r1, ptrdiff_t n_cols,             \
-                                      ptrdiff_t kb, int pf)                       \
+WS_KB_SIGNATURE(T, I)                                                             \
 {                                                                                 \
     (void)n_cols; (void)kb;                                                       \
     ws_spmm_rows_##T##_##I(indptr, indices, data, X, ldx, Y, ldy, r0, r1,         \
