@@ -321,15 +321,12 @@ cdef inline void _spmm_rows(const index_t* indptr, const index_t* indices,
         _complex_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt)
 
 
-cdef inline bint _spmm_rows_kb(const index_t* indptr, const index_t* indices,
+cdef inline void _spmm_rows_kb(const index_t* indptr, const index_t* indices,
                                const value_t* data, const value_t* X, Py_ssize_t ldx,
                                value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
-                               Py_ssize_t nt, int pf, Py_ssize_t n_cols,
-                               Py_ssize_t kb) noexcept nogil:
-    """``ws_spmm_rows_kb`` (blocks of ``kb`` columns of A) for real types and
-    rows one ``KBLOCK_TILE_VECTORS``-vector tile wide; False (nothing done) otherwise."""
-    if nt * <Py_ssize_t>sizeof(value_t) != _KB_NV * _TILE_VBYTES:
-        return False
+                               int pf, Py_ssize_t n_cols, Py_ssize_t kb) noexcept nogil:
+    """``ws_spmm_rows_kb`` (blocks of ``kb`` columns of A, rows one
+    ``KBLOCK_TILE_VECTORS``-vector tile wide) for float and double."""
     if value_t is float:
         if index_t is int32_t:
             ws_spmm_rows_kb_float_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
@@ -337,7 +334,6 @@ cdef inline bint _spmm_rows_kb(const index_t* indptr, const index_t* indices,
         else:
             ws_spmm_rows_kb_float_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
                                           n_cols, kb, pf)
-        return True
     elif value_t is double:
         if index_t is int32_t:
             ws_spmm_rows_kb_double_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
@@ -345,9 +341,6 @@ cdef inline bint _spmm_rows_kb(const index_t* indptr, const index_t* indices,
         else:
             ws_spmm_rows_kb_double_int64_t(indptr, indices, data, X, ldx, Y, ldy, r0, r1,
                                            n_cols, kb, pf)
-        return True
-    else:
-        return False
 
 
 cdef inline Py_ssize_t _block_end(const index_t* indptr, Py_ssize_t i,
@@ -394,14 +387,16 @@ cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
     column indices against it and returns 1 (rows from that block on left
     undone) on the first one out of range, or (rows one tile wide, long on
     average) checks each index in the tile loop. ``kb`` > 0 asks for
-    ``_spmm_rows_kb`` where it applies (its indices all checked first).
+    ``_spmm_rows_kb`` for real rows one tile of its width wide (their indices
+    all checked first, once).
     ``indptr`` must already be valid."""
     cdef Py_ssize_t i = r0, j
     cdef int r
-    if kb > 0:
-        if check_cols > 0 and _out_of_range(indices, indptr[r0], indptr[r1], check_cols):
-            return 1
-        if _spmm_rows_kb(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf, n_cols, kb):
+    if kb > 0 and nt * <Py_ssize_t>sizeof(value_t) == _KB_NV * _TILE_VBYTES:
+        if value_t is float or value_t is double:
+            if check_cols > 0 and _out_of_range(indices, indptr[r0], indptr[r1], check_cols):
+                return 1
+            _spmm_rows_kb(indptr, indices, data, X, ldx, Y, ldy, r0, r1, pf, n_cols, kb)
             return 0
     if check_cols <= 0:
         _spmm_rows(indptr, indices, data, X, ldx, Y, ldy, r0, r1, nt, pf)

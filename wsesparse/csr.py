@@ -507,7 +507,9 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     else:
         N = X.shape[1]
         threads = resolve_n_threads(n_threads, nnz * N + n_rows)
-        kblock = _k_block(shape, nnz, N, X.dtype)
+        short_rows = nnz <= _SHORT_ROW_NNZ * n_rows
+        # (Short rows never hold _KB_MIN_NNZ per block: small products skip the call.)
+        kblock = 0 if short_rows else _k_block(shape, nnz, N, X.dtype)
         panel = (_KB_TILE_BYTES // X.dtype.itemsize if kblock
                  else _panel_width(shape, nnz, N, X.dtype.itemsize))
         # Software prefetch of X rows pays when the panel misses L2, and only
@@ -521,7 +523,6 @@ def _product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         # mean 16 170 / 193, mean 164 1350 / 1510; float64 N = 4 mean 16 174 /
         # 204-311; float32 N = 16 mean 16 213 / 235, mean 164 1870 / 1870).
         row_bytes = panel * X.dtype.itemsize
-        short_rows = nnz <= _SHORT_ROW_NNZ * n_rows
         prefetch = (n_cols * row_bytes > _L2_BYTES // 2 and 32 < row_bytes <= 1024
                     and not short_rows)
         code = _spmm.csr_spmm(indptr, indices, data, X, Y, _row_bounds(indptr, threads, bounds),
