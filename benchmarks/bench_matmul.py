@@ -253,16 +253,19 @@ class _SwitchedOff:
     density = 0.001
 
     def setup(self, n_tokens, switch):
-        import importlib
-        self._mod = importlib.import_module(f"wsesparse.{self._module}")
         self.P = prepared(f"{type(self).__name__}-{switch}", 4096, 4096, self.density,
                           self.dtype)
         self.X = random_dense(4096, n_tokens, self.dtype)
+        self._switch(switch)
+
+    def _switch(self, switch):
+        import importlib
+        self._mod = importlib.import_module(f"wsesparse.{self._module}")
         self._saved = getattr(self._mod, self._attr)
         if switch == "off":
             setattr(self._mod, self._attr, float("inf"))
 
-    def teardown(self, n_tokens, switch):
+    def teardown(self, *params):
         setattr(self._mod, self._attr, self._saved)
 
     def time_csr_prepared(self, n_tokens, switch):
@@ -292,7 +295,7 @@ class StreamingStores(_SwitchedOff):
     _module, _attr, dtype = "csr", "_STREAM_MIN_BYTES", "float32"
 
 
-class ColumnBlocks:
+class ColumnBlocks(_SwitchedOff):
     """Column blocks for dense-ish rows (``csr._k_block``): M = K = 4096, float32, N = 64,
     method="sparse", densities 0.1 (whole rows by the rule: a K x tile slice of X of twice
     L2 and 102 nonzeros per row and block), 0.25 and 0.5 (blocks); ``blocks`` "off" sets
@@ -301,18 +304,12 @@ class ColumnBlocks:
     params = ([0.1, 0.25, 0.5], ["auto", "off"])
     param_names = ["density", "blocks"]
     timeout = 120
+    _module, _attr, dtype = "csr", "_KB_MIN_NNZ", "float32"
 
     def setup(self, density, blocks):
-        from wsesparse import csr
-        self._csr = csr
-        self.P = prepared("ColumnBlocks", 4096, 4096, density, "float32")
-        self.X = random_dense(4096, 64, "float32")
-        self._saved = csr._KB_MIN_NNZ
-        if blocks == "off":
-            csr._KB_MIN_NNZ = float("inf")
-
-    def teardown(self, density, blocks):
-        self._csr._KB_MIN_NNZ = self._saved
+        self.P = prepared("ColumnBlocks", 4096, 4096, density, self.dtype)
+        self.X = random_dense(4096, 64, self.dtype)
+        self._switch(blocks)
 
     def time_csr_prepared(self, density, blocks):
         sparse_matmul(self.P, self.X, method="sparse")
