@@ -96,7 +96,7 @@ class TLRCompress:
 
 def compare_allocations(A: np.ndarray, nb: int, tol: float) -> None:
     """Total rank: randomized + global greedy vs full SVD + global greedy vs per-tile tol."""
-    from wsesparse import tlr
+    from wsesparse.tlr import matrix as tlr
 
     t = time.perf_counter()
     T = TLRMatrix.from_dense(A, nb=nb, tol=tol)
