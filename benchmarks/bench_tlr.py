@@ -96,19 +96,19 @@ class TLRCompress:
 
 def compare_allocations(A: np.ndarray, nb: int, tol: float) -> None:
     """Total rank: randomized + global greedy vs full SVD + global greedy vs per-tile tol."""
-    from wsesparse.tlr import matrix as tlr
+    from wsesparse.tlr import compression
 
     t = time.perf_counter()
     T = TLRMatrix.from_dense(A, nb=nb, tol=tol)
     t_rand = time.perf_counter() - t
-    orig = tlr._adaptive_factors
-    tlr._adaptive_factors = lambda blk, stop2, rng: tlr._svd_factors(blk)
+    orig = compression._adaptive_factors
+    compression._adaptive_factors = lambda blk, stop2, rng: compression._svd_factors(blk)
     try:
         t = time.perf_counter()
         S = TLRMatrix.from_dense(A, nb=nb, tol=tol)
         t_svd = time.perf_counter() - t
     finally:
-        tlr._adaptive_factors = orig
+        compression._adaptive_factors = orig
     # Same tol for every tile relative to the tile's own norm (the simple allocation).
     uniform = 0
     for i in range(T.ranks.shape[0]):

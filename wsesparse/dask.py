@@ -44,7 +44,8 @@ from wsesparse._checks import describe
 from wsesparse.csr import CSR
 from wsesparse.matmul import Method
 from wsesparse.matmul import sparse_matmul as _sparse_matmul
-from wsesparse.tlr import TLRMatrix, _kernel_dtype
+from wsesparse.tlr import TLRMatrix
+from wsesparse.tlr._validate import kernel_dtype
 
 __all__ = ["ScatteredWeights", "scatter_weights", "sparse_matmul", "scatter_tlr",
            "tlr_matvec_batch"]
@@ -426,7 +427,7 @@ def tlr_matvec_batch(matrices: Sequence, xs, *, adjoint: bool = False,
         if x.dtype.kind not in "biufc":
             raise TypeError(f"xs[{f}] must be numeric, got {describe(x)}")
         # The dtype rule of TLRMatrix.matvec (kernel dtypes; ints/float16 -> float64).
-        rt = _kernel_dtype(np.result_type(ref.dtype, x.dtype), f"xs[{f}]")
+        rt = kernel_dtype(np.result_type(ref.dtype, x.dtype), f"xs[{f}]")
         shape = (n_out,) if x.ndim == 1 else (n_out, x.shape[1])
         task = dask.delayed(_tlr_task, pure=True)(ref.ref, x, adjoint, n_threads,
                                                   dask_key_name=f"wsesparse-tlrmvm-{f}-"

@@ -1,0 +1,97 @@
+"""Reading and writing a :class:`~wsesparse.TLRMatrix` as an ``.npz`` file.
+
+:meth:`TLRMatrix.save <wsesparse.TLRMatrix.save>` and
+:meth:`TLRMatrix.load <wsesparse.TLRMatrix.load>` call :func:`save` and
+:func:`load`; ``load`` takes the class to build, so this module does not
+import the matrix module.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+import numpy as np
+
+from wsesparse._checks import describe
+
+__all__ = ["save", "load"]
+
+
+def save(T, file) -> None:
+    """Write ``T`` to an ``.npz`` file (bases, ranks, shape, nb, tol).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from io import BytesIO
+    >>> from wsesparse import TLRMatrix
+    >>> from wsesparse.tlr import io as tlr_io
+    >>> T = TLRMatrix.from_dense(np.ones((6, 5)), nb=4, tol=1e-6)
+    >>> buf = BytesIO()
+    >>> tlr_io.save(T, buf)
+    >>> _ = buf.seek(0)
+    >>> S = tlr_io.load(TLRMatrix, buf)
+    >>> bool((S.toarray() == T.toarray()).all()), S.tol
+    (True, 1e-06)
+    """
+    np.savez(file, U=T.U, V=T.V, ranks=T.ranks, shape=np.array(T.shape),
+             nb=np.array(T.nb), tol=np.array(np.nan if T.tol is None else T.tol),
+             format=np.array("wsesparse.TLRMatrix/1"))
+
+
+def load(cls, file):
+    """Read what :func:`save` wrote and build ``cls(shape, nb, ranks, U, V, tol)``.
+
+    ``cls`` is :class:`~wsesparse.TLRMatrix` (or a subclass); its constructor
+    rebuilds and checks the layout.
+
+    Raises
+    ------
+    TypeError
+        ``file`` is neither a path nor a binary file object.
+    FileNotFoundError, IsADirectoryError, PermissionError
+        As ``open`` does for a path that cannot be read.
+    ValueError
+        Anything that is not an intact file written by :func:`save`
+        (empty, truncated, another format, missing or malformed fields,
+        ranks or bases that do not fit together).
+    """
+    if not isinstance(file, (str, bytes, os.PathLike)) and not hasattr(file, "read"):
+        raise TypeError(f"file must be a path or a binary file object, got {describe(file)}")
+
+    def bad(why: str) -> ValueError:
+        return ValueError(f"{file!r} is not a TLRMatrix file written by TLRMatrix.save: {why}")
+
+    try:
+        z = np.load(file, allow_pickle=False)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as exc:
+        raise bad(f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise bad(f"it holds a single {describe(z)}, not an .npz archive")
+    with z:
+        fields = ("format", "shape", "nb", "ranks", "U", "V", "tol")
+        missing = [k for k in fields if k not in z.files]
+        if missing:
+            raise bad(f"missing {missing}" if "format" not in missing else "no format tag")
+        try:
+            d = {k: z[k] for k in fields}
+        except (ValueError, EOFError, OSError, zipfile.BadZipFile) as exc:
+            raise bad(f"{type(exc).__name__}: {exc}") from None
+    if d["format"].shape != () or str(d["format"]) != "wsesparse.TLRMatrix/1":
+        raise bad(f"format tag {d['format']!r}")
+    shape, nb, tol = d["shape"], d["nb"], d["tol"]
+    if shape.shape != (2,) or shape.dtype.kind not in "iu":
+        raise bad(f"shape must be 2 ints, got {describe(shape)}")
+    if nb.shape != () or nb.dtype.kind not in "iu":
+        raise bad(f"nb must be one int, got {describe(nb)}")
+    if tol.shape != () or tol.dtype.kind != "f":
+        raise bad(f"tol must be one float, got {describe(tol)}")
+    tol = float(tol)
+    T = cls(tuple(int(v) for v in shape), int(nb), d["ranks"], d["U"], d["V"],
+            None if np.isnan(tol) else tol)
+    if not (np.isfinite(T.U).all() and np.isfinite(T.V).all()):
+        raise bad("the bases contain NaN or inf")
+    return T
