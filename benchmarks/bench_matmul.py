@@ -18,35 +18,27 @@ import os
 import sys
 
 import numpy as np
-import scipy.sparse as sp
 
 try:
     import wsesparse  # noqa: F401
 except ImportError:  # `asv run --python=same` from a source tree built in place
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from wsesparse import CSR, sparse_matmul
+from wsesparse import CSR, datasets, sparse_matmul
 
 
 @functools.lru_cache(maxsize=None)
 def random_csr(m, k, density, dtype, seed=0):
-    """Random m x k CSR matrix (canonical: sorted, no duplicates) with normal values."""
-    rng = np.random.default_rng(seed)
-    real = np.float32 if np.dtype(dtype) in (np.float32, np.complex64) else np.float64
-    A = sp.random(m, k, density=density, format="csr", random_state=rng, dtype=real)
-    A = A.astype(dtype)
-    if np.dtype(dtype).kind == "c":
-        A.data = (A.data + 1j * rng.standard_normal(A.nnz)).astype(dtype)  # not complex128
-    return sp.csr_matrix(A)
+    """Random m x k CSR matrix (canonical: sorted, no duplicates): exactly
+    round(density * m * k) nonzeros placed by scipy.sparse.random, uniform values in [0, 1)
+    (``datasets.random_csr(method="scipy")``, the suite's matrices since it began)."""
+    return datasets.random_csr(m, k, density, dtype, seed, method="scipy")
 
 
 @functools.lru_cache(maxsize=None)
 def random_dense(k, n, dtype, seed=1):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((k, n)).astype(dtype)
-    if np.dtype(dtype).kind == "c":
-        X = X + 1j * rng.standard_normal((k, n)).astype(dtype)
-    return X
+    """Standard normal k x n array, drawn in float64 (``datasets.random_dense``)."""
+    return datasets.random_dense(k, n, dtype, seed, draws=np.float64)
 
 
 @functools.lru_cache(maxsize=None)
@@ -202,7 +194,7 @@ class Dispatch:
 
 class PanelSweep:
     """Wide N: short rows are swept once over all columns, longer rows in panels
-    (``csr._panel_width``), M = K = 4096, N = 1024, float32: density 0.001 (4 per row, one
+    (``_drivers.panel_width``), M = K = 4096, N = 1024, float32: density 0.001 (4 per row, one
     sweep), 0.01 (41: half of L2, or the L3 slice where L3 is fast), 0.05 (205: half of L2,
     or all of L2 where L3 is fast). ``l3`` pins the L3 probe's answer (``slow``: panels in
     L2; ``probed``: this machine's)."""
@@ -212,16 +204,18 @@ class PanelSweep:
     timeout = 120
 
     def setup(self, density, l3):
-        from wsesparse import csr
-        self._saved = csr._l3_panel
-        csr._l3_panel = 0 if l3 == "slow" else None
+        from dataclasses import replace
+
+        from wsesparse import _hardware
+        self._saved = _hardware.current()
+        _hardware._current = replace(self._saved, fast_l3=False if l3 == "slow" else None)
         self.P = prepared(f"PanelSweep-{l3}", 4096, 4096, density, "float32")
         self.X = random_dense(4096, 1024, "float32")
         self.P @ self.X  # the probe runs here, not in the timing
 
     def teardown(self, density, l3):
-        from wsesparse import csr
-        csr._l3_panel = self._saved
+        from wsesparse import _hardware
+        _hardware._current = self._saved
 
     def time_csr_prepared(self, density, l3):
         self.P @ self.X
@@ -229,7 +223,7 @@ class PanelSweep:
 
 class AlignedCopy:
     """One sweep over X (N = 64, float32, M = K = 4096): X rows off 64-byte lines are read
-    from an aligned copy once each is used by ``csr._PACK_MIN_REUSE`` (24) nonzeros or more
+    from an aligned copy once each is used by ``_thresholds.PACK_MIN_REUSE`` (24) nonzeros or more
     (density 0.004: 16 per row, in place; 0.01: 41, copied); ``offset`` 0 puts X on the lines
     (never copied), 16 bytes off is where numpy's allocator puts it."""
 
@@ -287,24 +281,24 @@ class LargeOutput(_SwitchedOff):
 
 class StreamingStores(_SwitchedOff):
     """Short rows (density 0.001, 4 per row, M = K = 4096, float32) on both sides of the
-    streaming-store bound (``csr._STREAM_MIN_BYTES``, a quarter of L3): N = 256 (4 MiB
+    streaming-store bound (``_thresholds.STREAM_MIN_L3_SHARE``, a quarter of L3): N = 256 (4 MiB
     result) and 1024 (16 MiB); ``stream`` off keeps plain stores at every size."""
 
     params = ([256, 1024], ["auto", "off"])
     param_names = ["n_tokens", "stream"]
-    _module, _attr, dtype = "csr", "_STREAM_MIN_BYTES", "float32"
+    _module, _attr, dtype = "_thresholds", "STREAM_MIN_L3_SHARE", "float32"
 
 
 class ColumnBlocks(_SwitchedOff):
-    """Column blocks for dense-ish rows (``csr._k_block``): M = K = 4096, float32, N = 64,
+    """Column blocks for dense-ish rows (``_drivers.k_block``): M = K = 4096, float32, N = 64,
     method="sparse", densities 0.1 (whole rows by the rule: a K x tile slice of X of twice
     L2 and 102 nonzeros per row and block), 0.25 and 0.5 (blocks); ``blocks`` "off" sets
-    ``csr._KB_MIN_NNZ`` to infinity (whole rows everywhere)."""
+    ``_thresholds.KB_MIN_NNZ`` to infinity (whole rows everywhere)."""
 
     params = ([0.1, 0.25, 0.5], ["auto", "off"])
     param_names = ["density", "blocks"]
     timeout = 120
-    _module, _attr, dtype = "csr", "_KB_MIN_NNZ", "float32"
+    _module, _attr, dtype = "_thresholds", "KB_MIN_NNZ", "float32"
 
     def setup(self, density, blocks):
         self.P = prepared("ColumnBlocks", 4096, 4096, density, self.dtype)

@@ -11,9 +11,9 @@ For each dtype and number of tokens N, times on M = K = 4096 (default)
 
 over a ladder of densities, and reports the density above which each dense variant is faster
 than the sparse kernel (log-interpolated between ladder points; ``>1`` when dense never wins).
-It ends with a recommendation for ``DENSE_DENSITY`` (per dtype) and ``DENSE_MIN_TOKENS`` in
-``wsesparse/matmul.py``: dense is chosen when N >= DENSE_MIN_TOKENS and density >=
-DENSE_DENSITY[dtype], so the recommendation is the smallest N from which dense+cvt wins at some
+It ends with a recommendation for ``DENSE_DENSITY`` (per dtype, in the table of this build's
+tile width) and ``DENSE_MIN_TOKENS`` in ``wsesparse/_thresholds.py``: dense is chosen when
+N >= DENSE_MIN_TOKENS and density >= DENSE_DENSITY[width][dtype], so the recommendation is the smallest N from which dense+cvt wins at some
 density <= 1, and for each dtype the largest crossover over the N >= DENSE_MIN_TOKENS measured
 (dense only where it wins for all of them).
 
@@ -167,10 +167,10 @@ def main(argv=None) -> int:
             f"{fmt(table[dtype_name, n][0]):>11} {fmt(table[dtype_name, n][1]):>11}"
             for n in tokens))
 
-    # Recommendation for wsesparse/matmul.py.
+    # Recommendation for wsesparse/_thresholds.py.
     wins_at = [n for n in tokens if all(not math.isinf(table[d, n][0]) for d in dtypes)]
     min_tokens = min(wins_at) if wins_at else None
-    print("\nRecommendation for wsesparse/matmul.py (dense when N >= DENSE_MIN_TOKENS and "
+    print("\nRecommendation for wsesparse/_thresholds.py (dense when N >= DENSE_MIN_TOKENS and "
           "density >= DENSE_DENSITY[dtype]):")
     if min_tokens is None:
         print("  densify + BLAS never beat the sparse kernel here: keep method='auto' sparse "

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from matmul_helpers import (FORMATS, KERNEL_DTYPES, KINDS, SPARSE_DTYPES, assert_matches,
                       random_dense, random_sparse, to_format)
 from wsesparse import CSR, sparse_matmul
-from wsesparse.csr import balanced_row_bounds
+from wsesparse._drivers import balanced_row_bounds
 
 
 # -- construction ----------------------------------------------------------------------------

@@ -12,7 +12,20 @@ import scipy.sparse as sp
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
-from wsesparse.csr import _row_bounds, _scatter_chunks, balanced_row_bounds
+from wsesparse import _hardware
+from wsesparse import _thresholds as th
+from wsesparse._drivers import (balanced_row_bounds, k_block, pack_single_panel, panel_width,
+                                row_bounds, scatter_chunks)
+from wsesparse._hardware import HardwareProfile
+
+
+def _profile(vector_bytes=None, **changes) -> HardwareProfile:
+    """This machine's profile with ``changes`` (cache sizes, fast_l3, ...)."""
+    from dataclasses import replace
+    hw = _hardware.current()
+    if vector_bytes is not None:
+        changes["vector_bytes"] = vector_bytes
+    return replace(hw, **changes)
 
 
 def _rows_of_every_length(max_len: int, n_cols: int, dtype, itype, seed=0) -> sp.csr_array:
@@ -195,9 +208,8 @@ def test_streaming_stores_change_nothing(dtype, n_vectors, extra, panel_vectors,
 
 
 def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
-    """Results from _STREAM_MIN_BYTES on, of rows averaging at most _SHORT_ROW_NNZ
+    """Results from STREAM_MIN_L3_SHARE of L3 on, of rows averaging at most SHORT_ROW_NNZ
     nonzeros, ask the kernel for streaming stores (and get the same values)."""
-    from wsesparse import csr
     A = sp.random(300, 200, density=0.05, format="csr", random_state=3, dtype=np.float32)
     X = np.random.default_rng(4).standard_normal((200, 64)).astype(np.float32)
     expected = sparse_matmul(A, X, method="sparse")
@@ -206,11 +218,11 @@ def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
     real = _spmm.csr_spmm
 
     def spy(*args, **kwargs):
-        asked.append(args[11])  # stream (kblock follows)
+        asked.append(kwargs["stream"])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_spmm, "csr_spmm", spy)
-    monkeypatch.setattr(csr, "_STREAM_MIN_BYTES", 300 * 64 * 4)
+    monkeypatch.setattr(_hardware, "_current", _profile(l3_bytes=4 * 300 * 64 * 4))
     for S in (A, CSR(A)):
         np.testing.assert_array_equal(sparse_matmul(S, X, method="sparse"), expected)
     # One column short of the bound: plain stores.
@@ -220,22 +232,24 @@ def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
     assert asked == [True, True, False, False]
 
 
-def test_panel_width_rule(monkeypatch):
-    from wsesparse import csr
-    from wsesparse.csr import _L2_BYTES, _SHORT_ROW_NNZ, _panel_width
-
-    monkeypatch.setattr(csr, "_l3_panel", 0)  # L3 not counted on
+@pytest.mark.parametrize("l2", [256 << 10, 1 << 20, 2 << 20])
+def test_panel_width_rule(l2):
+    hw = HardwareProfile(l2_bytes=l2, l3_bytes=0, vector_bytes=32)  # no L3 to count on
     # Short rows: one sweep over all columns, however wide.
-    assert _panel_width((1000, 10**6), _SHORT_ROW_NNZ * 1000, 4096, 4) == 4096
+    assert panel_width((1000, 10**6), th.SHORT_ROW_NNZ * 1000, 4096, 4, hw) == 4096
     # Longer rows: whole 64-byte lines per X row whose slice of X fits in half of L2.
     K = 1024
     for itemsize in (4, 8, 16):
-        p = _panel_width((1000, K), (_SHORT_ROW_NNZ + 1) * 1000, 1 << 20, itemsize)
+        p = panel_width((1000, K), (th.SHORT_ROW_NNZ + 1) * 1000, 1 << 20, itemsize, hw)
         line = 64 // itemsize
-        assert p % line == 0 and K * p * itemsize <= _L2_BYTES // 2 < K * (p + line) * itemsize
+        assert p % line == 0 and K * p * itemsize <= l2 // 2 < K * (p + line) * itemsize
     # Never wider than N, never narrower than one line.
-    assert _panel_width((1000, K), 100 * 1000, 7, 8) == 7
-    assert _panel_width((10, 1 << 40), 1000, 10_000, 8) == 8
+    assert panel_width((1000, K), 100 * 1000, 7, 8, hw) == 7
+    assert panel_width((10, 1 << 40), 1000, 10_000, 8, hw) == 8
+    # A slow L3 (probed or pinned) counts as none.
+    slow = HardwareProfile(l2_bytes=l2, l3_bytes=64 << 20, vector_bytes=32, fast_l3=False)
+    assert (panel_width((1000, K), 100 * 1000, 1 << 20, 4, slow)
+            == panel_width((1000, K), 100 * 1000, 1 << 20, 4, hw))
 
 
 def _widest(budget: int, K: int, itemsize: int) -> int:
@@ -244,51 +258,46 @@ def _widest(budget: int, K: int, itemsize: int) -> int:
     return max(line, budget // (K * itemsize) // line * line)
 
 
-def test_panel_width_rule_with_fast_l3(monkeypatch):
-    from wsesparse import csr
-    from wsesparse.csr import _L2_BYTES, _LONG_ROW_NNZ, _SHORT_ROW_NNZ, _panel_width
-
-    l3 = 16 * _L2_BYTES
-    monkeypatch.setattr(csr, "_l3_panel", l3)
+@pytest.mark.parametrize("l2", [512 << 10, 1 << 20])
+def test_panel_width_rule_with_fast_l3(l2):
+    hw = HardwareProfile(l2_bytes=l2, l3_bytes=64 << 20, vector_bytes=32, fast_l3=True)
+    l3 = th.L3_PANEL_MAX_BYTES  # a quarter of 64 MiB, capped
     N = 1 << 20
     for itemsize in (4, 8, 16):
         line = 64 // itemsize
-        K = _L2_BYTES // 2 // 64  # one line of every X row fills half of L2
+        K = l2 // 2 // 64  # one line of every X row fills half of L2
         # Rows between short and long: the L3 slice.
-        assert _panel_width((100, K), (_SHORT_ROW_NNZ + 1) * 100, N, itemsize) == \
+        assert panel_width((100, K), (th.SHORT_ROW_NNZ + 1) * 100, N, itemsize, hw) == \
             _widest(l3, K, itemsize)
         # Long rows whose one-line slice fits in half of L2: all of L2.
-        p = _panel_width((100, K), _LONG_ROW_NNZ * 100, N, itemsize)
-        assert p == _widest(_L2_BYTES, K, itemsize) == 2 * line
+        p = panel_width((100, K), th.LONG_ROW_NNZ * 100, N, itemsize, hw)
+        assert p == _widest(l2, K, itemsize) == 2 * line
         # ... but not once a line of every X row overflows half of L2.
-        assert _panel_width((100, 2 * K), _LONG_ROW_NNZ * 100, N, itemsize) == \
+        assert panel_width((100, 2 * K), th.LONG_ROW_NNZ * 100, N, itemsize, hw) == \
             _widest(l3, 2 * K, itemsize)
         # Short rows and narrow products are as before.
-        assert _panel_width((100, K), _SHORT_ROW_NNZ * 100, N, itemsize) == N
-        assert _panel_width((100, K), _LONG_ROW_NNZ * 100, 3, itemsize) == 3
+        assert panel_width((100, K), th.SHORT_ROW_NNZ * 100, N, itemsize, hw) == N
+        assert panel_width((100, K), th.LONG_ROW_NNZ * 100, 3, itemsize, hw) == 3
 
 
-@pytest.mark.parametrize("forced, expected", [("0", 0), ("1", None)])
+@pytest.mark.parametrize("forced, expected", [("0", False), ("1", True), ("", None)])
 def test_fast_l3_can_be_forced(monkeypatch, forced, expected):
-    from wsesparse import csr
+    """WSESPARSE_FAST_L3 pins the answer (no probe); anything else leaves it to the probe."""
+    from wsesparse import _hardware
 
-    monkeypatch.setattr(csr, "_l3_panel", None)
     monkeypatch.setenv("WSESPARSE_FAST_L3", forced)
-    monkeypatch.setattr(csr._spmm, "read_bandwidth", lambda *a: pytest.fail("probed"))
-    got = csr._l3_panel_bytes()
-    if expected is None:  # a quarter of L3, at most _L3_PANEL_MAX_BYTES, if beyond L2
-        size = min(csr._L3_BYTES // 4, csr._L3_PANEL_MAX_BYTES)
-        expected = size if size > csr._L2_BYTES else 0
-    assert got == expected and csr._l3_panel == expected
+    hw = _hardware.detect()
+    assert hw.fast_l3 is expected
+    if expected is not None:
+        monkeypatch.setattr(_hardware._spmm, "read_bandwidth", lambda *a: pytest.fail("probed"))
+        size = min(hw.l3_bytes // 4, th.L3_PANEL_MAX_BYTES)
+        assert _hardware.l3_panel_bytes(hw) == (size if expected and size > hw.l2_bytes else 0)
 
 
 def test_fast_l3_probe(monkeypatch):
     """The probe: fast where L3 reads keep up with half of L2, and asked only once."""
-    from wsesparse import csr
+    from wsesparse import _hardware
 
-    monkeypatch.delenv("WSESPARSE_FAST_L3", raising=False)
-    monkeypatch.setattr(csr, "_L2_BYTES", 1 << 20)
-    monkeypatch.setattr(csr, "_L3_BYTES", 64 << 20)
     for far, fast in ((30.0, True), (10.0, False), (-1.0, False)):
         asked = []
 
@@ -296,11 +305,12 @@ def test_fast_l3_probe(monkeypatch):
             asked.append(nbytes)
             return 50.0 if nbytes == 1 << 19 else far
 
-        monkeypatch.setattr(csr._spmm, "read_bandwidth", fake)
-        monkeypatch.setattr(csr, "_l3_panel", None)
-        assert csr._l3_panel_bytes() == (csr._L3_PANEL_MAX_BYTES if fast else 0)
-        assert csr._l3_panel_bytes() == csr._l3_panel  # cached
-        assert sorted(asked) == [1 << 19, csr._L3_PANEL_MAX_BYTES]
+        monkeypatch.setattr(_hardware._spmm, "read_bandwidth", fake)
+        monkeypatch.setattr(_hardware, "_probed", {})
+        hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=64 << 20, vector_bytes=32)
+        assert _hardware.l3_panel_bytes(hw) == (th.L3_PANEL_MAX_BYTES if fast else 0)
+        assert _hardware.l3_panel_bytes(hw) == (th.L3_PANEL_MAX_BYTES if fast else 0)  # cached
+        assert sorted(asked) == [1 << 19, th.L3_PANEL_MAX_BYTES]
 
 
 def test_read_bandwidth():
@@ -316,8 +326,6 @@ def test_read_bandwidth():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_every_panel_choice_against_oracle(monkeypatch, dtype):
     """One line, several lines and one sweep: what the L3 probe can pick."""
-    from wsesparse import csr
-
     rng = np.random.default_rng(8)
     K, N = 512, 200
     A = sp.random(300, K, density=0.2, format="csr", random_state=9, dtype=np.float64)
@@ -326,10 +334,10 @@ def test_every_panel_choice_against_oracle(monkeypatch, dtype):
     expected = A.astype(np.complex128) @ X.astype(np.complex128)
     tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
     panels = set()
-    for l2, l3 in ((64 * K, 0), (256 * K, 0), (64 * K, 1 << 30)):
-        monkeypatch.setattr(csr, "_L2_BYTES", l2)
-        monkeypatch.setattr(csr, "_l3_panel", l3)
-        panels.add(csr._panel_width(A.shape, A.nnz, N, np.dtype(dtype).itemsize))
+    for l2, l3, fast in ((64 * K, 0, False), (256 * K, 0, False), (64 * K, 1 << 32, True)):
+        hw = _profile(l2_bytes=l2, l3_bytes=l3, fast_l3=fast)
+        monkeypatch.setattr(_hardware, "_current", hw)
+        panels.add(panel_width(A.shape, A.nnz, N, np.dtype(dtype).itemsize, hw))
         for n_threads in (1, 2):
             np.testing.assert_allclose(sparse_matmul(A, X, n_threads=n_threads), expected,
                                        rtol=tol, atol=tol)
@@ -355,19 +363,18 @@ def test_packed_single_panel(dtype, N):
 
 
 def test_pack_rule():
-    from wsesparse.csr import _PACK_MIN_REUSE, _pack_single_panel
 
     def aligned(K, N, off):
         buf = np.zeros(K * N * 4 + 128, np.uint8)
         a = (-buf.ctypes.data) % 64 + off
         return buf[a:a + K * N * 4].view(np.float32).reshape(K, N)
 
-    many = _PACK_MIN_REUSE * 100
-    assert not _pack_single_panel(aligned(100, 64, 0), many)  # already on lines
-    assert not _pack_single_panel(aligned(100, 8, 0), many)   # 32-byte rows pack lines
-    assert _pack_single_panel(aligned(100, 64, 16), many)
-    assert _pack_single_panel(aligned(100, 12, 0), many)      # 48-byte rows straddle
-    assert not _pack_single_panel(aligned(100, 64, 16), many - 1)  # too little reuse
+    many = th.PACK_MIN_REUSE * 100
+    assert not pack_single_panel(aligned(100, 64, 0), many)  # already on lines
+    assert not pack_single_panel(aligned(100, 8, 0), many)   # 32-byte rows pack lines
+    assert pack_single_panel(aligned(100, 64, 16), many)
+    assert pack_single_panel(aligned(100, 12, 0), many)      # 48-byte rows straddle
+    assert not pack_single_panel(aligned(100, 64, 16), many - 1)  # too little reuse
 
 
 # -- one-shot products: the kernels check the column indices as they go -------
@@ -507,7 +514,7 @@ def test_kernel_check_cols(dtype, n_threads):
     """check_cols: 4 for an out-of-range index (in the first of several panels
     too), 0 for a valid structure; N = 0 checks all the same."""
     A = _long_csr(dtype, np.int32, per_row=40, seed=5)
-    bounds = _row_bounds(A.indptr, n_threads, {})
+    bounds = row_bounds(A.indptr, n_threads, {})
     for N, panel in ((1, 0), (8, 8), (40, 16), (0, 0)):
         X = np.ones((50, N), dtype=dtype)
         Y = np.empty((A.shape[0], N), dtype=dtype)
@@ -608,7 +615,7 @@ def test_kernel_cuts_the_rows_itself(dtype, itype, n_parts):
                                         np.array([0, 300], dtype=np.int32),
                                         np.array([[0, 300]], dtype=np.int64),
                                         np.array([0, 0, 300, 300], dtype=np.int64)[::2]])
-def test_kernel_rejects_bad_row_bounds(row_bounds):
+def test_kernel_rejects_badrow_bounds(row_bounds):
     A = _long_csr(np.float64, np.int32)
     X = np.ones((50, 8))
     with pytest.raises(TypeError, match="row_bounds"):
@@ -710,7 +717,6 @@ def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
     layout (whole vectors, remainders, several panels), with unsorted and duplicate
     entries, bitwise the same for 1-4 threads; and X @ W, W.T-as-CSC @ X.T through
     sparse_matmul (scatter or transpose, by width)."""
-    from wsesparse import matmul
     A = _with_duplicates(_rows_of_every_length(40, 97, dtype, itype))
     rng = np.random.default_rng(2)
     X = rng.standard_normal((97,) if n_tokens is None else (n_tokens, 41)).astype(dtype)
@@ -731,26 +737,25 @@ def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
             if t == 1:
                 np.testing.assert_allclose(Z.T, expected, rtol=tol, atol=tol)
             assert Z.tobytes() == ref.tobytes(), f"{chunks} chunks: {t} threads differ from 1"
-    ref = refs.get(_scatter_chunks(A.nnz, A.shape[1], n_tokens or 1, np.dtype(dtype).itemsize))
+    ref = refs.get(scatter_chunks(A.nnz, A.shape[1], n_tokens or 1, np.dtype(dtype).itemsize))
     # A.T as CSC has the same arrays as A.
     At = sp.csc_array((A.data, A.indices, A.indptr), shape=A.shape[::-1])
     for got in (sparse_matmul(X, A), sparse_matmul(At, X.T).T):
         assert got.dtype == np.dtype(dtype) and got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
-        if (n_tokens or 1) * np.dtype(dtype).itemsize <= matmul.SCATTER_MAX_BYTES:
+        if (n_tokens or 1) * np.dtype(dtype).itemsize <= th.SCATTER_MAX_BYTES:
             assert got.T.tobytes(order="A") == ref.tobytes(), "not the scatter kernel's sums"
 
 
 def test_one_shot_transposed_products_do_not_transpose(monkeypatch):
     """While a token row takes at most SCATTER_MAX_BYTES, X @ W (W CSR) and W_csc @ X
     never build a transpose; beyond, they do (and agree with scipy either way)."""
-    from wsesparse import matmul
     W = sp.random(60, 50, density=0.2, format="csr", random_state=3)
     rng = np.random.default_rng(3)
     calls = []
     real_T = CSR.T
     monkeypatch.setattr(CSR, "T", property(lambda self: calls.append(1) or real_T.fget(self)))
-    n_max = matmul.SCATTER_MAX_BYTES // 8  # float64
+    n_max = th.SCATTER_MAX_BYTES // 8  # float64
     for n in (1, 8, n_max):
         X = rng.standard_normal((n, 60))
         np.testing.assert_allclose(sparse_matmul(X, W), X @ W, rtol=1e-12, atol=1e-12)
@@ -794,12 +799,12 @@ def test_scatter_kernel_rejects_bad_operands():
 def test_scatter_chunk_rule():
     """Row chunks only where panels are few and the nonzeros outweigh the copies."""
     pw32 = _spmm.scatter_panel_width(4)
-    assert _scatter_chunks(10**6, 1000, 1, 4) == 4
-    assert _scatter_chunks(10**6, 1000, pw32 + 1, 4) == 2     # 2 panels
-    assert _scatter_chunks(10**6, 1000, 4 * pw32, 4) == 1     # enough panels
-    assert _scatter_chunks(4 * 1000 * 4 - 1, 1000, 1, 4) == 1  # too few nonzeros
-    assert _scatter_chunks(10**9, 10**7, 8, 4) == 1           # scratch too big
-    assert _scatter_chunks(10**6, 1000, 0, 4) == 1            # no tokens (found by hypothesis)
+    assert scatter_chunks(10**6, 1000, 1, 4) == 4
+    assert scatter_chunks(10**6, 1000, pw32 + 1, 4) == 2     # 2 panels
+    assert scatter_chunks(10**6, 1000, 4 * pw32, 4) == 1     # enough panels
+    assert scatter_chunks(4 * 1000 * 4 - 1, 1000, 1, 4) == 1  # too few nonzeros
+    assert scatter_chunks(10**9, 10**7, 8, 4) == 1           # scratch too big
+    assert scatter_chunks(10**6, 1000, 0, 4) == 1            # no tokens (found by hypothesis)
     for bad in (0, 2, 32):
         with pytest.raises(ValueError, match="itemsize must be 4, 8 or 16"):
             _spmm.scatter_panel_width(bad)
@@ -895,7 +900,6 @@ def test_transpose_into_rejects_bad_operands():
 def test_blocked_copy_of_transposed_operands(side, monkeypatch):
     """X @ W with X C-ordered, and W @ X with X Fortran-ordered, rows 16 KiB apart:
     the dense operand is made C-contiguous by the blocked copy, results as scipy's."""
-    from wsesparse import matmul
     calls = []
     real = _spmm.transpose_into
     monkeypatch.setattr(_spmm, "transpose_into",
@@ -908,7 +912,8 @@ def test_blocked_copy_of_transposed_operands(side, monkeypatch):
         got, ref = sparse_matmul(W, X.T), W @ X.T  # X.T is Fortran-ordered
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     assert calls == [(64, 4096)]
-    assert matmul._c_contiguous(X[:, :4000].copy().T, np.dtype(np.float32), None).flags.c_contiguous
+    from wsesparse._drivers import contiguous_operand
+    assert contiguous_operand(X[:, :4000].copy().T, np.dtype(np.float32), None).flags.c_contiguous
     assert calls == [(64, 4096)]  # 16000-byte rows: numpy's copy
 
 
@@ -1058,42 +1063,45 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
     """With a small L2 the rule picks blocks for these shapes; sparse_matmul then
     gives what the kernel gives for tile-wide panels without blocks, one-shot and
     prepared (other panel widths sum in other orders: only close)."""
-    import wsesparse.csr as wcsr
-    small_l2 = 256 * wcsr._KB_TILE_BYTES  # kb = 128 columns
-    monkeypatch.setattr(wcsr, "_L2_BYTES", small_l2)
+    from wsesparse import _drivers
+    tile_bytes = _hardware.current().kblock_tile_bytes  # the build's tile
+    small = _profile(l2_bytes=256 * tile_bytes)  # kb = 128 columns
     for dtype in (np.float32, np.float64):
+        monkeypatch.setattr(_hardware, "_current", small)
         A = _kb_operands(dtype, np.int32, n_rows=130, n_cols=2000, density=0.8)
         A.data[::11] = 1.5
-        tile = wcsr._KB_TILE_BYTES // np.dtype(dtype).itemsize
+        tile = tile_bytes // np.dtype(dtype).itemsize
         X = np.random.default_rng(5).standard_normal((2000, 2 * tile)).astype(dtype)
-        assert wcsr._k_block(A.shape, A.nnz, X.shape[1], np.dtype(dtype)) == 128
+        assert k_block(A.shape, A.nnz, X.shape[1], np.dtype(dtype), small) == 128
         whole_rows = np.empty((130, 2 * tile), dtype)
         assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, whole_rows, 2, tile, 2,
                               False) == 0
         for Y in (sparse_matmul(A, X, method="sparse"),
                   sparse_matmul(CSR(A), X, method="sparse")):
             assert Y.tobytes() == whole_rows.tobytes()
-        monkeypatch.setattr(wcsr, "_k_block", lambda *args: 0)
+        monkeypatch.setattr(_drivers, "k_block", lambda *args: 0)
         np.testing.assert_allclose(sparse_matmul(A, X, method="sparse"), whole_rows,
                                    rtol=1e-4, atol=1e-3)
         monkeypatch.undo()
-        monkeypatch.setattr(wcsr, "_L2_BYTES", small_l2)
 
 
-def test_column_block_rule():
-    import wsesparse.csr as wcsr
+@pytest.mark.parametrize("vector_bytes", [32, 64])
+@pytest.mark.parametrize("l2", [512 << 10, 1 << 20, 2 << 20])
+def test_column_block_rule(vector_bytes, l2):
+    """Both builds' tiles (AVX2 / AVX-512) on caches of several sizes."""
+    hw = HardwareProfile(l2_bytes=l2, l3_bytes=32 << 20, vector_bytes=vector_bytes)
     f32, c64 = np.dtype(np.float32), np.dtype(np.complex64)
-    kb = wcsr._L2_BYTES // 2 // wcsr._KB_TILE_BYTES
-    tile = wcsr._KB_TILE_BYTES // 4
+    kb = l2 // 2 // hw.kblock_tile_bytes
+    tile = hw.kblock_tile_bytes // 4
     big = 8 * kb  # a K x tile slice of X four times L2
     dense_rows = (64, big)
-    assert wcsr._k_block(dense_rows, 64 * big // 2, tile, f32) == kb
-    assert wcsr._k_block(dense_rows, 64 * big // 2, tile - 1, f32) == 0  # narrower than a tile
-    assert wcsr._k_block(dense_rows, 64 * big // 2, tile, c64) == 0  # complex: whole rows
-    assert wcsr._k_block((64, kb), 64 * kb // 2, tile, f32) == 0  # X's slice fits
-    assert wcsr._k_block(dense_rows, 0, tile, f32) == 0
+    assert k_block(dense_rows, 64 * big // 2, tile, f32, hw) == kb
+    assert k_block(dense_rows, 64 * big // 2, tile - 1, f32, hw) == 0  # narrower than a tile
+    assert k_block(dense_rows, 64 * big // 2, tile, c64, hw) == 0  # complex: whole rows
+    assert k_block((64, kb), 64 * kb // 2, tile, f32, hw) == 0  # X's slice fits
+    assert k_block(dense_rows, 0, tile, f32, hw) == 0
     # nonzeros per row and block: 95 no, 96 yes; with a slice of 2 L2, 256 needed
-    assert wcsr._k_block(dense_rows, 64 * 8 * 95, tile, f32) == 0
-    assert wcsr._k_block(dense_rows, 64 * 8 * 96, tile, f32) == kb
-    assert wcsr._k_block((64, 4 * kb), 64 * 4 * 200, tile, f32) == 0
-    assert wcsr._k_block((64, 4 * kb), 64 * 4 * 256, tile, f32) == kb
+    assert k_block(dense_rows, 64 * 8 * 95, tile, f32, hw) == 0
+    assert k_block(dense_rows, 64 * 8 * 96, tile, f32, hw) == kb
+    assert k_block((64, 4 * kb), 64 * 4 * 200, tile, f32, hw) == 0
+    assert k_block((64, 4 * kb), 64 * 4 * 256, tile, f32, hw) == kb

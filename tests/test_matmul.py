@@ -20,7 +20,10 @@ from matmul_helpers import (DENSE_DTYPES, FORMATS, KERNEL_DTYPES, KINDS, SPARSE_
                       to_format, tolerance)
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
-from wsesparse.matmul import DENSE_MIN_TOKENS
+from wsesparse import _hardware
+from wsesparse import _thresholds as th
+from wsesparse._hardware import HardwareProfile
+from wsesparse._thresholds import DENSE_MIN_TOKENS
 
 
 def _dia_as_csr(X):
@@ -613,44 +616,60 @@ def test_dia_bool_times_float16_regression():
     np.testing.assert_array_equal(got, expected)
 
 
+BUILDS = [32, 64]  # tile vector bytes: AVX2 / portable, AVX-512
+
+
+def _build(vector_bytes: int) -> HardwareProfile:
+    """This machine's profile as a kernel build with ``vector_bytes`` tiles would see it."""
+    from dataclasses import replace
+    return replace(_hardware.current(), vector_bytes=vector_bytes)
+
+
+@pytest.mark.parametrize("vector_bytes", BUILDS)
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)
 @pytest.mark.parametrize("n", [1, 8, 63, 64, 255, 256, 1024])
 @pytest.mark.parametrize("prepared", [False, True])
-def test_auto_dispatch_rule(dtype, n, prepared):
-    """method="auto" picks dense BLAS exactly where the documented thresholds say."""
-    from wsesparse.matmul import (DENSE_DENSITY, DENSE_DENSITY_PREPARED, DENSE_DENSITY_WIDE,
-                                  DENSE_WIDE_TOKENS, _use_dense)
-    dt = np.dtype(dtype)
+def test_auto_dispatch_rule(dtype, n, prepared, vector_bytes):
+    """method="auto" picks dense BLAS exactly where each build's table says."""
+    from wsesparse.matmul import _use_dense
+    dt, hw = np.dtype(dtype), _build(vector_bytes)
+    table = 64 if vector_bytes >= 64 else 32
     if prepared:
-        threshold = DENSE_DENSITY_PREPARED[dt][0 if n == 1 else 1 if n < DENSE_MIN_TOKENS
-                                               else 2 if n < DENSE_WIDE_TOKENS else 3]
+        threshold = th.DENSE_DENSITY_PREPARED[table][dt][
+            0 if n == 1 else 1 if n < DENSE_MIN_TOKENS else 2 if n < th.DENSE_WIDE_TOKENS else 3]
     elif n < DENSE_MIN_TOKENS:
         threshold = None  # never dense
     else:
-        threshold = (DENSE_DENSITY_WIDE if n >= DENSE_WIDE_TOKENS else DENSE_DENSITY)[dt]
+        threshold = (th.DENSE_DENSITY_WIDE if n >= th.DENSE_WIDE_TOKENS
+                     else th.DENSE_DENSITY)[table][dt]
     if threshold is not None and threshold > 1:
         threshold = None  # a bucket that never goes dense
     X = np.ones((100, n), dtype)
     densities = (0.99, 0.5) if threshold is None else (threshold + 0.01, threshold - 0.01)
     for density, expect in zip(densities, (threshold is not None, False)):
         A = CSR(sp.random(100, 100, density=density, format="csr", random_state=0, dtype=dtype))
-        assert _use_dense(A, X, "auto", n, prepared) == expect, (density, n)
+        assert _use_dense(A, X, "auto", n, prepared, hw) == expect, (density, n)
     X[0, 0] = np.inf  # implicit zeros must not meet inf: stay sparse
     A = CSR(sp.random(100, 100, density=0.99, format="csr", random_state=0, dtype=dtype))
-    assert not _use_dense(A, X, "auto", n, prepared)
+    assert not _use_dense(A, X, "auto", n, prepared, hw)
 
 
-def test_dispatch_crossovers_follow_the_build(monkeypatch):
-    """The real types' crossovers are measured per tile width (AVX-512 vs 32-byte)."""
-    import wsesparse.matmul as mm
-    assert _spmm.TILE_VECTOR_BYTES in (32, 64)
-    assert mm._WIDE_VECTORS == (_spmm.TILE_VECTOR_BYTES == 64)
-    for wide, expect in ((True, 1.0), (False, 2.0)):
-        monkeypatch.setattr(mm, "_WIDE_VECTORS", wide)
-        assert mm._per_build(1.0, 2.0) == expect
-    f32 = np.dtype(np.float32)
-    expected = 1.01 if _spmm.TILE_VECTOR_BYTES == 64 else 0.60
-    assert mm.DENSE_DENSITY[f32] == expected
+def test_dispatch_tables_per_build():
+    """Each build reads its own table (AVX-512 tiles vs 32-byte ones): the real types'
+    one-shot crossovers differ, complex ones (no tiles) do not; every table covers every
+    kernel dtype with densities in (0, 1] or the never-dense 1.01."""
+    f32, c64 = np.dtype(np.float32), np.dtype(np.complex64)
+    assert th.dense_threshold(f32, 64, False, 64) == th.DENSE_DENSITY[64][f32] > 1
+    assert th.dense_threshold(f32, 64, False, 32) == th.DENSE_DENSITY[32][f32] == 0.60
+    assert th.dense_threshold(c64, 64, False, 64) == th.dense_threshold(c64, 64, False, 32)
+    assert th.dense_threshold(f32, 64, False, 16) == th.dense_threshold(f32, 64, False, 32)
+    for tables in (th.DENSE_DENSITY, th.DENSE_DENSITY_WIDE, th.DENSE_DENSITY_PREPARED):
+        assert sorted(tables) == [32, 64]
+        for table in tables.values():
+            assert set(table) == set(map(np.dtype, KERNEL_DTYPES))
+            for v in table.values():
+                assert all(0 < x <= 1.01 for x in np.atleast_1d(v))
+    assert _hardware.current().vector_bytes == _spmm.TILE_VECTOR_BYTES
 
 
 @pytest.mark.parametrize("n_threads", [None, 1, 2])
@@ -673,35 +692,42 @@ def test_prepared_csr_goes_dense_at_high_density_even_for_one_token(n_threads, m
     assert len(calls) == 1          # the one-shot call: sparse
 
 
-def test_auto_dispatch_builds_a_big_dense_copy_only_for_wide_products(monkeypatch):
+@pytest.mark.parametrize("vector_bytes", BUILDS)
+def test_auto_dispatch_builds_a_big_dense_copy_only_for_wide_products(monkeypatch,
+                                                                       vector_bytes):
     """Beyond the dense-copy bound auto densifies only from DENSE_WIDE_TOKENS columns on,
     at the one-shot crossover (measured at 16384^2: the copy costs too much for fewer),
     except a prepared operand whose own arrays take at least as much as the copy."""
-    import wsesparse.csr as csr
-    import wsesparse.matmul as mm
+    from wsesparse.matmul import _use_dense
+    hw = _build(vector_bytes)
+    monkeypatch.setattr(_hardware, "_current", hw)
+    f64 = np.dtype(np.float64)
+    wide, narrow = th.DENSE_WIDE_TOKENS, th.DENSE_WIDE_TOKENS - 1
+    one_shot = th.dense_threshold(f64, wide, False, vector_bytes)
+    # A: 9000 values and indices (108 kB) against an 80 kB copy; B: 6500 (78 kB).
     A = CSR(sp.random(100, 100, density=0.9, format="csr", random_state=0))
     B = CSR(sp.random(100, 100, density=0.65, format="csr", random_state=0))
-    wide, narrow = mm.DENSE_WIDE_TOKENS, mm.DENSE_WIDE_TOKENS - 1
-    for n in (narrow, wide):
-        for S in (A, B):
-            assert mm._use_dense(S, np.ones((100, n)), "auto", n, False)
-            assert mm._use_dense(S, np.ones((100, n)), "auto", n, True)
-    monkeypatch.setattr(mm, "_KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
-    monkeypatch.setattr(csr, "_KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
+    assert B.density >= one_shot  # both go dense at N = wide on every build
+    for S in (A, B):
+        for n in (narrow, wide):
+            for prepared in (False, True):
+                expect = S.density >= th.dense_threshold(f64, n, prepared, vector_bytes)
+                assert _use_dense(S, np.ones((100, n)), "auto", n, prepared, hw) == expect
+    monkeypatch.setattr(th, "KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
     Xn, Xw = np.ones((100, narrow)), np.ones((100, wide))
     for S in (A, B):
-        assert not mm._use_dense(S, Xn, "auto", narrow, False)
-        assert mm._use_dense(S, Xn, "dense", narrow, False)  # an explicit request still goes dense
-        assert mm._use_dense(S, Xw, "auto", wide, False)
-    # 9000 values and indices (108 kB) against an 80 kB copy, kept; 6500 (78 kB), not kept.
-    assert mm._use_dense(A, Xn, "auto", narrow, True)
-    assert not mm._use_dense(B, Xn, "auto", narrow, True)
-    assert mm._use_dense(B, Xw, "auto", wide, True)
+        assert not _use_dense(S, Xn, "auto", narrow, False, hw)
+        assert _use_dense(S, Xn, "dense", narrow, False, hw)  # an explicit request goes dense
+        assert _use_dense(S, Xw, "auto", wide, False, hw)
+    # A keeps its copy (its arrays are larger): the prepared crossover still holds.
+    assert _use_dense(A, Xn, "auto", narrow, True, hw) == (
+        A.density >= th.dense_threshold(f64, narrow, True, vector_bytes))
+    assert not _use_dense(B, Xn, "auto", narrow, True, hw)
+    assert _use_dense(B, Xw, "auto", wide, True, hw)
     # The copy is built for every call at the one-shot crossover, not the prepared one.
-    C = CSR(sp.random(100, 100, density=mm.DENSE_DENSITY_WIDE[np.dtype(np.float64)] - 0.02,
-                      format="csr", random_state=0))
-    assert C.density >= mm.DENSE_DENSITY_PREPARED[np.dtype(np.float64)][3]
-    assert not mm._use_dense(C, Xw, "auto", wide, True)
+    C = CSR(sp.random(100, 100, density=one_shot - 0.02, format="csr", random_state=0))
+    assert C.density >= th.dense_threshold(f64, wide, True, vector_bytes)
+    assert not _use_dense(C, Xw, "auto", wide, True, hw)
     for S, keeps in ((A, True), (B, False)):
         np.testing.assert_allclose(sparse_matmul(S, Xw), S.to_scipy() @ Xw, rtol=1e-12)
         assert (S._dense is not None) == keeps

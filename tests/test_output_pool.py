@@ -122,7 +122,7 @@ def test_pool_can_be_turned_off():
     code = ("import numpy as np, scipy.sparse as sp, wsesparse;"
             "from wsesparse._kernels import _spmm;"
             "A = sp.random(4096, 8, density=0.5, format='csr', random_state=0);"
-            "Y = wsesparse.sparse_matmul(A, np.ones((8, 1024))); del Y;"
+            "Y = wsesparse.sparse_matmul(A, np.ones((8, 1024)), method='sparse'); del Y;"
             "print(_spmm.pooled_bytes())")
     kept = {}
     for setting in ("0", "1"):

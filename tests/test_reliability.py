@@ -28,7 +28,8 @@ import wsesparse
 from wsesparse import CSR, TLRMatrix, sparse_matmul, wafer
 from wsesparse._checks import CHECK_MIN_BYTES, check_array_allocation
 from wsesparse._kernels import _spmm
-from wsesparse._threads import _available_cores, resolve_n_threads
+from wsesparse._hardware import available_cores as _available_cores
+from wsesparse._threads import resolve_n_threads
 
 REPO = Path(wsesparse.__file__).resolve().parent.parent
 
@@ -352,11 +353,15 @@ def test_dense_dispatch_too_big(monkeypatch):
     x = np.ones((2**21, 1))
     _assert_early_memory_error(lambda: sparse_matmul(W, x, method="dense"), "densified",
                                f"({2**21 - 1}, {2**21})")
-    # auto: a dense-eligible product (density 0.7, N = 300) with room for the result
-    # but, as far as the check knows, not for the dense copy of A.
+    # auto: a dense-eligible product (above this build's crossover, N = 300) with room
+    # for the result but, as far as the check knows, not for the dense copy of A.
     import wsesparse._checks as checks
     import wsesparse.matmul as mm
-    A = sp.random(600, 800, density=0.7, format="csr", random_state=5)
+    from wsesparse import _hardware
+    from wsesparse._thresholds import dense_threshold
+    crossover = dense_threshold(np.dtype(np.float64), 300, False, _hardware.current().vector_bytes)
+    assert crossover < 0.9
+    A = sp.random(600, 800, density=crossover + 0.1, format="csr", random_state=5)
     X = np.random.default_rng(5).standard_normal((800, 300))
     monkeypatch.setattr(checks, "CHECK_MIN_BYTES", 0)
     used = []

@@ -15,7 +15,8 @@ from threadpoolctl import threadpool_limits
 from matmul_helpers import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
-from wsesparse._threads import AFFINITY_MAX_AGE, resolve_n_threads
+from wsesparse._hardware import AFFINITY_MAX_AGE
+from wsesparse._threads import resolve_n_threads
 
 THREAD_COUNTS = (1, 2, 3, 4)
 

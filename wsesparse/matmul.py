@@ -7,121 +7,18 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse import _cupy_backend
+from wsesparse import _cupy_backend, _hardware
+from wsesparse import _thresholds as th
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, product_shape, result_dtype)
+from wsesparse._drivers import contiguous_operand, product_into, scatter_into
+from wsesparse._hardware import HardwareProfile, available_cores
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure
-from wsesparse._threads import _available_cores, resolve_n_threads
+from wsesparse._threads import resolve_n_threads
 from wsesparse._kernels import _spmm
-from wsesparse.csr import _KEEP_DENSE_BYTES, CSR, _product_into, _scatter_into
-
-# Dense dispatch (method="auto"): the AXPY kernel does 2*nnz*N flops, dense
-# BLAS 2*M*K*N flops at a higher rate, plus the cost of densifying A (which
-# weighs less as N grows). Dense is used when N >= DENSE_MIN_TOKENS and the
-# density is at least DENSE_DENSITY[dtype], or DENSE_DENSITY_WIDE[dtype] once
-# N >= DENSE_WIDE_TOKENS. How fast the kernel runs next to BLAS depends on
-# the vectors it was compiled for, so the real types have one crossover per
-# build: _per_build(AVX-512 tiles, 32-byte tiles), see _spmm.TILE_VECTOR_BYTES.
-#
-# AVX-512 (the 2-core Intel machine): `python benchmarks/crossover.py
-# --dtypes float32,float64 --tokens 1,8,64,256` (M = K = 4096, 2 threads,
-# densify cost included) after the kernels took AVX-512 tiles and aligned
-# panels: dense with the densify never won at N <= 64 (1.01). At N = 256 that
-# run put the crossover at 0.44 (float32) / 0.38 (float64), but a direct
-# timing (method="sparse" vs "dense", M = K = 4096, float32, 2 threads,
-# GFLOP/s) disagreed: N = 256 density 0.5 sparse 138, dense 88 (crossover
-# ~0.78 by scaling); N = 1024 density 0.5 sparse 137, dense 151 (~0.45). One
-# bucket covers both: 0.6.
-# AVX2 (the 2-core AMD EPYC, L3 probed fast), same command: densify + BLAS
-# won from 0.395 (float32) / 0.510 (float64) at N = 64 and 0.273 / 0.208 at
-# N = 256, never at N <= 8. A direct timing (method="sparse" vs "dense",
-# interleaved, best of 4 s, ms) disagreed at N = 64: density 0.5 float32
-# 34.7 vs 47.9, float64 71.0 vs 72.2; N = 256 density 0.3: float32 81.1 vs
-# 82.2, float64 153 vs 146; density 0.5: 143 vs 92 (float32), 231 vs 136.
-# Used: N = 64..255 0.60 / 0.55, N >= 256 0.30 / 0.28. After the kernels took
-# column blocks for dense-ish rows (csr._k_block), the same direct timing
-# (one-shot, best of 5, GFLOP/s sparse vs dense, N = 256): float32 density
-# 0.25 33.0 vs 28.7, 0.3 42.2 vs 26.4, 0.35 43.9 vs 35.0, 0.4 40.3 vs 38.7,
-# 0.5 38.5 vs 46.0 (N = 1024 density 0.3 52.5 vs 43.2); float64 0.2 14.8 vs
-# 10.5, 0.3 18.8 vs 17.3, 0.5 15.8 vs 26.6. N >= 256 now 0.40 / 0.33.
-# The complex types were measured on an AVX2 machine only: N = 64 / 256 0.38
-# / 0.24 (complex64), 0.37 / 0.23 (complex128); their kernels do not use the
-# tiles.
-_WIDE_VECTORS = _spmm.TILE_VECTOR_BYTES >= 64
-
-
-def _per_build(avx512: float, avx2: float) -> float:
-    return avx512 if _WIDE_VECTORS else avx2
-
-
-DENSE_MIN_TOKENS = 64
-DENSE_DENSITY = {
-    np.dtype(np.float32): _per_build(1.01, 0.60),
-    np.dtype(np.float64): _per_build(1.01, 0.55),
-    np.dtype(np.complex64): 0.38,
-    np.dtype(np.complex128): 0.37,
-}
-DENSE_WIDE_TOKENS = 256
-DENSE_DENSITY_WIDE = {
-    np.dtype(np.float32): _per_build(0.60, 0.40),
-    np.dtype(np.float64): _per_build(0.60, 0.33),
-    np.dtype(np.complex64): 0.25,
-    np.dtype(np.complex128): 0.24,
-}
-# Dense dispatch needs a dense copy of at most ``CSR._dense_keep_bytes`` (a
-# one-shot product: ``csr._KEEP_DENSE_BYTES``). A prepared ``CSR`` keeps that
-# copy, so after the first call dense BLAS costs only the product: the
-# crossovers without the densify cost (same crossover.py runs), per N = 1 /
-# 2..63 / 64..255 / >= 256, measured at N = 1, 8, 64, 256 and rounded up.
-# AVX-512: float32 0.226 / 0.566 / 0.354 / 0.246, float64 0.375 / >1 / 0.200
-# / 0.236. AVX2: float32 0.254 / 0.344 / 0.240 / 0.213, float64 0.351 /
-# 0.538 / 0.277 / 0.166, but N = 2..63 never goes dense: in the peer table
-# (4096^2, float32, density 0.5, N = 8) the prepared CSR sent to dense BLAS by
-# a 0.40 bucket ran at 23.4 GFLOP/s, the one-shot sparse kernel at 30.0.
-# With column blocks (see above), prepared, N = 256, sparse vs dense: float32
-# density 0.25 33.9 vs 33.1, 0.3 42.6 vs 38.3, 0.35 46.1 vs 45.3, 0.4 44.4 vs
-# 51.7; float64 0.2 13.5 vs 12.5, 0.3 18.9 vs 18.4, 0.5 16.2 vs 32.4: AVX2
-# N >= 256 now 0.35 / 0.30 (N = 64..255 unchanged: density 0.5 float32 26.4
-# vs 49.0, float64 17.6 vs 26.0).
-# Complex types: an AVX2 machine's run.
-DENSE_DENSITY_PREPARED = {
-    np.dtype(np.float32): (_per_build(0.23, 0.26), _per_build(0.57, 1.01),
-                           _per_build(0.36, 0.25), _per_build(0.25, 0.35)),
-    np.dtype(np.float64): (_per_build(0.38, 0.36), 1.01,
-                           _per_build(0.20, 0.28), _per_build(0.24, 0.30)),
-    np.dtype(np.complex64): (0.14, 1.01, 0.22, 0.23),
-    np.dtype(np.complex128): (0.46, 1.01, 0.21, 0.21),
-}
-# A one-shot product with a CSR operand used transposed (X @ W) or a CSC one
-# (A @ X) scatters from the stored arrays while a row of X (the tokens) takes
-# at most SCATTER_MAX_BYTES, and transposes them (``CSR.T``, a parallel
-# counting sort) for the row-gather kernel beyond. The scatter kernel saves
-# the transposition but sweeps the matrix once per 64-byte token panel,
-# slower per token than the gather kernel. Scratch timing, 2 threads, ms
-# scatter / transpose + gather (4096^2 d=0.1; 4096^2 d=0.01; 16384^2 d=0.01;
-# 16384^2 d=0.001):
-#   float32 T = 16: 1.93/9.16; 0.41/0.66; 5.05/19.4; 1.80/2.33
-#   float32 T = 32: 7.45/10.1; 1.13/0.96; 14.0/23.9; 4.52/4.34
-#   float32 T = 64: 12.2/12.8; 2.34/1.76; 24.9/30.5; 7.91/7.48
-#   float64 T = 16: 11.5/15.9; 0.83/0.71; 13.7/26.4; 5.48/5.04
-#   float64 T = 32: 15.0/14.4; 1.46/1.19; 26.9/29.8; 9.45/7.00
-# (the scatter wins where columns hold many nonzeros; 128 bytes keeps its
-# large gains and loses up to 20 % at the sparser points).
-SCATTER_MAX_BYTES = 128
-
-
-def _dense_threshold(dtype: np.dtype, n_tokens: int, prepared: bool) -> float:
-    """Density from which method="auto" uses dense BLAS (inf: never)."""
-    if prepared:
-        bucket = (0 if n_tokens == 1 else 1 if n_tokens < DENSE_MIN_TOKENS
-                  else 2 if n_tokens < DENSE_WIDE_TOKENS else 3)
-        return DENSE_DENSITY_PREPARED[dtype][bucket]
-    if n_tokens < DENSE_MIN_TOKENS:
-        return float("inf")
-    return (DENSE_DENSITY_WIDE if n_tokens >= DENSE_WIDE_TOKENS else DENSE_DENSITY)[dtype]
-
+from wsesparse.csr import CSR
 
 Method = Literal["auto", "sparse", "dense"]
 
@@ -209,27 +106,22 @@ def _wrap(result: np.ndarray, sparse_op, dense_in) -> np.ndarray:
     return result
 
 
-def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool) -> bool:
+def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool,
+               hw: HardwareProfile) -> bool:
     if method == "dense":
         return True
     if method == "sparse":
         return False
     dense_bytes = array_nbytes(S.shape, X.dtype)
-    if dense_bytes > (S._dense_keep_bytes() if prepared else _KEEP_DENSE_BYTES):
+    if dense_bytes > (S._dense_keep_bytes() if prepared else th.KEEP_DENSE_BYTES):
         # A copy that is not kept is built for every call, and one this big
         # costs more per element (fresh pages, DRAM) than at the 4096^2 of the
         # crossover measurement: it pays off only from DENSE_WIDE_TOKENS
-        # columns on, at the one-shot crossover (a prepared operand keeps a
-        # copy no larger than its own arrays). M = K = 16384, 2 threads, s,
-        # sparse vs dense with the copy: float32 density 0.5 N = 64 0.54 vs
-        # 1.8 (an earlier run), N = 256 2.53 vs 1.55, N = 1024 11.7 vs 5.3;
-        # density 0.3 N = 256 1.46 vs 1.44, N = 1024 5.8 vs 4.9; float64
-        # density 0.5 N = 256 5.3 vs 2.3, N = 1024 21.8 vs 9.7; density 0.3
-        # N = 256 3.3 vs 2.9, N = 1024 16.7 vs 10.5.
-        if n_tokens < DENSE_WIDE_TOKENS:
+        # columns on, at the one-shot crossover (docs/tuning.md).
+        if n_tokens < th.DENSE_WIDE_TOKENS:
             return False
         prepared = False
-    return (S.density >= _dense_threshold(X.dtype, n_tokens, prepared)
+    return (S.density >= th.dense_threshold(X.dtype, n_tokens, prepared, hw.vector_bytes)
             # Implicit zeros of a sparse matrix do not meet the dense operand,
             # so inf/nan in X only propagate where A stores a value; dense
             # BLAS would turn 0 * inf into nan everywhere. And BLAS's complex
@@ -268,20 +160,22 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         every thread count on the sparse path. (Between a one-shot and a
         prepared operand they may differ in the last bits for ``X @ W`` with
         ``W`` in CSR, or a CSC operand times ``X``, when a token row takes at
-        most ``SCATTER_MAX_BYTES``: the one-shot product then scatters from
+        most ``SCATTER_MAX_BYTES`` = 128: the one-shot product then scatters from
         the stored arrays instead of transposing them, which sums in another
         order.)
     method : {"auto", "sparse", "dense"}, default "auto"
         "sparse" always uses the AXPY kernels; "dense" densifies the sparse
         operand and calls BLAS; "auto" uses dense BLAS only when the density
-        is at least ``DENSE_DENSITY[dtype]`` (``DENSE_DENSITY_WIDE[dtype]``
-        from ``DENSE_WIDE_TOKENS`` columns on), the dense operand has at least
-        ``DENSE_MIN_TOKENS`` columns and both operands are finite everywhere
-        (a dense product would turn ``0 * inf`` at implicit zeros into nan,
-        and BLAS's complex arithmetic places nan/inf unlike scipy's). A dense
-        copy of over 256 MiB is built only for ``DENSE_WIDE_TOKENS`` columns
-        or more (a prepared ``CSR`` keeps a copy no larger than its arrays
-        and uses ``DENSE_DENSITY_PREPARED``).
+        is at least a crossover measured per dtype, token count and kernel
+        build (the tables ``DENSE_DENSITY``, ``DENSE_DENSITY_WIDE`` and, for
+        a prepared ``CSR``, which keeps its dense copy,
+        ``DENSE_DENSITY_PREPARED`` in ``wsesparse._thresholds``; a one-shot
+        product needs at least ``DENSE_MIN_TOKENS`` = 64 columns) and both
+        operands are finite everywhere (a dense product would turn ``0 * inf``
+        at implicit zeros into nan, and BLAS's complex arithmetic places
+        nan/inf unlike scipy's). A dense copy of over 256 MiB is built only
+        for ``DENSE_WIDE_TOKENS`` = 256 columns or more (a prepared ``CSR``
+        keeps a copy no larger than its arrays).
 
     Returns
     -------
@@ -392,9 +286,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         return _wrap(result, S, dense_in)
 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
-    X = _c_contiguous(D.T if transpose else D, dtype, n_threads)
+    X = contiguous_operand(D.T if transpose else D, dtype, n_threads)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
-    scatter_ok = n_tokens * dtype.itemsize <= SCATTER_MAX_BYTES
+    scatter_ok = n_tokens * dtype.itemsize <= th.SCATTER_MAX_BYTES
     # A scipy CSR used transposed or CSC used as it is, for a scatter: its own
     # arrays, indptr checked here, the column indices by the kernel as it goes.
     plain = _scatter_arrays(S, transpose, dtype) if scatter_ok and method != "dense" else None
@@ -412,17 +306,17 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
                               array_nbytes(res_shape, dtype))
 
     if plain is not None:
-        _scatter_into(*plain, X, target, n_threads, check_cols=True, name=sparse_name)
+        scatter_into(*plain, X, target, n_threads, check_cols=True, name=sparse_name)
     elif csr.nnz == 0 or target.size == 0:
         target[...] = 0
-    elif _use_dense(csr, X, method, n_tokens, prepared=isinstance(S, CSR)):
+    elif _use_dense(csr, X, method, n_tokens, isinstance(S, CSR), _hardware.current()):
         _dense_product(csr, X, target, n_threads, prepared=isinstance(S, CSR),
                        transposed=scatter)
     elif scatter:
-        _scatter_into(csr.indptr, csr.indices, csr._values(dtype), csr.shape, csr.nnz, X,
+        scatter_into(csr.indptr, csr.indices, csr._values(dtype), csr.shape, csr.nnz, X,
                       target, n_threads)
     else:
-        csr._multiply_into(X, target, n_threads)
+        csr._multiply_into(X, target, n_threads, _hardware.current())
 
     result = target.T if transpose else target
     if out is not None:
@@ -473,13 +367,15 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
             or not B.flags.c_contiguous or B.size == 0):
         return None
     n_tokens = 1 if B.ndim == 1 else B.shape[1]
-    if n_tokens >= DENSE_MIN_TOKENS:
+    if n_tokens >= th.DENSE_MIN_TOKENS:
         return None  # the dense-dispatch rules: general path
+    hw = _hardware.current()
     if type(A) is CSR:
         nnz = int(indptr[-1])
         # A.density (without its property calls): nnz > 0 implies a nonempty shape.
         if (nnz <= 0 or dtype.char not in "fdFD"
-                or nnz / (shape[0] * shape[1]) >= _dense_threshold(dtype, n_tokens, True)):
+                or nnz / (shape[0] * shape[1])
+                >= th.dense_threshold(dtype, n_tokens, True, hw.vector_bytes)):
             return None
         bounds = A._bounds
     else:
@@ -492,31 +388,8 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     if out_bytes >= CHECK_MIN_BYTES:  # spare small calls the check
         check_array_allocation(out_shape, dtype, "the result of sparse_matmul")
     Y = empty_output(out_shape, dtype, out_bytes)
-    _product_into(indptr, indices, data, shape, nnz, B, Y, n_threads, bounds)
+    product_into(indptr, indices, data, shape, nnz, B, Y, n_threads, bounds, hw)
     return Y
-
-
-# Transposing copies of at least this many elements whose source rows are a
-# multiple of 512 bytes apart go through _spmm.transpose_into: numpy's strided
-# copy then maps the rows it reads to a few L1 sets and misses on nearly every
-# element (scratch timing, 2 threads, float32 X.T C-contiguous copied for
-# K x T = 4096 x 64: numpy 1.10 ms, blocked kernel 0.29 ms; 16384 x 256: 25.1
-# vs 5.1 ms; 3072 x 64: 0.83 vs 0.20 ms). Other strides numpy copies as fast
-# or faster (4000 x 64: 0.15 vs 0.21 ms).
-_BLOCKED_COPY_MIN = 1 << 15
-_BLOCKED_COPY_STRIDE = 512
-
-
-def _c_contiguous(D: np.ndarray, dtype: np.dtype, n_threads: int | None) -> np.ndarray:
-    """``np.ascontiguousarray(D, dtype)``, by a blocked copy where numpy's is slow."""
-    src = D.T  # C-contiguous when D is a transposed (Fortran-ordered) array
-    if (D.ndim == 2 and D.dtype == dtype and src.flags.c_contiguous
-            and not D.flags.c_contiguous and D.size >= _BLOCKED_COPY_MIN
-            and src.strides[0] % _BLOCKED_COPY_STRIDE == 0):
-        X = np.empty(D.shape, dtype=dtype)
-        _spmm.transpose_into(src, X, resolve_n_threads(n_threads, D.size))
-        return X
-    return np.ascontiguousarray(D, dtype=dtype)
 
 
 def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None,
@@ -526,7 +399,7 @@ def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None
     dense = csr._densified(X.dtype, keep=prepared)
     if transposed:
         dense = dense.T  # BLAS takes the transposed layout as it is
-    if n_threads is None or n_threads >= _available_cores():
+    if n_threads is None or n_threads >= available_cores():
         # BLAS already uses every core; threadpool_limits would only add its
         # cost (it scans the loaded libraries: milliseconds per call).
         np.matmul(dense, X, out=Y)
@@ -534,3 +407,6 @@ def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None
     from threadpoolctl import threadpool_limits
     with threadpool_limits(limits=n_threads, user_api="blas"):
         np.matmul(dense, X, out=Y)
+
+
+CSR._matmul = sparse_matmul  # ``CSR @ X`` and ``X @ CSR`` (see CSR._matmul)

@@ -1,0 +1,239 @@
+"""Kernel drivers: how a product is cut (threads, row ranges, token panels,
+column blocks, scatter chunks) and handed to the compiled kernels.
+
+Every function takes plain arrays (operands already validated by the caller,
+except where a ``check`` argument says the kernel checks the column indices)
+and, where the cut depends on the machine, a ``HardwareProfile``. The rules'
+measured constants live in ``wsesparse._thresholds``; their measurements in
+docs/tuning.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wsesparse import _thresholds as th
+from wsesparse._checks import csr_error_message
+from wsesparse._hardware import HardwareProfile, l3_panel_bytes
+from wsesparse._kernels import _spmm
+from wsesparse._threads import resolve_n_threads
+
+# Work of a row beyond its nonzeros when rows are split among threads (the
+# kernels cut rows themselves for one-shot products, with the same value).
+ROW_COST = _spmm.ROW_COST
+
+
+def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = ROW_COST) -> np.ndarray:
+    """Split rows into ``n_parts`` contiguous ranges of about equal work.
+
+    Work of row ``i`` is ``nnz(i) + row_cost``. Returns an int64 array ``b`` of
+    ``n_parts + 1`` nondecreasing boundaries, ``b[0] = 0``, ``b[-1] = n_rows``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> balanced_row_bounds(np.array([0, 10, 10, 10, 20]), 2, row_cost=0).tolist()
+    [0, 1, 4]
+    """
+    n_rows = len(indptr) - 1
+    if n_parts <= 1 or n_rows <= 1:
+        return np.array([0, n_rows], dtype=np.int64)
+    if indptr.dtype not in (np.int32, np.int64):
+        indptr = indptr.astype(np.int64)
+    return _spmm.balanced_bounds(np.ascontiguousarray(indptr), n_parts, row_cost)
+
+
+def row_bounds(indptr: np.ndarray, threads: int,
+               cache: dict[int, np.ndarray] | None) -> np.ndarray | int:
+    """The row partition for a call on ``threads`` threads, from ``cache``; or,
+    without a cache (an operand used once), the number of parts: the kernel
+    cuts the rows itself, a few microseconds less than making the array."""
+    n_parts = 1 if threads == 1 else threads * th.PARTS_PER_THREAD
+    if cache is None:
+        return n_parts
+    b = cache.get(threads)
+    if b is None:
+        b = cache[threads] = balanced_row_bounds(indptr, n_parts)
+    return b
+
+
+def k_block(shape: tuple[int, int], nnz: int, n_tokens: int, dtype: np.dtype,
+            hw: HardwareProfile) -> int:
+    """Columns of A per block for ``ws_spmm_rows_kb``, or 0 to sum whole rows.
+
+    A panel one ``hw.kblock_tile_bytes`` wide is summed ``kb`` columns of A at
+    a time, ``kb`` such that the kb x tile slice of X fills half of L2, where
+    the whole K x tile slice would not fit and each row holds enough nonzeros
+    per block (every block loads and stores every row's tile).
+
+    Examples
+    --------
+    >>> from wsesparse._hardware import HardwareProfile
+    >>> hw = HardwareProfile(l2_bytes=512 << 10, l3_bytes=0, vector_bytes=32)
+    >>> k_block((4096, 16384), 4096 * 1638, 64, np.dtype(np.float32), hw)
+    1024
+    >>> k_block((4096, 16384), 4096 * 16, 64, np.dtype(np.float32), hw)   # too sparse
+    0
+    """
+    n_rows, n_cols = shape
+    tile = hw.kblock_tile_bytes
+    kb = hw.l2_bytes // 2 // tile
+    if (dtype.char not in "fd" or n_tokens * dtype.itemsize < tile
+            or n_cols <= kb or nnz <= 0):
+        return 0
+    per_block = nnz * kb / (n_rows * n_cols)  # nonzeros per row and block
+    if per_block < th.KB_MIN_NNZ:
+        return 0
+    if n_cols * tile < th.KB_MIN_SLICE_L2 * hw.l2_bytes and per_block < th.KB_DENSE_NNZ:
+        return 0
+    return kb
+
+
+def panel_width(shape: tuple[int, int], nnz: int, n_tokens: int, itemsize: int,
+                hw: HardwareProfile) -> int:
+    """Token columns per sweep over the rows of an (M, K) matrix times (K, N).
+
+    A sweep streams the matrix once and reads ``X[:, panel]`` (packed into an
+    aligned buffer by the kernel when ``panel < N``) once per nonzero. Short
+    rows (at most ``SHORT_ROW_NNZ`` nonzeros) reuse little of X and gain most
+    from long contiguous X-row reads and Y-row writes: one sweep over all
+    columns. Longer rows take the widest whole number of 64-byte lines per X
+    row (at least one) whose slice of X fits a budget: half of L2 where L3 is
+    not fast; with a fast L3, all of L2 for rows of at least ``LONG_ROW_NNZ``
+    nonzeros whose one-line slice fits in half of L2, else the L3 slice.
+
+    Examples
+    --------
+    >>> from wsesparse._hardware import HardwareProfile
+    >>> hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=0, vector_bytes=64)
+    >>> panel_width((1000, 4096), 1000 * 100, 1024, 4, hw)   # 64 float32 = 1 MiB / 2
+    32
+    >>> panel_width((1000, 4096), 1000 * 4, 1024, 4, hw)     # short rows: one sweep
+    1024
+    """
+    n_rows, n_cols = shape
+    # (Conditionals, not min()/max(): a small product notices the builtins' cost.)
+    if nnz <= th.SHORT_ROW_NNZ * n_rows:
+        return n_tokens
+    line = 64 // itemsize if itemsize < 64 else 1
+    row_bytes = n_cols * itemsize or 1
+    l2 = hw.l2_bytes
+    budget = l2 // 2
+    if budget // row_bytes // line * line < n_tokens:  # (only then can L3 widen it)
+        l3 = l3_panel_bytes(hw)
+        if l3:
+            long_rows = nnz >= th.LONG_ROW_NNZ * n_rows and line * row_bytes <= budget
+            budget = l2 if long_rows else l3
+    fit = budget // row_bytes // line * line
+    panel = fit if fit > line else line
+    return panel if panel < n_tokens else n_tokens
+
+
+def pack_single_panel(X: np.ndarray, nnz: int) -> bool:
+    """Whether a product sweeping X (K, N) whole should still read it from an
+    aligned copy: when some of its rows straddle 64-byte cache lines and
+    each X row is used by at least ``PACK_MIN_REUSE`` nonzeros on average."""
+    if nnz < th.PACK_MIN_REUSE * X.shape[0]:
+        return False  # (first: a small product notices the address look-up)
+    row_bytes = X.shape[1] * X.itemsize
+    return not (X.ctypes.data % 64 == 0 and (row_bytes % 64 == 0 or 64 % row_bytes == 0))
+
+
+def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                 shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
+                 n_threads: int | None, bounds: dict[int, np.ndarray] | None,
+                 hw: HardwareProfile) -> None:
+    """Y = A @ X for the CSR arrays of A, X (n_cols,) or (n_cols, N) and Y alike.
+
+    All C-contiguous and of one kernel dtype. ``bounds`` caches the row
+    partition per thread count (a prepared ``CSR``, whose column indices have
+    been checked); ``None`` means a one-shot product: the kernel cuts the rows
+    itself (no array to make) and checks the column indices as it goes,
+    raising ValueError for one out of range.
+    """
+    n_rows, n_cols = shape
+    check_cols = n_cols if bounds is None else 0
+    if X.ndim == 1:
+        threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows))
+        code = _spmm.csr_spmv(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
+                              threads, check_cols=check_cols)
+    else:
+        N = X.shape[1]
+        itemsize = X.dtype.itemsize
+        threads = resolve_n_threads(n_threads, nnz * N + n_rows)
+        short_rows = nnz <= th.SHORT_ROW_NNZ * n_rows
+        # (Short rows never hold KB_MIN_NNZ per block: small products skip the call.)
+        kblock = 0 if short_rows else k_block(shape, nnz, N, X.dtype, hw)
+        panel = (hw.kblock_tile_bytes // itemsize if kblock
+                 else panel_width(shape, nnz, N, itemsize, hw))
+        # Software prefetch of X rows pays when the panel misses L2, for panel
+        # rows of 32 bytes to 1 KiB in rows of more than SHORT_ROW_NNZ nonzeros.
+        row_bytes = panel * itemsize
+        prefetch = (not short_rows and n_cols * row_bytes > hw.l2_bytes // 2
+                    and th.PREFETCH_MIN_ROW_BYTES < row_bytes <= th.PREFETCH_MAX_ROW_BYTES)
+        stream = short_rows and Y.nbytes >= ((hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES)
+                                             * th.STREAM_MIN_L3_SHARE)
+        code = _spmm.csr_spmm(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
+                              panel, threads, prefetch=prefetch, check_cols=check_cols,
+                              pack=pack_single_panel(X, nnz), stream=stream, kblock=kblock)
+    if code:
+        raise ValueError(csr_error_message(code, "A", shape, len(indices)))
+
+
+def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int) -> int:
+    """Row chunks of a transposed product (scatter) with ``n_out`` output rows.
+
+    With fewer than ``SCATTER_ITEMS`` token panels the rows are also cut into
+    ranges, each summed into its own copy of the output and added up at the
+    end, so that several threads have work. The cut depends on the matrix and
+    the token count alone: results stay the same for any thread count.
+
+    Examples
+    --------
+    >>> scatter_chunks(nnz=10**6, n_out=1000, n_tokens=1, itemsize=8) > 1
+    True
+    >>> scatter_chunks(nnz=100, n_out=1000, n_tokens=1, itemsize=8)   # too few nonzeros
+    1
+    """
+    panels = -(-n_tokens // _spmm.scatter_panel_width(itemsize))
+    if panels >= th.SCATTER_ITEMS or panels == 0:  # (no tokens: nothing to cut)
+        return 1
+    chunks = -(-th.SCATTER_ITEMS // panels)
+    if (nnz < th.SCATTER_CHUNK_NNZ * n_out * chunks
+            or (chunks - 1) * n_out * n_tokens * itemsize > th.SCATTER_SCRATCH_BYTES):
+        return 1
+    return chunks
+
+
+def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                 shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
+                 n_threads: int | None, check_cols: bool = False, name: str = "A") -> None:
+    """Y = B.T @ X by scatter, for the CSR arrays of B (``shape``, valid indptr): X
+    (n_rows,) or (n_rows, N) and Y (n_cols,) or (n_cols, N) alike, C-contiguous, of
+    data's dtype, not overlapping. ``check_cols``: the column indices have not been
+    checked; the kernel checks them (ValueError naming ``name`` if one is out of range)."""
+    n_tokens = 1 if X.ndim == 1 else X.shape[1]
+    chunks = scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
+    scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
+    code = _spmm.csr_spmm_t(indptr, indices, data, X, Y,
+                            resolve_n_threads(n_threads, nnz * n_tokens + shape[1]),
+                            n_chunks=chunks, scratch=scratch, check_cols=check_cols)
+    if code:
+        raise ValueError(csr_error_message(code, name, shape, len(indices)))
+
+
+def contiguous_operand(D: np.ndarray, dtype: np.dtype, n_threads: int | None) -> np.ndarray:
+    """``np.ascontiguousarray(D, dtype)``, by a blocked copy where numpy's is slow.
+
+    Numpy's strided copy of a transposed array whose rows are a multiple of
+    ``BLOCKED_COPY_STRIDE`` bytes apart maps the rows it reads to a few L1 sets
+    and misses on nearly every element.
+    """
+    src = D.T  # C-contiguous when D is a transposed (Fortran-ordered) array
+    if (D.ndim == 2 and D.dtype == dtype and src.flags.c_contiguous
+            and not D.flags.c_contiguous and D.size >= th.BLOCKED_COPY_MIN
+            and src.strides[0] % th.BLOCKED_COPY_STRIDE == 0):
+        X = np.empty(D.shape, dtype=dtype)
+        _spmm.transpose_into(src, X, resolve_n_threads(n_threads, D.size))
+        return X
+    return np.ascontiguousarray(D, dtype=dtype)
