@@ -141,7 +141,7 @@ def test_later_rounds_time_every_fast_library_again(no_peers, monkeypatch):
         seen.append((best, budget))
         return real(fn, best, budget)
 
-    monkeypatch.setattr(bench, "retime", spy)
+    monkeypatch.setattr(bench.cli, "retime", spy)
     args = bench.parse_args(["--sizes", "64", "--tokens", "2", "--densities", "0.3",
                              "--dtypes", "float64", "--no-triad", "--budget", "0.03",
                              "--repeats", "1", "--threads", "1", "--rounds", "3"])
@@ -180,7 +180,7 @@ def test_peers_predicted_slow_are_not_built(no_peers, monkeypatch):
     args.history[("scipy", 64, 0.3, "float64")] = (1, 1.0)   # 2 s: still timed
     skipped = []
     real = bench.make_calls
-    monkeypatch.setattr(bench, "make_calls",
+    monkeypatch.setattr(bench.cli, "make_calls",
                         lambda *a, skip=(), **k: skipped.append(set(skip)) or real(*a, skip=skip, **k))
     row = bench.run_point(64, 2, 0.3, "float64", {}, args)
     assert skipped == [{"dense"}]
