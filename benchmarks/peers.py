@@ -11,7 +11,8 @@ script runs it from a source tree with the kernels built in place, with the same
 It times sparse (M x K) @ dense (K x N) with wsesparse (one-shot and prepared ``CSR``), scipy,
 sparse_dot_mkl, python-graphblas, torch.sparse and dense numpy BLAS; the peers are optional
 (``pip install sparse_dot_mkl python-graphblas torch``) and missing ones are listed as "not
-installed" and left out. See ``wsesparse/bench.py`` for what is measured and checked.
+installed" and left out. See the ``wsesparse.bench`` package for what is measured and
+checked.
 
 This module is import-safe: asv imports every module of ``benchmarks/``, so all work
 happens in ``main()``.

@@ -26,7 +26,7 @@ import numpy as np
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._timing import best_time
-from wsesparse.bench import random_csr, random_dense
+from wsesparse.datasets import random_csr, random_dense
 
 
 def _list(cast):

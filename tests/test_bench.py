@@ -141,7 +141,7 @@ def test_later_rounds_time_every_fast_library_again(no_peers, monkeypatch):
         seen.append((best, budget))
         return real(fn, best, budget)
 
-    monkeypatch.setattr(bench.cli, "retime", spy)
+    monkeypatch.setattr(bench.points, "retime", spy)      # what run_point calls
     args = bench.parse_args(["--sizes", "64", "--tokens", "2", "--densities", "0.3",
                              "--dtypes", "float64", "--no-triad", "--budget", "0.03",
                              "--repeats", "1", "--threads", "1", "--rounds", "3"])
@@ -180,9 +180,25 @@ def test_peers_predicted_slow_are_not_built(no_peers, monkeypatch):
     args.history[("scipy", 64, 0.3, "float64")] = (1, 1.0)   # 2 s: still timed
     skipped = []
     real = bench.make_calls
-    monkeypatch.setattr(bench.cli, "make_calls",
+    monkeypatch.setattr(bench.points, "make_calls",
                         lambda *a, skip=(), **k: skipped.append(set(skip)) or real(*a, skip=skip, **k))
     row = bench.run_point(64, 2, 0.3, "float64", {}, args)
     assert skipped == [{"dense"}]
     assert row["dense"] == "slow" and isinstance(row["scipy"], float)
     assert isinstance(row["wsesparse"], float) and row["best_peer"] == "scipy"
+
+
+def test_triad_passes(monkeypatch):
+    """The OpenMP triad times repeats + 1 passes (the first included), or a warm-up and
+    repeats passes (benchmarks/bench_tlr.py); every triad checks its result."""
+    from wsesparse.bench import bandwidth
+    assert bandwidth.triad_bandwidth(2, n_elems=10_000, repeats=2) > 0
+    _tlrmvm = pytest.importorskip("wsesparse._kernels._tlrmvm")
+    passes = []
+    real = _tlrmvm.stream_triad
+    monkeypatch.setattr(_tlrmvm, "stream_triad", lambda *a: passes.append(a[3]) or real(*a))
+    assert bandwidth.triad_bandwidth_kernel(1, n_elems=1000, repeats=3) > 0
+    assert passes == [3.0] * 4
+    passes.clear()
+    assert bandwidth.triad_bandwidth_kernel(1, n_elems=1000, repeats=3, warmup=True) > 0
+    assert len(passes) == 4

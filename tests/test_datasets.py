@@ -75,3 +75,66 @@ def test_bad_arguments(kw, match):
 def test_bad_dtype():
     with pytest.raises(TypeError, match="dtype"):
         seismic_slice(nx=3, ny=3, dtype=np.int32)
+
+
+@pytest.mark.parametrize("method", ["blocks", "scipy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_random_csr_is_canonical_seeded_and_of_its_dtype(method, dtype):
+    from wsesparse.datasets import random_csr
+    A = random_csr(70, 40, 0.2, dtype, seed=3, method=method)
+    assert A.shape == (70, 40) and A.dtype == np.dtype(dtype) and A.has_canonical_format
+    assert A.indices.dtype == np.int32 and (A.data != 0).all()
+    if np.dtype(dtype).kind == "c":
+        assert (A.data.imag != 0).all()
+    B = random_csr(70, 40, 0.2, dtype, seed=3, method=method)
+    assert (A != B).nnz == 0 and (A != random_csr(70, 40, 0.2, dtype, seed=4, method=method)).nnz
+    if method == "scipy":
+        assert A.nnz == 560                      # exactly round(density * m * k)
+        assert (A.data.real > 0).all() and (A.data.real < 1).all()
+    else:
+        assert 400 < A.nnz < 720                 # Bernoulli(0.2) per entry
+
+
+def test_random_csr_row_blocks_and_empty_shapes():
+    from wsesparse.datasets import random_csr
+    A = random_csr(3, 1 << 23, 1e-6, "float32")    # two rows per block of 2**24 uniforms
+    assert A.shape == (3, 1 << 23) and A.has_canonical_format
+    assert random_csr(0, 5, 0.5, "float64").shape == (0, 5)
+    assert random_csr(4, 0, 0.5, "float64").nnz == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_random_dense_draws(dtype):
+    from wsesparse.datasets import random_dense
+    X = random_dense(30, 4, dtype, seed=2)
+    assert X.shape == (30, 4) and X.dtype == np.dtype(dtype) and X.flags.c_contiguous
+    np.testing.assert_array_equal(X, random_dense(30, 4, dtype, seed=2))
+    # Drawn in float64, the values are those of numpy's generator cast to dtype.
+    Y = random_dense(30, 4, dtype, seed=2, draws=np.float64)
+    rng = np.random.default_rng(2)
+    np.testing.assert_array_equal(Y.real, rng.standard_normal((30, 4)).astype(Y.real.dtype))
+    if np.dtype(dtype).kind == "c":
+        np.testing.assert_array_equal(Y.imag,
+                                      rng.standard_normal((30, 4)).astype(Y.real.dtype))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda f: f.random_csr(-1, 4, 0.1), "m must be an int >= 0"),
+    (lambda f: f.random_csr(4, 2.0, 0.1), "k must be an int >= 0"),
+    (lambda f: f.random_csr(4, 4, 1.5), "density must be a number in"),
+    (lambda f: f.random_csr(4, 4, float("nan")), "density must be a number in"),
+    (lambda f: f.random_csr(4, 4, 0.1, method="dense"), "method must be"),
+    (lambda f: f.random_dense(4, -2), "n must be an int >= 0"),
+])
+def test_random_bad_arguments(call, match):
+    from wsesparse import datasets
+    with pytest.raises(ValueError, match=match):
+        call(datasets)
+
+
+def test_random_bad_dtype():
+    from wsesparse.datasets import random_csr, random_dense
+    with pytest.raises(TypeError, match="dtype"):
+        random_csr(3, 3, 0.5, np.int32)
+    with pytest.raises(TypeError, match="dtype"):
+        random_dense(3, 3, "bool")

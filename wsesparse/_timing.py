@@ -12,8 +12,9 @@ MAX_REPEATS = 50
 
 def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = None,
               max_repeats: int = MAX_REPEATS,
-              single_call_above: float | None = None) -> tuple[Any, float]:
-    """``(result of a warm-up call, best time in seconds of the timed calls)``.
+              single_call_above: float | None = None, *,
+              warmup: bool = True) -> tuple[Any, float]:
+    """``(result of the first (warm-up) call, best time in seconds of the timed calls)``.
 
     Without ``budget``: exactly ``repeats`` timed calls after the warm-up. With ``budget``
     (seconds) the repeats are adaptive: a warm-up that takes more than
@@ -21,20 +22,28 @@ def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = No
     reported); otherwise timed calls run until ``budget`` seconds are
     spent (at least two, and ``repeats`` unless that exceeds the budget, at most
     ``max_repeats``), so fast calls get many repeats, which on a shared machine is what
-    finds a quiet moment.
+    finds a quiet moment. With ``warmup=False`` (no ``budget``) the first call is timed as
+    one of the ``repeats`` calls (at least one) instead of being a warm-up: for loops whose
+    first call is part of the measurement, as the STREAM-like triads of ``wsesparse bench``.
 
     Examples
     --------
     >>> out, t = best_time(lambda: sum(range(100)), repeats=3)
     >>> out, t > 0
     (4950, True)
+    >>> calls = []
+    >>> _ = best_time(lambda: calls.append(1), repeats=3, warmup=False)
+    >>> len(calls)
+    3
     """
+    if not warmup and budget is not None:
+        raise ValueError("best_time: warmup=False takes no budget")
     t0 = time.perf_counter()
     result = fn()
     first = time.perf_counter() - t0
     if budget is None:
-        best = first if repeats < 1 else float("inf")
-        for _ in range(repeats):
+        best = first if repeats < 1 or not warmup else float("inf")
+        for _ in range(repeats if warmup else repeats - 1):
             t0 = time.perf_counter()
             fn()
             best = min(best, time.perf_counter() - t0)

@@ -2,7 +2,9 @@
 
 ``seismic_slice`` builds one frequency slice of a reflection response, the
 kind of dense but data-sparse operator that multi-dimensional deconvolution
-applies with TLR-MVM.
+applies with TLR-MVM. ``random_csr`` and ``random_dense`` are the seeded
+random operands of ``wsesparse bench`` and of the scripts and asv suite in
+``benchmarks/``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from wsesparse._checks import check_numeric_dtype
 
-__all__ = ["seismic_slice", "hilbert_order"]
+__all__ = ["seismic_slice", "hilbert_order", "random_csr", "random_dense"]
 
 
 def hilbert_order(nx: int, ny: int) -> np.ndarray:
@@ -206,3 +209,131 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     with ThreadPoolExecutor(min(os.cpu_count() or 1, 8)) as pool:
         list(pool.map(fill, range(0, n, step)))
     return A
+
+
+def _count(v, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    return int(v)
+
+
+def _float_dtype(dtype) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "fc":
+        raise TypeError(f"dtype must be a float or complex dtype, got {dtype}")
+    return dtype
+
+
+def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, *,
+               method: str = "blocks") -> sp.csr_matrix:
+    """A seeded random ``m x k`` CSR matrix (sorted indices, no duplicates).
+
+    Parameters
+    ----------
+    m, k : int
+        Shape.
+    density : float in [0, 1]
+        Fraction of the entries that are nonzeros.
+    dtype : float or complex dtype
+    seed : int
+        Seed of ``numpy.random.default_rng``; equal arguments give equal matrices.
+    method : {"blocks", "scipy"}
+        ``"blocks"``: every entry is a nonzero with probability ``density``
+        (i.i.d. Bernoulli), drawn a block of rows at a time (at most 2**24
+        uniforms), so 16384 x 16384 at density 0.5 needs no more memory than
+        the result; standard normal values (float32 draws for float32 and
+        complex64). What ``wsesparse bench``, ``benchmarks/scaling.py`` and
+        ``benchmarks/crossover.py`` time. ``"scipy"``: exactly
+        ``round(density * m * k)`` nonzeros placed by ``scipy.sparse.random``
+        with its values (uniform in [0, 1)); the matrices of the asv suite
+        (``benchmarks/bench_matmul.py``). Complex matrices of either method
+        get standard normal imaginary parts.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        int32 indices where they fit.
+
+    Examples
+    --------
+    >>> from wsesparse.datasets import random_csr
+    >>> A = random_csr(100, 50, 0.1, "float32")
+    >>> A.shape, A.dtype, A.has_canonical_format
+    ((100, 50), dtype('float32'), True)
+    >>> random_csr(100, 50, 0.1, "float32", method="scipy").nnz
+    500
+    """
+    m, k = _count(m, "m"), _count(k, "k")
+    if isinstance(density, bool) or not isinstance(density, numbers.Real) \
+            or not 0.0 <= density <= 1.0:
+        raise ValueError(f"density must be a number in [0, 1], got {density!r}")
+    dtype = _float_dtype(dtype)
+    real = np.float32 if dtype in (np.float32, np.complex64) else np.float64
+    rng = np.random.default_rng(seed)
+    if method == "scipy":
+        A = sp.random(m, k, density=density, format="csr", random_state=rng, dtype=real)
+        A = A.astype(dtype)
+        if dtype.kind == "c":
+            A.data = (A.data + 1j * rng.standard_normal(A.nnz)).astype(dtype)  # not complex128
+        return sp.csr_matrix(A)
+    if method != "blocks":
+        raise ValueError(f"method must be 'blocks' or 'scipy', got {method!r}")
+    # scipy.sparse.random draws all m*k*density positions at once, which is slow and needs
+    # many GB at m = k = 16384, density 0.5; this holds one block of uniforms at a time.
+    block = max(1, min(m, (1 << 24) // max(k, 1)))
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    chunks = []
+    for r0 in range(0, m, block):
+        mask = rng.random((min(block, m - r0), k), dtype=np.float32) < density
+        indptr[r0 + 1:r0 + 1 + mask.shape[0]] = mask.sum(axis=1)
+        chunks.append(np.nonzero(mask)[1].astype(np.int32))
+        del mask
+    np.cumsum(indptr, out=indptr)
+    indices = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
+    nnz = indices.size
+    data = rng.standard_normal(nnz, dtype=real).astype(dtype)
+    if dtype.kind == "c":
+        data.imag = rng.standard_normal(nnz)
+    idx_t = np.int32 if nnz < 2**31 else np.int64
+    return sp.csr_matrix((data, indices.astype(idx_t, copy=False), indptr.astype(idx_t)),
+                         shape=(m, k))
+
+
+def random_dense(k: int, n: int, dtype=np.float64, seed: int = 1, *,
+                 draws=None) -> np.ndarray:
+    """A seeded random ``k x n`` array of standard normal values (C order).
+
+    Parameters
+    ----------
+    k, n : int
+        Shape.
+    dtype : float or complex dtype
+    seed : int
+        Seed of ``numpy.random.default_rng``; equal arguments give equal arrays.
+    draws : float dtype or None
+        dtype in which the (real parts of the) values are drawn before the cast to
+        ``dtype``. None: float32 for dtypes of 8 bytes or less (float32, float64 and
+        complex64), float64 for complex128, as ``wsesparse bench`` draws them; the asv
+        suite (``benchmarks/bench_matmul.py``) draws float64. Imaginary parts are drawn
+        in float64.
+
+    Returns
+    -------
+    ndarray of shape (k, n)
+
+    Examples
+    --------
+    >>> from wsesparse.datasets import random_dense
+    >>> X = random_dense(4, 3, "complex64")
+    >>> X.shape, X.dtype, X.flags.c_contiguous
+    ((4, 3), dtype('complex64'), True)
+    """
+    k, n = _count(k, "k"), _count(n, "n")
+    dtype = _float_dtype(dtype)
+    if draws is None:
+        draws = np.float32 if dtype.itemsize <= 8 else np.float64
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((k, n), dtype=draws).astype(dtype)
+    if dtype.kind == "c":
+        X.imag = rng.standard_normal((k, n))
+    return X
