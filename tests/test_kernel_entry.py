@@ -280,39 +280,6 @@ def test_panel_width_rule_with_fast_l3(l2):
         assert panel_width((100, K), th.LONG_ROW_NNZ * 100, 3, itemsize, hw) == 3
 
 
-@pytest.mark.parametrize("forced, expected", [("0", False), ("1", True), ("", None)])
-def test_fast_l3_can_be_forced(monkeypatch, forced, expected):
-    """WSESPARSE_FAST_L3 pins the answer (no probe); anything else leaves it to the probe."""
-    from wsesparse import _hardware
-
-    monkeypatch.setenv("WSESPARSE_FAST_L3", forced)
-    hw = _hardware.detect()
-    assert hw.fast_l3 is expected
-    if expected is not None:
-        monkeypatch.setattr(_hardware._spmm, "read_bandwidth", lambda *a: pytest.fail("probed"))
-        size = min(hw.l3_bytes // 4, th.L3_PANEL_MAX_BYTES)
-        assert _hardware.l3_panel_bytes(hw) == (size if expected and size > hw.l2_bytes else 0)
-
-
-def test_fast_l3_probe(monkeypatch):
-    """The probe: fast where L3 reads keep up with half of L2, and asked only once."""
-    from wsesparse import _hardware
-
-    for far, fast in ((30.0, True), (10.0, False), (-1.0, False)):
-        asked = []
-
-        def fake(nbytes, repeats, far=far, asked=asked):
-            asked.append(nbytes)
-            return 50.0 if nbytes == 1 << 19 else far
-
-        monkeypatch.setattr(_hardware._spmm, "read_bandwidth", fake)
-        monkeypatch.setattr(_hardware, "_probed", {})
-        hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=64 << 20, vector_bytes=32)
-        assert _hardware.l3_panel_bytes(hw) == (th.L3_PANEL_MAX_BYTES if fast else 0)
-        assert _hardware.l3_panel_bytes(hw) == (th.L3_PANEL_MAX_BYTES if fast else 0)  # cached
-        assert sorted(asked) == [1 << 19, th.L3_PANEL_MAX_BYTES]
-
-
 def test_read_bandwidth():
     assert _spmm.read_bandwidth(1 << 16, 2) > 0
     assert _spmm.read_bandwidth(0) == -1.0 and _spmm.read_bandwidth(63) == -1.0

@@ -63,9 +63,12 @@ class HardwareProfile:
         return self.kblock_tile_vectors * self.vector_bytes
 
 
-def cache_bytes(level: int, default: int) -> int:
-    """Size of the level-``level`` data/unified cache of CPU 0, from sysfs or sysconf."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
+_SYSFS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def cache_bytes(level: int, default: int, base: str = _SYSFS_CACHE) -> int:
+    """Size of the level-``level`` data/unified cache of CPU 0, from sysfs (``base``)
+    or sysconf; ``default`` where neither says."""
     try:
         for entry in sorted(os.listdir(base)):
             with open(f"{base}/{entry}/level") as f:
