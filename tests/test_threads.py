@@ -206,9 +206,11 @@ def test_every_row_summed_the_same_way(mixed_rows, dtype, n):
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux affinity calls")
-def test_available_cores_follows_the_affinity_mask():
+def test_available_cores_follows_the_affinity_mask(monkeypatch):
     """The C-level count is the OS's, also after the mask changes; the thread count
-    follows within AFFINITY_MAX_AGE."""
+    follows within AFFINITY_MAX_AGE (other load on the machine left out of it)."""
+    from wsesparse import _threads
+    monkeypatch.setattr(_threads, "LOAD_AWARE", False)
     before = os.sched_getaffinity(0)
     assert _spmm.available_cores() == len(before)
     try:
@@ -221,3 +223,32 @@ def test_available_cores_follows_the_affinity_mask():
     assert _spmm.available_cores() == len(before)
     time.sleep(AFFINITY_MAX_AGE * 1.5)
     assert resolve_n_threads(None) == min(len(before), _spmm.max_threads())
+
+
+def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
+    """Cores that other runnable threads hold are left out of the default team (at least
+    one thread); the last team's own threads, which may still spin, do not count as
+    others; an explicit n_threads and WSESPARSE_LOAD_AWARE=0 keep every core."""
+    from wsesparse import _threads
+    monkeypatch.setattr(_threads, "available_cores", lambda: 8)
+    monkeypatch.setattr(_threads._spmm, "max_threads", lambda: 8)
+    work = 1 << 40
+    for runnable, last, expected in ((1, 1, 8), (3, 1, 6), (8, 8, 8), (10, 8, 6),
+                                     (12, 1, 1), (0, 1, 8)):
+        monkeypatch.setattr(_threads, "runnable_threads", lambda r=runnable: r)
+        monkeypatch.setattr(_threads, "_last_team", last)
+        assert resolve_n_threads(None, work) == expected, (runnable, last)
+        assert _threads._last_team == expected
+        assert resolve_n_threads(5, work) == 5  # the caller's count is kept
+    monkeypatch.setattr(_threads, "runnable_threads", lambda: 100)
+    monkeypatch.setattr(_threads, "LOAD_AWARE", False)
+    assert resolve_n_threads(None, work) == 8
+    monkeypatch.setattr(_threads, "LOAD_AWARE", True)
+    assert resolve_n_threads(None, 3 * 32_768) == 1  # small work: one thread, as before
+
+
+def test_runnable_threads_reads_the_machine():
+    from wsesparse import _hardware
+    n = _hardware.runnable_threads()
+    assert n >= 1 or not os.path.exists("/proc/loadavg")  # this thread is runnable
+    assert _hardware.runnable_threads() == n  # cached within LOAD_MAX_AGE

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import numbers
+import os
 
 from wsesparse import _thresholds as th
-from wsesparse._hardware import available_cores
+from wsesparse._hardware import available_cores, runnable_threads
 from wsesparse._kernels import _spmm
 
 _OPENMP = _spmm.openmp_enabled()
+
+# Whether the default thread count leaves out cores that other threads are busy on
+# (WSESPARSE_LOAD_AWARE=0 turns it off): a team
+# thread that must share its core waits for a scheduler time slice (milliseconds) and
+# the whole product waits with it (docs/tuning.md, "Threads").
+LOAD_AWARE = os.environ.get("WSESPARSE_LOAD_AWARE", "1").strip() != "0"
+_last_team = 1  # threads of the last team: they may still be spinning, runnable
 
 
 def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
@@ -16,8 +24,10 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
 
     ``None`` means OpenMP's own default, which honours ``OMP_NUM_THREADS`` and
     ``threadpoolctl.threadpool_limits`` (it limits the OpenMP runtime these
-    kernels are linked against), capped at the cores this process may use.
-    An explicit positive integer is used as given.
+    kernels are linked against), capped at the cores this process may use and,
+    with ``LOAD_AWARE``, at the cores no other thread is running on (other
+    processes, BLAS threads; see ``runnable_threads``), at least one. An
+    explicit positive integer is used as given.
     """
     if n_threads is not None:
         if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
@@ -29,11 +39,20 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
         return 1  # decided without asking the OpenMP runtime or the OS
     # Comparisons rather than min()/max(): this runs on every product, and
     # the builtins cost 0.4 us of a 2.4 us call here.
+    global _last_team
     if n_threads is None:
         n = _spmm.max_threads()  # >= 1
         cores = available_cores()  # >= 1
         if cores < n:
             n = cores
+        if LOAD_AWARE:
+            # Runnable now, less this thread and the last team's (perhaps still
+            # spinning): other threads, each holding a core.
+            free = cores - (runnable_threads() - _last_team)
+            if free < n:
+                n = free if free > 1 else 1
     else:
         n = int(n_threads)
-    return n if n < cap else cap
+    n = n if n < cap else cap
+    _last_team = n
+    return n
