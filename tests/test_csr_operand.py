@@ -256,3 +256,54 @@ def test_prepared_operand_keeps_its_dense_copy_for_dense_dispatch():
     Xc = X.astype(np.complex128)
     np.testing.assert_allclose(sparse_matmul(W, Xc, method="dense"), A @ Xc, rtol=1e-12, atol=1e-10)
     assert W._dense.dtype == np.complex128
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_csr_is_a_linear_operator(dtype):
+    """aslinearoperator returns the CSR itself; matvec/matmat/rmatvec/rmatmat/adjoint/H/T
+    give scipy's answers, with 1-D, column and np.matrix operands."""
+    from scipy.sparse.linalg import LinearOperator, aslinearoperator
+    rng = np.random.default_rng(3)
+    A = sp.random(70, 50, density=0.2, format="csr", random_state=3, dtype=np.float64)
+    if np.dtype(dtype).kind == "c":
+        A = A + 1j * sp.random(70, 50, density=0.2, format="csr", random_state=4)
+    A = A.astype(dtype).tocsr()
+    P = CSR(A)
+    assert isinstance(P, LinearOperator) and aslinearoperator(P) is P
+    assert P.shape == (70, 50) and P.dtype == np.dtype(dtype)
+    tol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    x = rng.standard_normal(50).astype(dtype)
+    y = rng.standard_normal(70).astype(dtype)
+    X = rng.standard_normal((50, 3)).astype(dtype)
+    Y = rng.standard_normal((70, 3)).astype(dtype)
+    AH = A.conj().T
+    for got, ref in ((P.matvec(x), A @ x), (P.matvec(x[:, None]), A @ x[:, None]),
+                     (P.matmat(X), A @ X), (P.rmatvec(y), AH @ y), (P.rmatmat(Y), AH @ Y),
+                     (P.H @ y, AH @ y), (P.adjoint().matvec(y), AH @ y),
+                     (P.T @ y, A.T @ y), (P.transpose() @ Y, A.T @ Y), (P.dot(X), A @ X)):
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    assert isinstance(P.matvec(np.asmatrix(x).T), np.matrix)
+    assert P.T.T is P and P.H.H is P
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        P.matvec(np.ones(49, dtype))
+
+
+def test_solvers_take_a_csr_as_it_is():
+    """cg and lsqr on a prepared CSR: the iterates of scipy's own matrix, to rounding."""
+    from scipy.sparse.linalg import cg, lsqr
+    g = 20
+    T = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(g, g))
+    L = (sp.kron(sp.eye(g), T) + sp.kron(T, sp.eye(g))).tocsr()
+    b = np.arange(g * g, dtype=np.float64) % 7
+    P = CSR(L)
+    x_ref, info_ref = cg(L, b, rtol=1e-10, maxiter=500)
+    x, info = cg(P, b, rtol=1e-10, maxiter=500)
+    assert info == info_ref == 0
+    np.testing.assert_allclose(x, x_ref, rtol=1e-8, atol=1e-10)
+    R = sp.random(60, 30, density=0.2, format="csr", random_state=1) + sp.eye(60, 30)
+    c = np.ones(60)
+    ref, got = lsqr(R.tocsr(), c, atol=1e-12, btol=1e-12), lsqr(CSR(R.tocsr()), c, atol=1e-12,
+                                                                   btol=1e-12)
+    assert got[2] == ref[2]  # iterations
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-9, atol=1e-12)

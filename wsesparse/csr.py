@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
 
 from wsesparse import _thresholds as th
 from wsesparse._checks import (array_nbytes, check_array_allocation, check_numeric_dtype,
@@ -23,13 +24,21 @@ from wsesparse._threads import resolve_n_threads
 _TRANSPOSE_ITEMSIZES = (1, 2, 4, 8, 16)
 
 
-class CSR:
+class CSR(LinearOperator):
     """A sparse matrix in validated CSR form, ready for repeated products.
 
     Converting and checking a scipy matrix costs O(nnz); ``sparse_matmul``
     does it on every call. Wrap the matrix once in ``CSR`` when it is
     multiplied many times (as weights are in training and inference loops):
     the structure is checked once and the thread partition is cached.
+
+    A ``CSR`` is a ``scipy.sparse.linalg.LinearOperator``: solvers
+    (``cg``, ``minres``, ``lsqr``, ``eigsh``, ...) take it as it is, and
+    ``aslinearoperator`` returns it unchanged. ``matvec``/``matmat`` are
+    ``self @ x``; ``rmatvec``/``rmatmat`` and ``H`` use the conjugate
+    transpose, computed once and kept (for real values it is ``T``). As for
+    any LinearOperator, ``+``, ``-`` and ``*`` by a scalar build lazy
+    operators, and ``*`` by an array is the matrix product.
 
     Parameters
     ----------
@@ -63,6 +72,7 @@ class CSR:
     # ndarray @ CSR must call CSR.__rmatmul__ rather than treat CSR as an object scalar.
     __array_ufunc__ = None
     ndim = 2
+    # (LinearOperator.__init__ is not called: shape and dtype come from the arrays.)
 
     def __init__(self, A, *, copy: bool = False):
         if isinstance(A, CSR):
@@ -140,7 +150,8 @@ class CSR:
         self._data_as: dict[np.dtype, np.ndarray] = {}
         self._dense: np.ndarray | None = None
         self._finite: bool | None = None
-        self._transpose: CSR | None = None
+        self._t: CSR | None = None  # the transpose, once computed
+        self._h: CSR | None = None  # the conjugate transpose (complex values)
 
     # -- properties ---------------------------------------------------------
     @property
@@ -160,7 +171,7 @@ class CSR:
     @property
     def T(self) -> "CSR":
         """The transpose, as a CSR operand (computed once, then cached)."""
-        if self._transpose is None:
+        if self._t is None:
             n_rows, n_cols = self.shape
             if self.data.itemsize in _TRANSPOSE_ITEMSIZES:
                 # A parallel counting sort; the same arrays as scipy's A.T.tocsr().
@@ -170,10 +181,37 @@ class CSR:
             else:  # clongdouble
                 t = self.to_scipy().T.tocsr()
                 indptr, indices, data = t.indptr, t.indices, t.data
-            self._transpose = CSR.__new__(CSR)
-            self._transpose._set(indptr, indices, data, (n_cols, n_rows), check=False,
-                                 copy=False)
-        return self._transpose
+            self._t = CSR.__new__(CSR)
+            self._t._set(indptr, indices, data, (n_cols, n_rows), check=False,
+                         copy=False)
+            self._t._t = self  # (T.T is self: no second transposition)
+        return self._t
+
+    def _adjoint(self) -> "CSR":
+        """The conjugate transpose (``H``), computed once and kept."""
+        if self.data.dtype.kind != "c":
+            return self.T
+        if self._h is None:
+            t = self.T
+            self._h = CSR.__new__(CSR)
+            self._h._set(t.indptr, t.indices, np.conjugate(t.data[:t.nnz]), t.shape,
+                         check=False, copy=False)
+            self._h._h = self
+        return self._h
+
+    def _transpose(self) -> "CSR":
+        return self.T
+
+    # LinearOperator's matvec/matmat/rmatvec/rmatmat check the shape, then call these.
+    def _matvec(self, x):
+        return self._matmul(x)
+
+    _matmat = _matvec
+
+    def _rmatvec(self, x):
+        return self._adjoint()._matmul(x)
+
+    _rmatmat = _rmatvec
 
     def to_scipy(self) -> sp.csr_array:
         """The matrix as a ``scipy.sparse.csr_array`` (shares the arrays)."""
