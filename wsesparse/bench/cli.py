@@ -8,6 +8,7 @@ import csv
 import os
 import time
 
+from wsesparse._checks import check_int
 from wsesparse._progress import Progress, add_progress_argument, progress_enabled
 from wsesparse.bench.bandwidth import (triad_bandwidth, triad_bandwidth_kernel,
                                        triad_bandwidth_torch)
@@ -68,6 +69,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-triad", action="store_true", help="skip the bandwidth measurement")
     p.add_argument("--csv", metavar="FILE", help="also write every point as CSV")
+    p.add_argument("--workflows", action="store_true",
+                   help="time solver workflows instead of the product grid: cg, minres, "
+                        "eigsh, lsqr (and scikit-learn LogisticRegression where installed), "
+                        "plain scipy against wsesparse (see wsesparse/bench/workflows.py)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="--workflows: problem sizes times this (1.0: Poisson 1000x1000, "
+                        "a 200,000-node graph)")
+    p.add_argument("--iterations", type=int, default=300,
+                   help="--workflows: solver iterations (cg, minres, lsqr)")
     add_progress_argument(p)
 
 
@@ -92,8 +102,7 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.dtypes and any(d not in TOLERANCE for d in args.dtypes):
         raise ValueError(f"--dtypes must be among {', '.join(TOLERANCE)}, got "
                          f"{','.join(args.dtypes)}")
-    if getattr(args, "rounds", 1) < 1:
-        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+    check_int(getattr(args, "rounds", 1), "--rounds", minimum=1)
     if args.quick:
         args.sizes, args.tokens, args.densities = [4096], [1, 64], [0.1, 0.01]
         args.dtypes, args.repeats = ["float32", "float64"], 3
@@ -147,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
     """
     if not hasattr(args, "history"):
         finish_args(args)
+    if getattr(args, "workflows", False):
+        return _run_workflows(args)
     mods, missing = load_peers(args.threads)
     import numpy as np
     import wsesparse as wse
@@ -208,6 +219,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_workflows(args: argparse.Namespace) -> int:
+    from wsesparse.bench.workflows import format_results, run_workflows
+    print(f"Workflows, best of {args.rounds} alternating rounds, scale {args.scale}, "
+          f"{args.iterations} iterations:")
+    print_load_average()
+    print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
+    return 0
+
+
 def main(argv=None, prog: str | None = None, epilog: str | None = None) -> int:
     """Standalone entry point (what ``benchmarks/peers.py`` runs).
 
@@ -241,6 +261,7 @@ def register(sub) -> None:
         epilog="examples:\n"
                "  wsesparse bench --quick                      # under 30 s\n"
                "  wsesparse bench --sizes 4096 --tokens 1,64 --densities 0.01 --csv peers.csv\n"
+               "  wsesparse bench --workflows --scale 0.5      # cg, minres, eigsh, lsqr loops\n"
                "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE wsesparse bench   # full grid, ~1 h",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)

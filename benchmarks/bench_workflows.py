@@ -1,0 +1,76 @@
+"""asv benchmarks of the solver workflows users run (``wsesparse/bench/workflows.py``).
+
+Each ``time_*`` runs a fixed number of iterations of a scipy routine with the product either
+scipy's own (``op="scipy"``) or a prepared ``wsesparse.CSR`` handed to the routine as its
+LinearOperator (``op="wsesparse"``). Sizes are a quarter of ``wsesparse bench --workflows``'
+defaults (Poisson 500x500, a 50,000-node graph of degree 20, lsqr 50,000 x 12,500) so that
+every setup and call takes about a second at most.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import scipy.sparse.linalg as sla
+
+try:
+    import wsesparse  # noqa: F401
+except ImportError:  # `asv run --python=same` from a source tree built in place
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from wsesparse import CSR
+from wsesparse.bench.workflows import graph_laplacian, poisson_2d, rectangular_system
+
+OPS = ["scipy", "wsesparse"]
+
+
+def _operand(A, op):
+    return A if op == "scipy" else CSR(A)
+
+
+class Krylov:
+    """cg and minres, 100 iterations, on the 2-D Poisson matrix (250,000 unknowns)."""
+
+    params = [OPS]
+    param_names = ["op"]
+
+    def setup(self, op):
+        self.A = _operand(poisson_2d(500), op)
+        self.b = np.ones(500 * 500)
+
+    def time_cg(self, op):
+        sla.cg(self.A, self.b, rtol=1e-30, maxiter=100)
+
+    def time_minres(self, op):
+        sla.minres(self.A, self.b, rtol=1e-30, maxiter=100)
+
+
+class Eigsh:
+    """eigsh, 4 largest eigenvalues (to 1e-8) of a 50,000-node graph Laplacian."""
+
+    params = [OPS]
+    param_names = ["op"]
+    timeout = 120
+
+    def setup(self, op):
+        self.L = _operand(graph_laplacian(50_000, 20), op)
+        self.v0 = np.random.default_rng(1).standard_normal(50_000)
+
+    def time_eigsh(self, op):
+        sla.eigsh(self.L, k=4, which="LA", v0=self.v0, ncv=20, tol=1e-8)
+
+
+class Lsqr:
+    """lsqr, 100 iterations, 50,000 x 12,500 with 11 nonzeros per row."""
+
+    params = [OPS]
+    param_names = ["op"]
+
+    def setup(self, op):
+        self.R = _operand(rectangular_system(50_000, 12_500, 10), op)
+        self.c = np.ones(50_000)
+
+    def time_lsqr(self, op):
+        sla.lsqr(self.R, self.c, atol=0, btol=0, conlim=0, iter_lim=100)

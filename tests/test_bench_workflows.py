@@ -1,0 +1,45 @@
+"""The workflow benchmarks: problems as described, same answers both ways, the CLI section."""
+
+import numpy as np
+import pytest
+
+from wsesparse.bench import workflows as wf
+
+
+def test_problems():
+    A = wf.poisson_2d(10)
+    assert A.shape == (100, 100) and A.nnz == 5 * 100 - 4 * 10
+    np.testing.assert_array_equal(A.toarray(), A.toarray().T)
+    L = wf.graph_laplacian(500, 20, seed=3)
+    assert abs(L.sum(axis=1)).max() < 1e-12 and 15 < L.nnz / 500 < 23
+    R = wf.rectangular_system(300, 100, 10)
+    assert R.shape == (300, 100) and np.linalg.matrix_rank(R.toarray()) == 100
+    X, y = wf.tfidf_like(200, 80, 30)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    np.testing.assert_allclose(norms, 1, rtol=1e-9)
+    assert set(np.unique(y)) == {0, 1}
+
+
+def test_every_workflow_gives_scipy_s_answer():
+    results = wf.run_workflows(scale=0.02, rounds=1, iterations=30)
+    names = [r.name for r in results]
+    assert names[:4] == ["cg", "minres", "eigsh", "lsqr"]
+    for r in results:
+        assert r.scipy_s > 0 and r.wsesparse_s > 0
+        assert r.difference < 1e-9, r
+    table = wf.format_results(results)
+    assert table.splitlines()[0].split()[:3] == ["workflow", "scipy", "s"]
+    assert len(table.splitlines()) == len(results) + 1
+
+
+def test_bench_cli_runs_the_workflows(capsys):
+    from wsesparse.cli import main
+    assert main(["bench", "--workflows", "--scale", "0.01", "--iterations", "10",
+                 "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    for name in ("cg", "minres", "eigsh", "lsqr"):
+        assert any(line.startswith(name) for line in out.splitlines()), name
+
+
+def test_only_selects():
+    assert [r.name for r in wf.run_workflows(0.01, 1, 5, only=("lsqr",))] == ["lsqr"]

@@ -1,0 +1,227 @@
+"""Workflow benchmarks: the solver loops users run, plain scipy against wsesparse.
+
+A kernel benchmark times one product on a quiet machine; real code calls the product
+inside a loop, between numpy vector operations (dot products, axpys) that run on BLAS
+threads of their own. Each workflow here runs a fixed number of iterations of a scipy
+routine on a generated problem, once with the scipy matrix and once with the product
+routed through wsesparse, and reports both times and how far the answers differ:
+
+* ``cg`` and ``minres``: a 2-D Poisson matrix (5 nonzeros per row);
+* ``eigsh``: the Laplacian of a random graph (about ``degree`` edges per node);
+* ``lsqr``: a rectangular sparse least-squares system;
+* ``logreg``: scikit-learn ``LogisticRegression`` fit and predict on TF-IDF-like features
+  (left out when scikit-learn is not installed).
+
+"wsesparse" means the prepared operand ``wsesparse.CSR`` handed to the routine (a
+LinearOperator) where the routine takes one, and ``wsesparse.accelerated()`` around
+the call where the routine only takes arrays (scikit-learn).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+
+
+def poisson_2d(g: int) -> sp.csr_array:
+    """The 5-point Laplacian on a ``g`` x ``g`` grid (``g**2`` unknowns), float64 CSR.
+
+    Examples
+    --------
+    >>> A = poisson_2d(3)
+    >>> A.shape, A.nnz, float(A.sum())
+    ((9, 9), 33, 12.0)
+    """
+    T = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(g, g))
+    I = sp.eye_array(g)
+    A = (sp.kron(I, T) + sp.kron(T, I)).tocsr()
+    A.eliminate_zeros()  # (the kron of DIA arrays stores their padding zeros)
+    return A
+
+
+def graph_laplacian(n_nodes: int, degree: int, seed: int = 0) -> sp.csr_array:
+    """Laplacian ``D - W`` of a random undirected graph with about ``degree`` edges per node.
+
+    Examples
+    --------
+    >>> L = graph_laplacian(100, 6)
+    >>> L.shape, bool(abs(L.sum(axis=1)).max() < 1e-12)
+    ((100, 100), True)
+    """
+    rng = np.random.default_rng(seed)
+    m = n_nodes * degree // 2
+    rows = rng.integers(0, n_nodes, m)
+    cols = rng.integers(0, n_nodes, m)
+    keep = rows != cols
+    W = sp.coo_array((np.ones(int(keep.sum())), (rows[keep], cols[keep])),
+                     shape=(n_nodes, n_nodes)).tocsr()
+    W = W + W.T
+    return (sp.diags_array(np.asarray(W.sum(axis=1)).ravel()) - W).tocsr()
+
+
+def rectangular_system(m: int, n: int, per_row: int, seed: int = 0) -> sp.csr_array:
+    """An ``m`` x ``n`` sparse matrix with ``per_row`` random entries per row plus a
+    diagonal (full column rank), float64 CSR."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(m), per_row)
+    cols = rng.integers(0, n, m * per_row)
+    A = sp.coo_array((rng.standard_normal(m * per_row), (rows, cols)), shape=(m, n)).tocsr()
+    return (A + sp.eye_array(m, n)).tocsr()
+
+
+def tfidf_like(n_docs: int, n_terms: int, per_doc: int, seed: int = 0):
+    """Rows of l2-normalised TF-IDF-like features (Zipf term frequencies) and labels."""
+    rng = np.random.default_rng(seed)
+    terms = np.minimum(rng.zipf(1.3, n_docs * per_doc) - 1, n_terms - 1)
+    rows = np.repeat(np.arange(n_docs), per_doc)
+    X = sp.coo_array((np.ones(len(rows)), (rows, terms)), shape=(n_docs, n_terms)).tocsr()
+    X.sum_duplicates()
+    df = np.bincount(X.indices, minlength=n_terms)
+    X.data = np.log1p(X.data) * np.log((1 + n_docs) / (1 + df[X.indices]))
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel()) + 1e-12
+    X = sp.csr_array(sp.diags_array(1 / norms) @ X)
+    w = rng.standard_normal(n_terms)
+    y = (X @ w > np.median(X @ w)).astype(np.int64)
+    return X, y
+
+
+@dataclass
+class WorkflowResult:
+    """One workflow: seconds with scipy and with wsesparse, and the answers' difference."""
+
+    name: str
+    problem: str
+    scipy_s: float
+    wsesparse_s: float
+    difference: float  # max |a - b| / max |a| over the compared answer
+    note: str = ""
+
+    @property
+    def speedup(self) -> float:
+        return self.scipy_s / self.wsesparse_s
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def _rel_diff(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    scale = float(np.abs(a).max()) or 1.0
+    return float(np.abs(a - b).max()) / scale
+
+
+def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds: int,
+             answer: Callable[[object], object] = lambda r: r[0], note: str = ""):
+    from wsesparse import CSR
+    P = CSR(A)
+    best = {"scipy": np.inf, "wsesparse": np.inf}
+    outs = {}
+    for _ in range(rounds):  # alternate, so drift on a shared machine hits both
+        for label, op in (("scipy", A), ("wsesparse", P)):
+            t, outs[label] = _timed(lambda op=op: run(op))
+            best[label] = min(best[label], t)
+    return WorkflowResult(name, problem, best["scipy"], best["wsesparse"],
+                          _rel_diff(answer(outs["scipy"]), answer(outs["wsesparse"])), note)
+
+
+def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
+                  only: tuple[str, ...] = ()) -> list[WorkflowResult]:
+    """Run every workflow (or those named in ``only``) and return their results.
+
+    ``scale`` multiplies the problem sizes (1.0: the Poisson grid is 1000 x 1000, the
+    graph 200,000 nodes of degree 20, lsqr 200,000 x 50,000, logreg 50,000 documents).
+
+    Examples
+    --------
+    >>> rs = run_workflows(scale=0.02, rounds=1, iterations=5, only=("cg",))
+    >>> [r.name for r in rs], rs[0].difference < 1e-10
+    (['cg'], True)
+    """
+    results = []
+    want = (lambda name: not only or name in only)
+    g = max(4, int(1000 * scale))
+    if want("cg") or want("minres"):
+        A = poisson_2d(g)
+        b = np.ones(A.shape[0])
+        if want("cg"):
+            results.append(_compare(
+                "cg", f"Poisson {g}x{g}, {iterations} iterations",
+                lambda op: sla.cg(op, b, rtol=1e-30, maxiter=iterations), A, rounds))
+        if want("minres"):
+            results.append(_compare(
+                "minres", f"Poisson {g}x{g}, {iterations} iterations",
+                lambda op: sla.minres(op, b, rtol=1e-30, maxiter=iterations), A, rounds))
+    if want("eigsh"):
+        n = max(50, int(200_000 * scale))
+        L = graph_laplacian(n, 20)
+        v0 = np.random.default_rng(1).standard_normal(n)  # (ones: the null space)
+        results.append(_compare(
+            "eigsh", f"graph Laplacian {n} nodes, degree 20, 4 largest",
+            lambda op: _eigsh(op, v0), L, rounds))
+    if want("lsqr"):
+        m, n = max(40, int(200_000 * scale)), max(10, int(50_000 * scale))
+        R = rectangular_system(m, n, 10)
+        c = np.ones(m)
+        results.append(_compare(
+            "lsqr", f"{m}x{n}, 11 per row, {iterations} iterations",
+            lambda op: sla.lsqr(op, c, atol=0, btol=0, conlim=0, iter_lim=iterations),
+            R, rounds))
+    if want("logreg"):
+        results.extend(_logreg(scale, rounds))
+    return results
+
+
+def _eigsh(op, v0):
+    """The 4 largest eigenvalues to 1e-8 (ARPACK, 20 Lanczos vectors, fixed start)."""
+    return (np.sort(sla.eigsh(op, k=4, which="LA", v0=v0, ncv=20, tol=1e-8)[0]),)
+
+
+def _logreg(scale: float, rounds: int) -> list[WorkflowResult]:
+    try:
+        from sklearn.linear_model import LogisticRegression
+    except ImportError:
+        return []
+    try:
+        from wsesparse import accelerated
+    except ImportError:
+        return []
+    n_docs, n_terms = max(100, int(50_000 * scale)), max(50, int(20_000 * scale))
+    X, y = tfidf_like(n_docs, n_terms, 100)
+
+    def fit_predict():
+        clf = LogisticRegression(max_iter=50, tol=0)
+        clf.fit(X, y)
+        return clf.coef_.ravel(), clf.predict_proba(X)[:, 1]
+
+    best = {"scipy": np.inf, "wsesparse": np.inf}
+    outs = {}
+    for _ in range(rounds):
+        best["scipy"] = min(best["scipy"], _timed(fit_predict)[0])
+        t0 = time.perf_counter()
+        with accelerated():
+            outs["wsesparse"] = fit_predict()
+        best["wsesparse"] = min(best["wsesparse"], time.perf_counter() - t0)
+        outs["scipy"] = fit_predict()
+    return [WorkflowResult("logreg", f"TF-IDF-like {n_docs}x{n_terms}, 50 lbfgs iterations",
+                           best["scipy"], best["wsesparse"],
+                           _rel_diff(outs["scipy"][1], outs["wsesparse"][1]),
+                           "accelerated(); difference of the predicted probabilities")]
+
+
+def format_results(results: list[WorkflowResult]) -> str:
+    """The results as a table, one line per workflow."""
+    lines = [f"{'workflow':<8} {'scipy s':>9} {'wsesparse s':>12} {'speedup':>8} "
+             f"{'difference':>11}  problem"]
+    for r in results:
+        lines.append(f"{r.name:<8} {r.scipy_s:>9.3f} {r.wsesparse_s:>12.3f} "
+                     f"{r.speedup:>7.2f}x {r.difference:>11.1e}  {r.problem}"
+                     + (f" ({r.note})" if r.note else ""))
+    return "\n".join(lines)
