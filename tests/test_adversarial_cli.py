@@ -127,14 +127,14 @@ def test_simulate_pattern_mtx_and_good_npz(tmp_path, capsys):
     (["--shape", "3x5x6"], "--shape must look like MxK"),
     (["--shape", "3.5x5"], "--shape must look like MxK"),
     (["--shape", "x"], "--shape must look like MxK"),
-    (["--sparsity", "nan"], r"sparsity must be in \[0, 1\)"),
-    (["--sparsity", "-0.5"], r"sparsity must be in \[0, 1\)"),
-    (["--sparsity", "inf"], r"sparsity must be in \[0, 1\)"),
-    (["--tokens", "-8"], "n_tokens must be >= 1"),
+    (["--sparsity", "nan"], r"sparsity must be a number in \[0, 1\), got nan"),
+    (["--sparsity", "-0.5"], r"sparsity must be a number in \[0, 1\)"),
+    (["--sparsity", "inf"], r"sparsity must be a number in \[0, 1\)"),
+    (["--tokens", "-8"], "n_tokens must be a positive int, got -8"),
     (["--tokens", str(10**30)], "n_tokens=.* is too large"),
-    (["--engines", "0"], "engines must be >= 1"),
+    (["--engines", "0"], "engines must be a positive int"),
     (["--engines", "9", "--tokens", "8"], r"engines \(9\) exceeds n_tokens \(8\)"),
-    (["--seed", "-1"], "seed must be >= 0"),
+    (["--seed", "-1"], "seed must be a nonnegative int, got -1"),
     (["--shape", f"{2**40}x{2**40}", "--sparsity", "0.999999"], r"n_in must be < 2\*\*31"),
 ])
 def test_simulate_bad_values(capsys, argv, msg):
@@ -166,10 +166,10 @@ def test_simulate_argparse_rejects(capsys, argv):
     (["--sparsities", "0.5,,0.9x"], "--sparsities must be comma-separated numbers"),
     (["--engines", "a,b"], "--engines must be comma-separated ints"),
     (["--engines", ""], "--engines must be comma-separated ints"),
-    (["--engines", "1,-2"], "--engines must be >= 1"),
+    (["--engines", "1,-2"], "--engines must be a positive int, got -2"),
     (["--engines", "16"], r"engines \(16\) exceeds n_tokens \(8\)"),
-    (["--tokens", "0"], "n_tokens must be >= 1"),
-    (["--seed", "-3"], "seed must be >= 0"),
+    (["--tokens", "0"], "n_tokens must be a positive int"),
+    (["--seed", "-3"], "seed must be a nonnegative int"),
 ])
 def test_curve_bad_values(capsys, argv, msg):
     rc, out, err = run(["curve", "--quiet", "--shape", "30x30", "--tokens", "8", "--engines",
@@ -187,14 +187,14 @@ def test_curve_csv_unwritable(tmp_path, capsys, target):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--rows", "0"], "--rows must be >= 1, got 0"),
-    (["--rows", "-3"], "--rows must be >= 1, got -3"),
-    (["--cols", "0"], "--cols must be >= 1"),
-    (["--tokens", "0"], "--tokens must be >= 1"),
-    (["--repeats", "0"], "--repeats must be >= 1"),
-    (["--repeats", "-1"], "--repeats must be >= 1"),
-    (["--sparsity", "1.0"], r"--sparsity values must be in \[0, 1\)"),
-    (["--sparsity", "0.5", "nan"], r"--sparsity values must be in \[0, 1\)"),
+    (["--rows", "0"], "--rows must be a positive int, got 0"),
+    (["--rows", "-3"], "--rows must be a positive int, got -3"),
+    (["--cols", "0"], "--cols must be a positive int"),
+    (["--tokens", "0"], "--tokens must be a positive int"),
+    (["--repeats", "0"], "--repeats must be a positive int"),
+    (["--repeats", "-1"], "--repeats must be a positive int"),
+    (["--sparsity", "1.0"], r"--sparsity must be a number in \[0, 1\), got 1.0"),
+    (["--sparsity", "0.5", "nan"], r"--sparsity must be a number in \[0, 1\), got nan"),
 ])
 def test_demo_bad_values(capsys, argv, msg):
     """Checked before the (slow) wafer part: --no-wafer is not needed for a quick error."""

@@ -47,7 +47,7 @@ def rel_err(A, T):
     (dict(dtype=object), TypeError, r"dtype has dtype object"),
     (dict(seed="x"), TypeError, "seed must be None or a nonnegative int"),
     (dict(seed=-1), TypeError, "seed must be None or a nonnegative int"),
-    (dict(tol=float("inf")), ValueError, "tol must be a float in"),
+    (dict(tol=float("inf")), ValueError, r"tol must be a number in \(0, 1\), got inf"),
     (dict(tol=None), TypeError, "give tol"),
     (dict(rank=2.0), TypeError, "rank must be a positive int"),
     (dict(n_threads=0), ValueError, "n_threads must be a positive int"),

@@ -128,11 +128,11 @@ def test_estimate_large_n_tokens_is_exact():
 
 
 @pytest.mark.parametrize("kw,exc,match", [
-    (dict(n_tokens=8.0), TypeError, "n_tokens must be an int"),
-    (dict(n_tokens=True), TypeError, "n_tokens must be an int"),
-    (dict(n_tokens=None), TypeError, "n_tokens must be an int"),
-    (dict(n_tokens=-1), ValueError, "n_tokens must be >= 1"),
-    (dict(engines=0), ValueError, "engines must be >= 1"),
+    (dict(n_tokens=8.0), TypeError, "n_tokens must be a positive int, got 8.0"),
+    (dict(n_tokens=True), TypeError, r"n_tokens must be a positive int, got True \(bool\)"),
+    (dict(n_tokens=None), TypeError, "n_tokens must be a positive int, got None"),
+    (dict(n_tokens=-1), ValueError, "n_tokens must be a positive int, got -1"),
+    (dict(engines=0), ValueError, "engines must be a positive int, got 0"),
     (dict(engines=9), ValueError, r"engines \(9\) exceeds n_tokens \(8\)"),
     (dict(dtype=None), ValueError, "dtype must be one of"),
     (dict(dtype=object), ValueError, "dtype must be one of"),
@@ -292,12 +292,12 @@ def tlr():
 @pytest.mark.parametrize("kw,exc,match", [
     (dict(machine=None), TypeError, "machine must be a wafer.Machine"),
     (dict(machine="wse2"), TypeError, "machine must be a wafer.Machine"),
-    (dict(systems=2.0), ValueError, "systems must be a positive int"),
-    (dict(systems=True), ValueError, "systems must be a positive int"),
+    (dict(systems=2.0), TypeError, "systems must be a positive int"),
+    (dict(systems=True), TypeError, "systems must be a positive int"),
     (dict(copies=-1), ValueError, "copies must be a positive int"),
     (dict(reserved_bytes=-1), ValueError, "reserved_bytes must be an int"),
     (dict(reserved_bytes=wafer.WSE2.sram_bytes), ValueError, "reserved_bytes must be an int"),
-    (dict(reserved_bytes=10.0), ValueError, "reserved_bytes must be an int"),
+    (dict(reserved_bytes=10.0), TypeError, "reserved_bytes must be an int"),
     (dict(chunk_bytes=0), ValueError, "chunk_bytes must be an int"),
     (dict(chunk_bytes=10**9), ValueError, "chunk_bytes must be an int"),
     (dict(machine=dataclasses.replace(wafer.WSE2, sram_bytes=100), reserved_bytes=0),

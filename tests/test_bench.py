@@ -125,7 +125,7 @@ def test_bench_rejects_unknown_dtype(capsys):
 
 def test_bench_rejects_rounds_below_one(capsys):
     assert main(["bench", "--rounds", "0", "--no-triad"]) == 2
-    assert "--rounds must be at least 1, got 0" in capsys.readouterr().err
+    assert "--rounds must be a positive int, got 0" in capsys.readouterr().err
 
 
 def test_later_rounds_time_every_fast_library_again(no_peers, monkeypatch):

@@ -33,7 +33,7 @@ def test_curve_matches_sweep(capsys):
 @pytest.mark.parametrize("argv, msg", [
     (["--sparsities", "0.5,1.0"], "--sparsities needs values in"),
     (["--sparsities", "a"], "--sparsities must be comma-separated"),
-    (["--engines", "0"], "--engines must be >= 1"),
+    (["--engines", "0"], "--engines must be a positive int, got 0"),
     (["--shape", "12x"], "--shape must look like"),
 ])
 def test_curve_errors(argv, msg, capsys):

@@ -153,7 +153,7 @@ def test_errors_are_clear(client):
         wd.sparse_matmul(np.ones((30, 20)), da.ones((20, 3)))
     with pytest.raises(ValueError, match="1-D or 2-D"):
         wd.sparse_matmul(W, da.ones((20, 3, 2)))
-    with pytest.raises(ValueError, match="n_threads must be >= 1"):
+    with pytest.raises(ValueError, match="n_threads must be a positive int or None, got 0"):
         wd.sparse_matmul(W, da.ones((20, 3)), n_threads=0)
     with pytest.raises(TypeError, match="n_threads must be a positive int"):
         wd.sparse_matmul(W, da.ones((20, 3)), n_threads=1.5)

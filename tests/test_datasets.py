@@ -118,17 +118,17 @@ def test_random_dense_draws(dtype):
                                       rng.standard_normal((30, 4)).astype(Y.real.dtype))
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda f: f.random_csr(-1, 4, 0.1), "m must be an int >= 0"),
-    (lambda f: f.random_csr(4, 2.0, 0.1), "k must be an int >= 0"),
-    (lambda f: f.random_csr(4, 4, 1.5), "density must be a number in"),
-    (lambda f: f.random_csr(4, 4, float("nan")), "density must be a number in"),
-    (lambda f: f.random_csr(4, 4, 0.1, method="dense"), "method must be"),
-    (lambda f: f.random_dense(4, -2), "n must be an int >= 0"),
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda f: f.random_csr(-1, 4, 0.1), ValueError, "m must be a nonnegative int, got -1"),
+    (lambda f: f.random_csr(4, 2.0, 0.1), TypeError, "k must be a nonnegative int, got 2.0"),
+    (lambda f: f.random_csr(4, 4, 1.5), ValueError, r"density must be a number in \[0, 1\]"),
+    (lambda f: f.random_csr(4, 4, float("nan")), ValueError, "density must be a number in"),
+    (lambda f: f.random_csr(4, 4, 0.1, method="dense"), ValueError, "method must be"),
+    (lambda f: f.random_dense(4, -2), ValueError, "n must be a nonnegative int, got -2"),
 ])
-def test_random_bad_arguments(call, match):
+def test_random_bad_arguments(call, exc, match):
     from wsesparse import datasets
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(exc, match=match):
         call(datasets)
 
 

@@ -7,6 +7,7 @@ Every check raises TypeError (wrong kind of object or dtype) or ValueError
 from __future__ import annotations
 
 import math
+import numbers
 import os
 
 import numpy as np
@@ -59,6 +60,200 @@ def describe(x) -> str:
     if shape is None:
         return type(x).__name__
     return f"{type(x).__name__} of shape {tuple(shape)} and dtype {dtype}"
+
+
+# -- scalar arguments ------------------------------------------------------------
+
+
+def _shown(value) -> str:
+    """``value`` for an error message: its repr, with its type unless int, float or None."""
+    if value is None or type(value) in (int, float):
+        return repr(value)
+    if isinstance(value, np.generic):  # numpy 2 reprs as np.float64(0.5): show 0.5 (float64)
+        return f"{value.item()!r} ({type(value).__name__})"
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _bound(x) -> str:
+    """A bound as written in a message: ``1``, ``0.5``, ``48000``, ``1e-300``."""
+    if isinstance(x, numbers.Integral) or (isinstance(x, float) and x.is_integer()
+                                           and abs(x) < 1e16):
+        return str(int(x))
+    return repr(float(x))
+
+
+def _int_expected(minimum, maximum, allow_none: bool) -> str:
+    if maximum is None:
+        what = {None: "an int", 1: "a positive int", 0: "a nonnegative int"}.get(
+            minimum, f"an int >= {minimum}")
+    elif minimum is None:
+        what = f"an int <= {maximum}"
+    else:
+        what = f"an int in [{minimum}, {maximum}]"
+    return what + " or None" if allow_none else what
+
+
+def _real_expected(minimum, maximum, inclusive, finite: bool, allow_none: bool) -> str:
+    lo_in, hi_in = inclusive
+    fin = "finite " if finite else ""
+    if minimum is not None and maximum is not None:
+        what = (f"a number in {'[' if lo_in else '('}{_bound(minimum)}, "
+                f"{_bound(maximum)}{']' if hi_in else ')'}")
+    elif minimum is not None and minimum == 0:
+        what = f"a {'nonnegative' if lo_in else 'positive'} {fin}number"
+    elif minimum is not None:
+        what = f"a {fin}number {'>=' if lo_in else '>'} {_bound(minimum)}"
+    elif maximum is not None:
+        what = f"a {fin}number {'<=' if hi_in else '<'} {_bound(maximum)}"
+    else:
+        what = f"a {fin}number"
+    return what + " or None" if allow_none else what
+
+
+def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None,
+              allow_none: bool = False) -> int | None:
+    """``value`` as a Python int in ``[minimum, maximum]``, or an error that names ``name``.
+
+    Accepts any ``numbers.Integral`` (Python ints, numpy integer scalars) except
+    ``bool`` and ``numpy.bool_``: ``True`` is not a count. Floats are rejected, even
+    integral ones (``2.0``), as ``range`` and numpy's shapes reject them.
+
+    Parameters
+    ----------
+    value : object
+        The argument to check.
+    name : str
+        The argument's name as the caller knows it (``"nb"``, ``"--rows"``,
+        ``"Machine.cols"``); every message starts with it.
+    minimum, maximum : int or None
+        Inclusive bounds; None means unbounded on that side. ``minimum=1`` reads
+        "a positive int" in messages, ``minimum=0`` "a nonnegative int".
+    allow_none : bool
+        Whether None is accepted (and returned as None).
+
+    Returns
+    -------
+    int or None
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer (or None where ``allow_none``): ``nb must be a
+        positive int, got 0.5``.
+    ValueError
+        If it lies outside the bounds: ``nb must be a positive int, got 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_int(np.int64(8), "n_tokens", minimum=1)
+    8
+    >>> check_int(None, "n_threads", minimum=1, allow_none=True) is None
+    True
+    >>> for bad in (0, 0.5, True):
+    ...     try:
+    ...         check_int(bad, "nb", minimum=1)
+    ...     except (TypeError, ValueError) as exc:
+    ...         print(type(exc).__name__, exc)
+    ValueError nb must be a positive int, got 0
+    TypeError nb must be a positive int, got 0.5
+    TypeError nb must be a positive int, got True (bool)
+    """
+    if type(value) is int:  # the commonest case, without the ABC check
+        v = value
+    elif value is None and allow_none:
+        return None
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {_int_expected(minimum, maximum, allow_none)}, "
+                        f"got {_shown(value)}")
+    else:
+        v = int(value)
+    if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+        raise ValueError(f"{name} must be {_int_expected(minimum, maximum, allow_none)}, "
+                         f"got {v}")
+    return v
+
+
+def check_real(value, name: str, *, minimum: float | None = None, maximum: float | None = None,
+               inclusive: tuple[bool, bool] = (True, True), finite: bool = True,
+               allow_none: bool = False) -> float | None:
+    """``value`` as a Python float within the bounds, or an error that names ``name``.
+
+    Accepts any ``numbers.Real`` (Python ints and floats, numpy integer and float
+    scalars, fractions) except ``bool`` and ``numpy.bool_``; strings, complex
+    numbers, arrays and None (unless ``allow_none``) are rejected.
+
+    Parameters
+    ----------
+    value : object
+        The argument to check.
+    name : str
+        The argument's name as the caller knows it; every message starts with it.
+    minimum, maximum : float or None
+        Bounds; None means unbounded on that side.
+    inclusive : (bool, bool)
+        Whether ``minimum`` and ``maximum`` themselves are allowed: ``(True, True)``
+        for [0, 1], ``(False, False)`` for (0, 1), ``(True, False)`` for [0, 1),
+        ``(False, True)`` with ``minimum=0`` alone for "positive".
+    finite : bool
+        Reject NaN and infinities (NaN fails every bound anyway).
+    allow_none : bool
+        Whether None is accepted (and returned as None).
+
+    Returns
+    -------
+    float or None
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number: ``tol must be a number in (0, 1), got
+        '1e-3' (str)``.
+    ValueError
+        If it is NaN, infinite (with ``finite``) or outside the bounds:
+        ``clock_hz must be a positive finite number, got inf``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_real(np.float32(0.5), "density", minimum=0, maximum=1)
+    0.5
+    >>> check_real(3, "velocity", minimum=0, inclusive=(False, True))
+    3.0
+    >>> for bad in (1.0, float("nan"), "0.1"):
+    ...     try:
+    ...         check_real(bad, "tol", minimum=0, maximum=1, inclusive=(False, False))
+    ...     except (TypeError, ValueError) as exc:
+    ...         print(type(exc).__name__, exc)
+    ValueError tol must be a number in (0, 1), got 1.0
+    ValueError tol must be a number in (0, 1), got nan
+    TypeError tol must be a number in (0, 1), got '0.1' (str)
+    """
+    if value is None and allow_none:
+        return None
+    if type(value) is float:  # the commonest case, without the ABC check
+        v = value
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be "
+                        f"{_real_expected(minimum, maximum, inclusive, finite, allow_none)}, "
+                        f"got {_shown(value)}")
+    else:
+        try:
+            v = float(value)
+        except OverflowError:  # an int beyond float's range
+            v = math.inf if value > 0 else -math.inf
+    lo_in, hi_in = inclusive
+    ok = not finite or math.isfinite(v)
+    if ok and minimum is not None:
+        ok = v >= minimum if lo_in else v > minimum
+    if ok and maximum is not None:
+        ok = v <= maximum if hi_in else v < maximum
+    if not ok:  # NaN fails every bound: it lands here with bounds or ``finite``
+        given = repr(value) if type(value) in (int, float) else repr(v)
+        raise ValueError(f"{name} must be "
+                         f"{_real_expected(minimum, maximum, inclusive, finite, allow_none)}, "
+                         f"got {given}")
+    return v
 
 
 def check_numeric_dtype(dtype: np.dtype, name: str) -> None:

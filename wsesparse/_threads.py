@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
 import os
 
 from wsesparse import _thresholds as th
+from wsesparse._checks import check_int
 from wsesparse._hardware import available_cores, runnable_threads
 from wsesparse._kernels import _spmm
 
@@ -29,11 +29,8 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     processes, BLAS threads; see ``runnable_threads``), at least one. An
     explicit positive integer is used as given.
     """
-    if n_threads is not None:
-        if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
-            raise TypeError(f"n_threads must be a positive int or None, got {n_threads!r}")
-        if n_threads < 1:
-            raise ValueError(f"n_threads must be a positive int or None, got {n_threads}")
+    if n_threads is not None:  # (None, the commonest value, costs no call)
+        n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
     cap = work // th.MIN_WORK_PER_THREAD
     if cap < 2 or not _OPENMP:
         return 1  # decided without asking the OpenMP runtime or the OS

@@ -6,6 +6,7 @@ import argparse
 import csv
 import sys
 
+from wsesparse._checks import check_int
 from wsesparse._progress import Progress, add_progress_argument, progress_enabled
 from wsesparse.wafer.balance import BALANCERS
 from wsesparse.wafer.cli import parse_shape
@@ -98,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
         engines = [int(t) for t in args.engines.split(",")]
     except ValueError:
         raise ValueError(f"--engines must be comma-separated ints, got {args.engines!r}") from None
-    if any(e < 1 for e in engines):
-        raise ValueError(f"--engines must be >= 1, got {args.engines!r}")
+    for e in engines:
+        check_int(e, "--engines", minimum=1)
     rows = sweep(shape, sparsities, args.tokens, engines, args.machine, args.balance,
                  args.dtype, args.seed,
                  progress=progress_enabled(False if args.quiet else args.progress))

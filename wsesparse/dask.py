@@ -24,7 +24,6 @@ of wsesparse never imports dask.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised without dask installe
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import describe
+from wsesparse._checks import check_int, describe
 from wsesparse.csr import CSR
 from wsesparse.matmul import Method
 from wsesparse.matmul import sparse_matmul as _sparse_matmul
@@ -67,16 +66,6 @@ def _active_client(client):
         return default_client()
     except ValueError:  # no client is active
         return None
-
-
-def _check_n_threads(n_threads) -> int | None:
-    if n_threads is None:
-        return None
-    if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
-        raise TypeError(f"n_threads must be a positive int or None, got {n_threads!r}")
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be >= 1 or None, got {n_threads}")
-    return int(n_threads)
 
 
 def _is_future(x) -> bool:
@@ -250,7 +239,7 @@ def sparse_matmul(A, B, *, n_threads: int | None = 1, method: Method = "auto",
     >>> bool(np.allclose(Z.compute(), X.compute().T @ W.T.toarray()))
     True
     """
-    n_threads = _check_n_threads(n_threads)
+    n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
     if method not in ("auto", "sparse", "dense"):
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
     a_dask, b_dask = isinstance(A, da.Array), isinstance(B, da.Array)
@@ -403,7 +392,7 @@ def tlr_matvec_batch(matrices: Sequence, xs, *, adjoint: bool = False,
     >>> bool(np.allclose(ys[1], Ts[1] @ xs[1]))
     True
     """
-    n_threads = _check_n_threads(n_threads)
+    n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
     mats = list(getattr(matrices, "matrices", matrices))
     if isinstance(xs, (np.ndarray, da.Array)):
         if xs.ndim not in (2, 3):

@@ -9,7 +9,6 @@ random operands of ``wsesparse bench`` and of the scripts and asv suite in
 
 from __future__ import annotations
 
-import numbers
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
@@ -17,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import check_numeric_dtype
+from wsesparse._checks import check_int, check_numeric_dtype, check_real
 
 __all__ = ["seismic_slice", "hilbert_order", "random_csr", "random_dense"]
 
@@ -54,18 +53,6 @@ def hilbert_order(nx: int, ny: int) -> np.ndarray:
         x, y = np.where(flip, swap_y, swap_x), np.where(flip, swap_x, swap_y)
         s //= 2
     return np.argsort(d, kind="stable")
-
-
-def _positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return int(v)
-
-
-def _positive_float(v, name: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-    return float(v)
 
 
 def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
@@ -136,12 +123,14 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     >>> bool(np.array_equal(f(slice(0, 5), slice(3, 9)), A[:5, 3:9]))
     True
     """
-    nx = _positive_int(nx, "nx")
-    ny = _positive_int(ny, "ny")
-    spacing = _positive_float(spacing, "spacing")
-    frequency = _positive_float(frequency, "frequency")
-    velocity = _positive_float(velocity, "velocity")
-    n_multiples = _positive_int(n_multiples, "n_multiples")
+    nx = check_int(nx, "nx", minimum=1)
+    ny = check_int(ny, "ny", minimum=1)
+    positive = dict(minimum=0, inclusive=(False, True))
+    spacing = check_real(spacing, "spacing", **positive)
+    frequency = check_real(frequency, "frequency", **positive)
+    velocity = check_real(velocity, "velocity", **positive)
+    n_multiples = check_int(n_multiples, "n_multiples", minimum=1)
+    attenuation = check_real(attenuation, "attenuation", minimum=0)
     depths = np.asarray(depths, dtype=np.float64).ravel()
     refl = np.asarray(reflectivity, dtype=np.float64).ravel()
     if depths.size == 0 or depths.shape != refl.shape:
@@ -152,8 +141,6 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
                          f"got {depths.tolist()}")
     if not (np.abs(refl) < 1).all():
         raise ValueError(f"reflectivity must lie in (-1, 1), got {refl.tolist()}")
-    if not (np.isfinite(attenuation) and attenuation >= 0):
-        raise ValueError(f"attenuation must be a finite number >= 0, got {attenuation!r}")
     if order not in ("hilbert", "row"):
         raise ValueError(f"order must be 'hilbert' or 'row', got {order!r}")
     dtype = np.dtype(dtype)
@@ -211,12 +198,6 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     return A
 
 
-def _count(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-    return int(v)
-
-
 def _float_dtype(dtype) -> np.dtype:
     dtype = np.dtype(dtype)
     if dtype.kind not in "fc":
@@ -263,10 +244,8 @@ def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, 
     >>> random_csr(100, 50, 0.1, "float32", method="scipy").nnz
     500
     """
-    m, k = _count(m, "m"), _count(k, "k")
-    if isinstance(density, bool) or not isinstance(density, numbers.Real) \
-            or not 0.0 <= density <= 1.0:
-        raise ValueError(f"density must be a number in [0, 1], got {density!r}")
+    m, k = check_int(m, "m", minimum=0), check_int(k, "k", minimum=0)
+    density = check_real(density, "density", minimum=0, maximum=1)
     dtype = _float_dtype(dtype)
     real = np.float32 if dtype in (np.float32, np.complex64) else np.float64
     rng = np.random.default_rng(seed)
@@ -328,7 +307,7 @@ def random_dense(k: int, n: int, dtype=np.float64, seed: int = 1, *,
     >>> X.shape, X.dtype, X.flags.c_contiguous
     ((4, 3), dtype('complex64'), True)
     """
-    k, n = _count(k, "k"), _count(n, "n")
+    k, n = check_int(k, "k", minimum=0), check_int(n, "n", minimum=0)
     dtype = _float_dtype(dtype)
     if draws is None:
         draws = np.float32 if dtype.itemsize <= 8 else np.float64

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from wsesparse._checks import check_int, check_real
 from wsesparse._timing import best_time
 from wsesparse.matmul import sparse_matmul
 
@@ -30,8 +31,7 @@ def pruned_weights(n_out: int, n_in: int, sparsity: float, dtype=np.float32,
     >>> W.shape, round(W.nnz / (100 * 80), 2)
     ((100, 80), 0.1)
     """
-    if not 0.0 <= sparsity < 1.0:
-        raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
+    sparsity = check_real(sparsity, "sparsity", minimum=0, maximum=1, inclusive=(True, False))
     rng = np.random.default_rng(seed)
     dense = rng.standard_normal((n_out, n_in)).astype(dtype)
     keep = max(1, int(round((1.0 - sparsity) * dense.size)))
@@ -110,11 +110,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo with parsed command-line arguments."""
     # Checked before the (slow) wafer part, each naming its option.
     for opt in ("rows", "cols", "tokens", "repeats"):
-        if getattr(args, opt) < 1:
-            raise ValueError(f"--{opt} must be >= 1, got {getattr(args, opt)}")
+        check_int(getattr(args, opt), f"--{opt}", minimum=1)
     for s in args.sparsity:
-        if not 0.0 <= s < 1.0:
-            raise ValueError(f"--sparsity values must be in [0, 1), got {s}")
+        check_real(s, "--sparsity", minimum=0, maximum=1, inclusive=(True, False))
     if not args.no_wafer:
         wafer_demo()
     sparsities = tuple(args.sparsity)

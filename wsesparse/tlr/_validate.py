@@ -11,26 +11,15 @@ import numbers
 
 import numpy as np
 
-from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, describe
+from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, check_real, describe
 
-__all__ = ["check_nb", "check_tol", "check_rank", "kernel_dtype", "storage_dtype", "check_seed",
+__all__ = ["check_tol", "kernel_dtype", "storage_dtype", "check_seed",
            "check_shape", "check_magnitude", "reject_sparse", "rounding_slack", "work_dtype"]
 
 
-def check_nb(nb) -> int:
-    if isinstance(nb, bool) or not isinstance(nb, numbers.Integral):
-        raise TypeError(f"nb must be a positive int (tile size), got {nb!r}")
-    if nb <= 0:
-        raise ValueError(f"nb must be a positive int (tile size), got {nb}")
-    return int(nb)
-
-
 def check_tol(tol, dtype: np.dtype, nb: int) -> float:
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
-        raise TypeError(f"tol must be a float in (0, 1), got {tol!r}")
-    tol = float(tol)
-    if not (0.0 < tol < 1.0):
-        raise ValueError(f"tol must be a float in (0, 1), got {tol}")
+    """``tol`` as a float in (0, 1) that ``dtype`` bases of tile size ``nb`` can honour."""
+    tol = check_real(tol, "tol", minimum=0, maximum=1, inclusive=(False, False))
     floor = 10.0 * rounding_slack(dtype, nb)
     if tol < floor:
         raise ValueError(
@@ -39,14 +28,6 @@ def check_tol(tol, dtype: np.dtype, nb: int) -> float:
             "or a double-precision dtype"
         )
     return tol
-
-
-def check_rank(rank) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral):
-        raise TypeError(f"rank must be a positive int, got {rank!r}")
-    if rank <= 0:
-        raise ValueError(f"rank must be a positive int, got {rank}")
-    return int(rank)
 
 
 def kernel_dtype(dtype, name: str) -> np.dtype:

@@ -12,12 +12,12 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from wsesparse._checks import (KERNEL_DTYPES, check_allocation, check_array_allocation,
-                               check_numeric_dtype, describe)
+                               check_int, check_numeric_dtype, describe)
 from wsesparse._kernels import _tlrmvm
 from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import io as tlr_io
 from wsesparse.tlr._layout import ALIGN, aligned_empty, copy_aligned, tile_bounds
-from wsesparse.tlr._validate import (check_magnitude, check_nb, check_shape, kernel_dtype,
+from wsesparse.tlr._validate import (check_magnitude, check_shape, kernel_dtype,
                                      reject_sparse, storage_dtype, work_dtype)
 from wsesparse.tlr.compression import compress_tiles
 
@@ -74,7 +74,7 @@ class TLRMatrix:
     def __init__(self, shape: tuple[int, int], nb: int, ranks: np.ndarray,
                  U: np.ndarray, V: np.ndarray, tol: float | None = None):
         m, n = check_shape(shape)
-        nb = check_nb(nb)
+        nb = check_int(nb, "nb", minimum=1)
         U, V = np.asarray(U), np.asarray(V)
         self.shape = (m, n)
         self.nb = nb
@@ -158,7 +158,7 @@ class TLRMatrix:
                [1., 1., 0.],
                [0., 0., 0.]])
         """
-        nb = check_nb(nb)
+        nb = check_int(nb, "nb", minimum=1)
         m, n = check_shape(shape)
         rp, cp = tile_bounds(m, nb), tile_bounds(n, nb)
         get = tiles if callable(tiles) else (lambda i, j: tiles.get((i, j)))

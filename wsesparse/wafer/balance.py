@@ -10,10 +10,11 @@ features by nonzero count and deals them round-robin to rows.
 from __future__ import annotations
 
 import heapq
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
+
+from wsesparse._checks import check_int
 
 BALANCERS = ("identity", "contiguous", "round_robin", "serpentine", "greedy")
 
@@ -54,14 +55,6 @@ class Assignment:
         return float(self.row_nnz.sum() / (self.row_nnz.size * mx)) if mx > 0 else 1.0
 
 
-def _check_rows(rows) -> int:
-    if isinstance(rows, bool) or not isinstance(rows, numbers.Integral):
-        raise TypeError(f"rows must be an int, got {type(rows).__name__} {rows!r}")
-    if rows < 1:
-        raise ValueError(f"rows must be >= 1, got {rows}")
-    return int(rows)
-
-
 def balance(feature_nnz, rows: int, method: str = "round_robin") -> Assignment:
     """Assign input features to physical rows.
 
@@ -93,7 +86,7 @@ def balance(feature_nnz, rows: int, method: str = "round_robin") -> Assignment:
     >>> balance([9, 9, 1, 1], rows=2, method="round_robin").row_nnz.tolist()
     [10, 10]
     """
-    rows = _check_rows(rows)
+    rows = check_int(rows, "rows", minimum=1)
     if not isinstance(method, str) or method not in BALANCERS:
         raise ValueError(f"method must be one of {BALANCERS}, got {method!r}")
     nnz = np.asarray(feature_nnz)

@@ -29,12 +29,12 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import check_allocation, check_numeric_dtype, describe
+from wsesparse._checks import check_allocation, check_int, check_numeric_dtype, check_real, describe
 from wsesparse._kernels import _wafer
 from wsesparse._structure import check_sparse_structure
 from wsesparse.csr import CSR
 from wsesparse.wafer.balance import Assignment, balance as make_assignment
-from wsesparse.wafer.layout import Layout, check_count, make_layout
+from wsesparse.wafer.layout import Layout, make_layout
 from wsesparse.wafer.machine import DTYPE_BYTES, WSE2, Machine, check_dtype
 from wsesparse.wafer.report import GemmReport
 
@@ -92,13 +92,21 @@ def pass_parameters(machine: Machine, dtype: str, width: int) -> dict:
     )
 
 
-def _plan(W, n_tokens, machine, balance, engines, dtype):
+def plan_gemm(W, n_tokens, machine: Machine, balance, engines, dtype):
+    """The checked inputs of a GEMM model run: ``(csr, assignment, layout, dtype)``.
+
+    What ``estimate_gemm``, ``execute_gemm`` and ``estimate_gradient`` share: W as a
+    canonical CSR pattern (:func:`as_csr_pattern`), the dtype name, the features
+    assigned to rows by ``balance`` (a method name or an ``Assignment``) and the
+    activation layout for ``n_tokens`` split over ``engines``; TypeError or
+    ValueError naming the bad argument otherwise.
+    """
     if not isinstance(machine, Machine):
         raise TypeError(f"machine must be a wafer.Machine, got {type(machine).__name__}")
     csr = as_csr_pattern(W)
     dtype = check_dtype(dtype)
-    n_tokens = check_count(n_tokens, "n_tokens")
-    engines = check_count(engines, "engines")
+    n_tokens = check_int(n_tokens, "n_tokens", minimum=1)
+    engines = check_int(engines, "engines", minimum=1)
     if isinstance(balance, Assignment):
         assign = balance
         if assign.row_of_feature.shape != (csr.shape[1],) or assign.features_per_row.size != machine.rows:
@@ -184,7 +192,7 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
     >>> r.cycles < r.dense_cycles
     True
     """
-    csr, assign, lay, dtype = _plan(W, n_tokens, machine, balance, engines, dtype)
+    csr, assign, lay, dtype = plan_gemm(W, n_tokens, machine, balance, engines, dtype)
     name = balance.method if isinstance(balance, Assignment) else balance
     indptr = np.ascontiguousarray(csr.indptr)
     indices = np.ascontiguousarray(csr.indices)
@@ -231,13 +239,10 @@ def random_weights(n_out: int, n_in: int, sparsity: float, seed: int = 0) -> sp.
     >>> W.shape, abs(W.nnz / 200_000 - 0.1) < 0.01
     ((1000, 200), True)
     """
-    n_out = check_count(n_out, "n_out")
-    n_in = check_count(n_in, "n_in")
-    seed = check_count(seed, "seed", 0)
-    if isinstance(sparsity, bool) or not isinstance(sparsity, (int, float, np.floating)):
-        raise TypeError(f"sparsity must be a float, got {sparsity!r}")
-    if not 0.0 <= sparsity < 1.0:
-        raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
+    n_out = check_int(n_out, "n_out", minimum=1)
+    n_in = check_int(n_in, "n_in", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
+    sparsity = check_real(sparsity, "sparsity", minimum=0, maximum=1, inclusive=(True, False))
     if n_in >= 2**31:
         raise ValueError(f"n_in must be < 2**31, got {n_in}")
     # int64 indptr, then int32 indices and float32 values for ~1.01 * the expected nnz.

@@ -18,7 +18,7 @@ import numpy as np
 
 from wsesparse._checks import as_dense_operand, check_allocation, describe
 from wsesparse.wafer.balance import Assignment
-from wsesparse.wafer.estimate import _plan, build_report, pass_parameters
+from wsesparse.wafer.estimate import build_report, pass_parameters, plan_gemm
 from wsesparse.wafer.machine import WSE2, Machine
 from wsesparse.wafer.report import GemmReport
 
@@ -191,8 +191,8 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
     Xa = as_dense_operand(X, "X")
     if Xa.ndim != 2:
         raise ValueError(f"X must be 2-D (features x tokens), got {describe(Xa)}")
-    csr, assign, lay, dtype = _plan(W, Xa.shape[1] if Xa.shape[1] else 1, machine,
-                                    balance, engines, dtype)
+    csr, assign, lay, dtype = plan_gemm(W, Xa.shape[1] if Xa.shape[1] else 1, machine,
+                                        balance, engines, dtype)
     if Xa.shape[0] != csr.shape[1]:
         raise ValueError(f"W and X do not chain: W is {describe(csr)}, X is {describe(Xa)}")
     if Xa.shape[1] == 0:

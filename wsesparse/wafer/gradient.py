@@ -33,7 +33,7 @@ from wsesparse._kernels import _sddmm
 from wsesparse._threads import resolve_n_threads
 from wsesparse.matmul import sparse_matmul
 from wsesparse.wafer.balance import balance as make_assignment
-from wsesparse.wafer.estimate import _plan, as_csr_pattern, estimate_gemm, pass_parameters
+from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, pass_parameters, plan_gemm
 from wsesparse.wafer.machine import DTYPE_BYTES, WSE2, Machine
 from wsesparse.wafer.report import GemmReport
 
@@ -133,7 +133,7 @@ def estimate_gradient(W, n_tokens: int, machine: Machine = WSE2, balance="round_
     >>> g.delta.shape, g.delta_lands_in_place
     ((48, 64), True)
     """
-    csr, assign, lay, dtype = _plan(W, n_tokens, machine, balance, engines, dtype)
+    csr, assign, lay, dtype = plan_gemm(W, n_tokens, machine, balance, engines, dtype)
     M, K = csr.shape
     R = machine.rows
     # Stream W.T so that the k-th feature's result lands on row k mod R.

@@ -9,23 +9,14 @@ weights stream once per pass.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
+from wsesparse._checks import check_int
 from wsesparse.wafer.machine import DTYPE_BYTES, Machine, check_dtype
 
 # The accumulator and partial-sum buffers are fp32 for both dtypes: fp16 FMACs
 # accumulate in fp32 (mixed precision), so the engine never sums in fp16.
 ACC_BYTES = 4
-
-
-def check_count(value, name: str, minimum: int = 1) -> int:
-    """Return ``value`` as int or raise TypeError/ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -101,11 +92,11 @@ def make_layout(machine: Machine, n_out: int, n_in: int, n_tokens: int,
     """
     if not isinstance(machine, Machine):
         raise TypeError(f"machine must be a wafer.Machine, got {type(machine).__name__}")
-    n_out = check_count(n_out, "n_out")
-    n_in = check_count(n_in, "n_in")
-    n_tokens = check_count(n_tokens, "n_tokens")
-    engines = check_count(engines, "engines")
-    k_max = check_count(features_per_row_max, "features_per_row_max", 0)
+    n_out = check_int(n_out, "n_out", minimum=1)
+    n_in = check_int(n_in, "n_in", minimum=1)
+    n_tokens = check_int(n_tokens, "n_tokens", minimum=1)
+    engines = check_int(engines, "engines", minimum=1)
+    k_max = check_int(features_per_row_max, "features_per_row_max", minimum=0)
     dtype = check_dtype(dtype)
     if engines > n_tokens:
         raise ValueError(f"engines ({engines}) exceeds n_tokens ({n_tokens}); "

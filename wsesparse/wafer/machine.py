@@ -9,34 +9,14 @@ figures marked *inferred* are our reading, not a vendor statement.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from wsesparse._checks import check_int, check_real
+
 # Operand dtypes the model knows how to cost: name -> bytes per value.
 DTYPE_BYTES = {"float16": 2, "float32": 4}
-
-
-def _check_positive_int(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"Machine.{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"Machine.{name} must be >= 1, got {value}")
-
-
-def _check_nonneg_int(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"Machine.{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < 0:
-        raise ValueError(f"Machine.{name} must be >= 0, got {value}")
-
-
-def _check_positive_float(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"Machine.{name} must be a number, got {type(value).__name__} {value!r}")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"Machine.{name} must be a finite number > 0, got {value}")
 
 
 @dataclass(frozen=True)
@@ -87,7 +67,7 @@ class Machine:
     >>> dataclasses.replace(WSE2, rows=0)
     Traceback (most recent call last):
     ...
-    ValueError: Machine.rows must be >= 1, got 0
+    ValueError: Machine.rows must be a positive int, got 0
     """
 
     name: str
@@ -112,11 +92,11 @@ class Machine:
             raise TypeError(f"Machine.name must be a str, got {type(self.name).__name__}")
         for f in ("rows", "cols", "sram_bytes", "fmac_fp16", "fmac_fp32", "payload_bits",
                   "weight_message_bytes", "psum_buffer_depth"):
-            _check_positive_int(getattr(self, f), f)
+            check_int(getattr(self, f), f"Machine.{f}", minimum=1)
         for f in ("cycles_per_hop", "psum_copy_cycles", "psum_reset_cycles", "psum_add_cycles"):
-            _check_nonneg_int(getattr(self, f), f)
+            check_int(getattr(self, f), f"Machine.{f}", minimum=0)
         for f in ("clock_hz", "weight_intake_bytes_per_s"):
-            _check_positive_float(getattr(self, f), f)
+            check_real(getattr(self, f), f"Machine.{f}", minimum=0, inclusive=(False, True))
         if not isinstance(self.psum_on_wire, bool):
             raise TypeError(f"Machine.psum_on_wire must be a bool, got {self.psum_on_wire!r}")
         if self.payload_bits % 8:

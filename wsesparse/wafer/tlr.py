@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wsesparse._checks import check_int
 from wsesparse.wafer.machine import WSE2, Machine
 
 __all__ = ["TLRMVMEstimate", "estimate_tlrmvm", "PUBLISHED_TLRMVM_BYTES_PER_S"]
@@ -209,14 +210,10 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         raise ValueError("T mixes real and complex matrices; estimate them as separate batches")
     if not isinstance(machine, Machine):
         raise TypeError(f"machine must be a wafer.Machine, got {type(machine).__name__}")
-    if isinstance(systems, bool) or not isinstance(systems, (int, np.integer)) or systems < 1:
-        raise ValueError(f"systems must be a positive int, got {systems!r}")
-    if copies is not None and (isinstance(copies, bool) or not isinstance(copies, (int, np.integer))
-                               or copies < 1):
-        raise ValueError(f"copies must be a positive int or None, got {copies!r}")
-    if not isinstance(reserved_bytes, (int, np.integer)) or not 0 <= reserved_bytes < machine.sram_bytes:
-        raise ValueError(f"reserved_bytes must be an int in [0, {machine.sram_bytes}), "
-                         f"got {reserved_bytes!r}")
+    systems = check_int(systems, "systems", minimum=1)
+    copies = check_int(copies, "copies", minimum=1, allow_none=True)
+    reserved_bytes = check_int(reserved_bytes, "reserved_bytes", minimum=0,
+                               maximum=machine.sram_bytes - 1)
     notes = []
     complex_ = mats[0].dtype.kind == "c"
     if mats[0].dtype.itemsize > (8 if complex_ else 4):
@@ -227,11 +224,8 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
     words_per_value = itemsize / machine.payload_bytes
     budget = machine.sram_bytes - reserved_bytes
     if chunk_bytes is not None:
-        if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
-                or not 0 < chunk_bytes <= budget:
-            raise ValueError(f"chunk_bytes must be an int in (0, {budget}] (SRAM left after "
-                             f"reserved_bytes), got {chunk_bytes!r}")
-        budget = int(chunk_bytes)
+        # at most the SRAM left after reserved_bytes
+        budget = check_int(chunk_bytes, "chunk_bytes", minimum=1, maximum=budget)
 
     cores_avail = machine.cores * int(systems)
     cores_per_matrix = 0
