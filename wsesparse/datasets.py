@@ -92,7 +92,7 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     velocity : float
         Wave speed in m/s (one constant speed above all reflectors).
     depths, reflectivity : sequences of float of equal length
-        Reflector depths (m) and reflection coefficients (|R| < 1).
+        Reflector depths (m) and reflection coefficients (``|R| < 1``).
     n_multiples : int
         Reflection orders per reflector (1 = primaries only).
     receiver_depth : float
