@@ -72,6 +72,8 @@ def _extensions() -> list[Extension]:
                 f"wsesparse._kernels.{name}",
                 sources=[pyx],
                 include_dirs=[np.get_include(), "_kernels"],
+                # Rebuild when a header or a shared declaration changes.
+                depends=sorted(glob("_kernels/*.h") + glob("_kernels/*.pxd")),
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
                 extra_compile_args=compile_args + extra,
                 extra_link_args=link_args,
@@ -79,6 +81,8 @@ def _extensions() -> list[Extension]:
         )
     return cythonize(
         exts,
+        # The .pxd files beside the .pyx (shared declarations: ``cimport _codes``).
+        include_path=["_kernels"],
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,

@@ -24,7 +24,18 @@ from libc.string cimport memcpy, memset
 
 from numpy import empty as _np_empty
 
+from _codes cimport (WS_CSR_OK, WS_CSR_BAD_START, WS_CSR_DECREASING, WS_CSR_SHORT,
+                     WS_CSR_BAD_INDEX)
+
 cnp.import_array()
+
+# Return codes (_codes.h) of csr_check, and of the products and densify_into
+# when they find a column index out of range (wsesparse/_checks.py explains them).
+CSR_OK = WS_CSR_OK
+CSR_BAD_START = WS_CSR_BAD_START
+CSR_DECREASING = WS_CSR_DECREASING
+CSR_SHORT = WS_CSR_SHORT
+CSR_BAD_INDEX = WS_CSR_BAD_INDEX
 
 cdef extern from "_omp_compat.h" nogil:
     int omp_get_max_threads()
@@ -572,8 +583,9 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     With ``check_cols`` > 0 (the column count of A, whose ``indptr`` has been
     checked but whose ``indices`` have not), each block of rows has its column
     indices checked just before it is multiplied (rows one tile wide and long
-    on average: each index in the tile loop); returns 4 (``csr_check``'s
-    code) if one is out of range, Y then being partly written, else 0.
+    on average: each index in the tile loop); returns ``CSR_BAD_INDEX`` (4,
+    ``csr_check``'s code) if one is out of range, Y then being partly written,
+    else 0.
     """
     if cnp.PyArray_NDIM(X) != 2 or cnp.PyArray_NDIM(Y) != 2:
         raise ValueError("X and Y must be 2-D")
@@ -614,7 +626,7 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
             bad = _spmm_typed(<int64_t*>ip, <int64_t*>ix, vt, d, x, y, N, K, b, n_parts, panel,
                               n_threads, pf, check_cols, pack, kblock)
         free(owned)
-    return 4 if bad else 0
+    return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
 
 
 cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
@@ -746,7 +758,7 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
             bad = _spmv_typed(<int64_t*>ip, <int64_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
                               n_x, check_cols > 0)
         free(owned)
-    return 4 if bad else 0
+    return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
 
 
 cdef enum:
@@ -873,14 +885,14 @@ cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices
     cdef Py_ssize_t k, nnz, chunk
     cdef int bad = 0
     if indptr[0] != 0:
-        return 1
+        return WS_CSR_BAD_START
     if _decreases(indptr, n_rows):
-        return 2
+        return WS_CSR_DECREASING
     nnz = indptr[n_rows]
     if nnz > n_indices:
-        return 3
+        return WS_CSR_SHORT
     if not check_indices:
-        return 0
+        return WS_CSR_OK
     if n_threads <= 1:
         # No parallel region for small matrices: opening one costs more.
         bad = _out_of_range(indices, 0, nnz, n_cols)
@@ -888,17 +900,18 @@ cdef int _check(const index_t* indptr, Py_ssize_t n_rows, const index_t* indices
         chunk = (nnz + n_threads - 1) // n_threads
         for k in prange(n_threads, num_threads=n_threads, schedule="static"):
             bad |= _out_of_range(indices, k * chunk, min(nnz, (k + 1) * chunk), n_cols)
-    return 4 if bad else 0
+    return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
 
 
 def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_threads,
               bint check_indices=True):
     """Check a CSR structure in O(nnz).
 
-    Returns 0 when ``indptr`` is nondecreasing from 0 and every stored column
-    index lies in ``[0, n_cols)``; 1 when ``indptr[0] != 0``; 2 when
-    ``indptr`` decreases somewhere; 3 when ``indptr[-1]`` exceeds
-    ``len(indices)``; 4 when a column index is out of range.
+    Returns ``CSR_OK`` (0) when ``indptr`` is nondecreasing from 0 and every
+    stored column index lies in ``[0, n_cols)``; ``CSR_BAD_START`` (1) when
+    ``indptr[0] != 0``; ``CSR_DECREASING`` (2) when ``indptr`` decreases
+    somewhere; ``CSR_SHORT`` (3) when ``indptr[-1]`` exceeds ``len(indices)``;
+    ``CSR_BAD_INDEX`` (4) when a column index is out of range (_codes.h).
     ``indptr`` and ``indices`` are 1-D, C-contiguous, both int32 or both int64.
     Without ``check_indices``, only ``indptr`` is checked (codes 1 to 3): for
     a product that checks the indices itself (``check_cols``).
@@ -1083,8 +1096,9 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     U is (n_rows,) or (n_rows, T), Z (n_cols,) or (n_cols, T): C-contiguous,
     of the dtype of ``data``, not overlapping. Every column index of B must be
     below Z's length: checked by the caller, or, with ``check_cols``, here,
-    each block of rows just before it is scattered (returns 4, ``csr_check``'s
-    code, if one is out of range, Z then being garbage; else 0). Each
+    each block of rows just before it is scattered (returns
+    ``CSR_BAD_INDEX``, ``csr_check``'s code 4, if one is out of range, Z then
+    being garbage; else 0). Each
     nonzero (k, j) adds ``data * U[k]`` to ``Z[j]`` (a scatter), in storage
     order. Work items are panels of ``scatter_panel_width`` token columns
     times ``n_chunks`` ranges of rows of B (balanced by nonzeros); chunk c > 0
@@ -1117,7 +1131,9 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     cdef void* z = cnp.PyArray_DATA(Z)
     cdef void* sc = cnp.PyArray_DATA(scratch) if n_chunks > 1 else NULL
     if T == 0 or n_out == 0:
-        return 4 if check_cols and csr_check(indptr, indices, n_out, 1) else 0
+        if check_cols and csr_check(indptr, indices, n_out, 1):
+            return WS_CSR_BAD_INDEX
+        return WS_CSR_OK
     cdef int64_t* b = NULL
     cdef Py_ssize_t n_parts
     cdef int bad
@@ -1130,7 +1146,7 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
             bad = _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out,
                                  T, n_threads, check_cols)
         free(b)
-    return 4 if bad else 0
+    return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
 
 
 # Values are moved, not computed with, by the transposition: any dtype, as
@@ -1371,8 +1387,8 @@ def densify_into(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.
 
     D is C-contiguous, writeable, (n_rows, n_cols), of the dtype of ``data``.
     ``indptr`` must be valid (see the module docstring); column indices are
-    checked as they are used. Returns 0, or 4 (``csr_error_message``'s code for
-    an index out of range) with D partly written.
+    checked as they are used. Returns ``CSR_OK``, or ``CSR_BAD_INDEX``
+    (``csr_error_message``'s code 4: an index out of range) with D partly written.
     """
     if cnp.PyArray_NDIM(D) != 2:
         raise ValueError("D must be 2-D")
@@ -1394,4 +1410,4 @@ def densify_into(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.
         else:
             bad = _densify_typed(<int64_t*>ip, <int64_t*>ix, vt, d, Dp, n_rows, n_cols,
                                  n_threads)
-    return 4 if bad else 0
+    return WS_CSR_BAD_INDEX if bad else WS_CSR_OK

@@ -12,6 +12,8 @@ import scipy.sparse as sp
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
+from wsesparse._kernels._spmm import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING, CSR_OK,
+                                      CSR_SHORT)
 from wsesparse import _hardware
 from wsesparse import _thresholds as th
 from wsesparse._drivers import (balanced_row_bounds, k_block, pack_single_panel, panel_width,
@@ -96,19 +98,20 @@ def test_spmm_rejects_mixed_index_types_and_bad_shapes():
 
 def test_csr_check_codes_and_wide_int32_matrices():
     ok = np.array([0, 1, 2], dtype=np.int32)
-    assert _spmm.csr_check(ok, np.array([0, 4], dtype=np.int32), 5, 1) == 0
-    assert _spmm.csr_check(ok + 1, np.array([0, 4], dtype=np.int32), 5, 1) == 1
+    assert _spmm.csr_check(ok, np.array([0, 4], dtype=np.int32), 5, 1) == CSR_OK
+    assert _spmm.csr_check(ok + 1, np.array([0, 4], dtype=np.int32), 5, 1) == CSR_BAD_START
     assert _spmm.csr_check(np.array([0, 2, 1], dtype=np.int32),
-                           np.array([0, 4], dtype=np.int32), 5, 1) == 2
-    assert _spmm.csr_check(ok, np.array([0], dtype=np.int32), 5, 1) == 3
-    assert _spmm.csr_check(ok, np.array([0, 5], dtype=np.int32), 5, 1) == 4
-    assert _spmm.csr_check(ok, np.array([-1, 0], dtype=np.int32), 5, 1) == 4
+                           np.array([0, 4], dtype=np.int32), 5, 1) == CSR_DECREASING
+    assert _spmm.csr_check(ok, np.array([0], dtype=np.int32), 5, 1) == CSR_SHORT
+    assert _spmm.csr_check(ok, np.array([0, 5], dtype=np.int32), 5, 1) == CSR_BAD_INDEX
+    assert _spmm.csr_check(ok, np.array([-1, 0], dtype=np.int32), 5, 1) == CSR_BAD_INDEX
     # More columns than int32 can index: every nonnegative int32 is in range,
     # negatives are still caught (the check compares as unsigned).
     big = 2**40
-    assert _spmm.csr_check(ok, np.array([0, 2**31 - 1], dtype=np.int32), big, 1) == 0
-    assert _spmm.csr_check(ok, np.array([0, -2**31], dtype=np.int32), big, 1) == 4
-    assert _spmm.csr_check(ok.astype(np.int64), np.array([0, big], dtype=np.int64), big, 1) == 4
+    assert _spmm.csr_check(ok, np.array([0, 2**31 - 1], dtype=np.int32), big, 1) == CSR_OK
+    assert _spmm.csr_check(ok, np.array([0, -2**31], dtype=np.int32), big, 1) == CSR_BAD_INDEX
+    assert (_spmm.csr_check(ok.astype(np.int64), np.array([0, big], dtype=np.int64), big, 1)
+            == CSR_BAD_INDEX)
     with pytest.raises(TypeError, match="int32 or both int64"):
         _spmm.csr_check(ok, np.array([0, 4], dtype=np.int64), 5, 1)
 
@@ -120,9 +123,9 @@ def test_csr_check_finds_a_bad_index_in_every_thread_chunk(n_threads):
     for bad_at in (0, n // 3, n // 2, n - 1):
         indices = np.zeros(n, dtype=np.int64)
         indices[bad_at] = 7
-        assert _spmm.csr_check(indptr, indices, 7, n_threads) == 4
+        assert _spmm.csr_check(indptr, indices, 7, n_threads) == CSR_BAD_INDEX
         indices[bad_at] = 6
-        assert _spmm.csr_check(indptr, indices, 7, n_threads) == 0
+        assert _spmm.csr_check(indptr, indices, 7, n_threads) == CSR_OK
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
@@ -526,11 +529,11 @@ def test_kernel_check_cols(dtype, n_threads):
             return _spmm.csr_spmm(A.indptr, ind, A.data, X, Y, bounds, panel, n_threads,
                                   False, 50)
 
-        assert call(A.indices) == 0
+        assert call(A.indices) == CSR_OK
         for pos in (0, A.nnz // 2, A.nnz - 1):
             bad = A.indices.copy()
             bad[pos] = 50
-            assert call(bad) == 4
+            assert call(bad) == CSR_BAD_INDEX
     with pytest.raises(ValueError, match="check_cols"):
         _spmm.csr_spmv(A.indptr, A.indices, A.data, np.ones(50, dtype), np.empty(300, dtype),
                        bounds, 1, 49)
@@ -562,7 +565,7 @@ def test_tile_loop_index_check(dtype, itype, n_vectors, prefetch):
         return code, Y
 
     code, Y = call(indices, True)
-    assert code == 0
+    assert code == CSR_OK
     np.testing.assert_array_equal(Y, call(indices, False)[1])
     info = np.iinfo(itype)
     for row in (0, 7, 11):
@@ -571,15 +574,15 @@ def test_tile_loop_index_check(dtype, itype, n_vectors, prefetch):
             for value in (n_cols, -1, info.max, info.min):
                 bad = indices.copy()
                 bad[pos] = value
-                assert call(bad, True)[0] == 4, (row, pos, value)
+                assert call(bad, True)[0] == CSR_BAD_INDEX, (row, pos, value)
 
 
 def test_csr_check_can_leave_the_indices_to_the_product():
     ok = np.array([0, 1, 2], dtype=np.int32)
     wild = np.array([0, 99], dtype=np.int32)
-    assert _spmm.csr_check(ok, wild, 5, 1, False) == 0
-    assert _spmm.csr_check(ok, wild, 5, 1, True) == 4
-    assert _spmm.csr_check(ok + 1, wild, 5, 1, False) == 1  # indptr is still checked
+    assert _spmm.csr_check(ok, wild, 5, 1, False) == CSR_OK
+    assert _spmm.csr_check(ok, wild, 5, 1, True) == CSR_BAD_INDEX
+    assert _spmm.csr_check(ok + 1, wild, 5, 1, False) == CSR_BAD_START  # indptr is still checked
 
 
 @pytest.mark.parametrize("dtype", _DTYPES)
@@ -598,15 +601,15 @@ def test_kernel_cuts_the_rows_itself(dtype, itype, n_parts):
         if N == 1:
             y_int, y_arr = Y_int[:, 0].copy(), Y_arr[:, 0].copy()
             assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_int,
-                                  n_parts, 2, 50) == 0
+                                  n_parts, 2, 50) == CSR_OK
             assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_arr,
-                                  bounds, 2) == 0
+                                  bounds, 2) == CSR_OK
             Y_int[:, 0], Y_arr[:, 0] = y_int, y_arr
         else:
             assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_int, n_parts, 16, 2,
-                                  False, 50) == 0
+                                  False, 50) == CSR_OK
             assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_arr, bounds, 16, 2,
-                                  False) == 0
+                                  False) == CSR_OK
         np.testing.assert_array_equal(Y_int, Y_arr)
         np.testing.assert_allclose(Y_int, A @ X, rtol=1e-4, atol=1e-4)
 
@@ -636,14 +639,14 @@ def test_spmv_check_in_parts_of_short_rows(dtype, itype, n_parts):
     A = _long_csr(dtype, itype, n_rows=4000, per_row=3, seed=11)  # ~6k nonzeros: 3 blocks
     x = np.random.default_rng(2).standard_normal(50).astype(dtype)
     y_ref, y = np.empty(4000, dtype), np.empty(4000, dtype)
-    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y_ref, n_parts, 2) == 0
-    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, 50) == 0
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y_ref, n_parts, 2) == CSR_OK
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, 50) == CSR_OK
     np.testing.assert_array_equal(y, y_ref)
     for pos in (0, 1, A.nnz // 3, A.nnz // 2, A.nnz - 1):
         for bad in (50, -1):
             ind = A.indices.copy()
             ind[pos] = bad
-            assert _spmm.csr_spmv(A.indptr, ind, A.data, x, y, n_parts, 2, 50) == 4
+            assert _spmm.csr_spmv(A.indptr, ind, A.data, x, y, n_parts, 2, 50) == CSR_BAD_INDEX
 
 
 def test_kernel_balanced_bounds_rejects_bad_input():
@@ -932,16 +935,16 @@ def test_scatter_kernel_check_cols(dtype, n_threads):
             return _spmm.csr_spmm_t(A.indptr, ind, A.data, U, Z, n_threads, chunks,
                                     S if chunks > 1 else None, True)
 
-        assert call(A.indices) == 0
+        assert call(A.indices) == CSR_OK
         np.testing.assert_allclose(Z, A.T @ U, rtol=1e-4)
         for pos in (0, A.nnz // 3, A.nnz // 2, A.nnz - 1):
             bad = A.indices.copy()
             bad[pos] = 50
-            assert call(bad) == 4
+            assert call(bad) == CSR_BAD_INDEX
     bad = A.indices.copy()
     bad[7] = -1
     assert _spmm.csr_spmm_t(A.indptr, bad, A.data, np.ones((300, 0), dtype),
-                            np.empty((50, 0), dtype), 1, 1, None, True) == 4
+                            np.empty((50, 0), dtype), 1, 1, None, True) == CSR_BAD_INDEX
 
 
 def _duplicates_and_signed_zeros(shape, dtype, itype, seed=0) -> sp.csr_array:
@@ -969,7 +972,7 @@ def test_densify_into_is_scipys_toarray_bit_for_bit(dtype, itype, shape):
     expected = A.toarray()
     for t in (1, 2, 3):
         D = np.full(shape, 7, dtype=dtype)
-        assert _spmm.densify_into(A.indptr, A.indices, A.data, D, t) == 0
+        assert _spmm.densify_into(A.indptr, A.indices, A.data, D, t) == CSR_OK
         # Bitwise, so that -0.0 and nan payloads count.
         assert D.tobytes() == expected.tobytes()
 
@@ -980,7 +983,8 @@ def test_densify_into_checks_indices_and_operands():
     for bad in (5, -1, 1 << 40):
         indices = A.indices.astype(np.int64)
         indices[-1] = bad
-        assert _spmm.densify_into(A.indptr.astype(np.int64), indices, A.data, D, 2) == 4
+        assert (_spmm.densify_into(A.indptr.astype(np.int64), indices, A.data, D, 2)
+                == CSR_BAD_INDEX)
     with pytest.raises(ValueError, match="2-D"):
         _spmm.densify_into(A.indptr, A.indices, A.data, np.empty(30), 1)
     with pytest.raises(ValueError, match="one entry per output row"):
@@ -1037,9 +1041,10 @@ def test_column_blocks_are_the_row_sums_bit_for_bit(dtype, itype, kb):
         Y0 = np.full((A.shape[0], X.shape[1]), 7, dtype)
         Y1 = Y0.copy()
         args = (A.indptr, A.indices, A.data, X)
-        assert _spmm.csr_spmm(*args, Y0, 2 * threads, tile, threads, prefetch, check, True) == 0
+        assert (_spmm.csr_spmm(*args, Y0, 2 * threads, tile, threads, prefetch, check, True)
+                == CSR_OK)
         assert _spmm.csr_spmm(*args, Y1, 2 * threads, tile, threads, prefetch, check, True,
-                              False, kb) == 0
+                              False, kb) == CSR_OK
         assert Y1.tobytes() == Y0.tobytes()
     with np.errstate(invalid="ignore", over="ignore"):
         expected = A.astype(np.float64) @ X.astype(np.float64)
@@ -1075,7 +1080,7 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
         assert k_block(A.shape, A.nnz, X.shape[1], np.dtype(dtype), small) == 128
         whole_rows = np.empty((130, 2 * tile), dtype)
         assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, whole_rows, 2, tile, 2,
-                              False) == 0
+                              False) == CSR_OK
         for Y in (sparse_matmul(A, X, method="sparse"),
                   sparse_matmul(CSR(A), X, method="sparse")):
             assert Y.tobytes() == whole_rows.tobytes()

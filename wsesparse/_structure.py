@@ -61,9 +61,12 @@ def _check_bsr(S, name: str) -> None:
     itype = np.int32 if indptr.dtype == indices.dtype == np.int32 else np.int64
     code = _spmm.csr_check(np.ascontiguousarray(indptr, dtype=itype),
                            np.ascontiguousarray(indices, dtype=itype), N // C, 1)
-    reasons = {1: "indptr[0] is not 0", 2: "indptr decreases somewhere",
-               3: f"indptr[-1] exceeds the number of stored block indices ({len(indices)})",
-               4: f"a stored block column index is negative or not below {N // C}"}
+    reasons = {_spmm.CSR_BAD_START: "indptr[0] is not 0",
+               _spmm.CSR_DECREASING: "indptr decreases somewhere",
+               _spmm.CSR_SHORT: ("indptr[-1] exceeds the number of stored block indices "
+                                 f"({len(indices)})"),
+               _spmm.CSR_BAD_INDEX: ("a stored block column index is negative or not below "
+                                     f"{N // C}")}
     if code:
         raise ValueError(f"{name} (bsr) has a corrupt structure: {reasons[code]}")
     if data.shape[0] < int(indptr[-1]):
