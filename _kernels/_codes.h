@@ -3,7 +3,7 @@
  * products and conversions that check column indices as they go (csr_spmm,
  * csr_spmv, csr_spmm_t with check_cols; densify_into). 0 is success; each
  * other code names the first thing found wrong. Python sees them as the
- * kernel modules' CSR_* constants, and wsesparse/_checks.py
+ * CSR_* constants of wsesparse._kernels._csr_tools, and wsesparse/_checks.py
  * (csr_error_message) turns them into messages.
  */
 #ifndef WSESPARSE_CODES_H

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from matmul_helpers import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
 from wsesparse import CSR, sparse_matmul
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime
 from wsesparse._hardware import AFFINITY_MAX_AGE
 from wsesparse._threads import resolve_n_threads
 
@@ -32,7 +32,7 @@ def big():
 
 def _really_parallel(work: int) -> None:
     """The kernel would use all 4 threads for ``work`` multiply-adds."""
-    if not _spmm.openmp_enabled():
+    if not _runtime.openmp_enabled():
         pytest.skip("wsesparse was built without OpenMP")
     assert resolve_n_threads(4, work) == 4, (
         "the determinism test no longer exercises 4 threads: enlarge its operands")
@@ -83,10 +83,10 @@ def test_bitwise_identical_noncanonical_and_prepared(big):
 
 def test_threadpool_limits_reaches_the_kernels():
     """threadpool_limits(1) limits the OpenMP runtime the kernels use."""
-    if not _spmm.openmp_enabled():
+    if not _runtime.openmp_enabled():
         pytest.skip("wsesparse was built without OpenMP")
     with threadpool_limits(limits=1):
-        assert _spmm.max_threads() == 1
+        assert _runtime.max_threads() == 1
         assert resolve_n_threads(None) == 1
     with threadpool_limits(limits=2):
         assert resolve_n_threads(None) <= 2
@@ -210,14 +210,14 @@ def test_available_cores_follows_the_affinity_mask():
     """The C-level count is the OS's, also after the mask changes; the thread count
     follows within AFFINITY_MAX_AGE."""
     before = os.sched_getaffinity(0)
-    assert _spmm.available_cores() == len(before)
+    assert _runtime.available_cores() == len(before)
     try:
         os.sched_setaffinity(0, {min(before)})
-        assert _spmm.available_cores() == 1
+        assert _runtime.available_cores() == 1
         time.sleep(AFFINITY_MAX_AGE * 1.5)
         assert resolve_n_threads(None) == 1
     finally:
         os.sched_setaffinity(0, before)
-    assert _spmm.available_cores() == len(before)
+    assert _runtime.available_cores() == len(before)
     time.sleep(AFFINITY_MAX_AGE * 1.5)
-    assert resolve_n_threads(None) == min(len(before), _spmm.max_threads())
+    assert resolve_n_threads(None) == min(len(before), _runtime.max_threads())

@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-from wsesparse._kernels._spmm import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
-                                      CSR_SHORT)
+from wsesparse._kernels._csr_tools import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
+                                           CSR_SHORT)
 
 # dtypes the compiled kernels handle; everything else numeric goes to scipy.
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64),

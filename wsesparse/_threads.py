@@ -6,9 +6,9 @@ import numbers
 
 from wsesparse import _thresholds as th
 from wsesparse._hardware import available_cores
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime
 
-_OPENMP = _spmm.openmp_enabled()
+_OPENMP = _runtime.openmp_enabled()
 
 
 def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
@@ -30,7 +30,7 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     # Comparisons rather than min()/max(): this runs on every product, and
     # the builtins cost 0.4 us of a 2.4 us call here.
     if n_threads is None:
-        n = _spmm.max_threads()  # >= 1
+        n = _runtime.max_threads()  # >= 1
         cores = available_cores()  # >= 1
         if cores < n:
             n = cores
