@@ -80,8 +80,9 @@ def _extensions() -> list[Extension]:
     for pyx in sorted(glob("_kernels/*.pyx")):
         name = Path(pyx).stem
         extra = []
-        if "_axpy_tiles.h" in _headers(pyx) and sys.platform != "win32":
-            # The kernels of _axpy_tiles.h write their fused multiply-adds out:
+        if (any(h == "_axpy_tiles.h" or h.startswith("_tiles_") for h in _headers(pyx))
+                and sys.platform != "win32"):
+            # The kernels of _axpy_tiles.h (_tiles_*.h) write their fused multiply-adds out:
             # GCC's own contraction fused the same line in one inlined copy and
             # not in another, so one row could sum to different bits.
             extra = ["-ffp-contract=off"]
