@@ -16,6 +16,7 @@ Environment switches (read at build time):
 from __future__ import annotations
 
 import os
+import re
 import sys
 from glob import glob
 from pathlib import Path
@@ -56,14 +57,32 @@ def _compile_and_link_args() -> tuple[list[str], list[str]]:
     return compile_args, link_args
 
 
+def _headers(pyx: str) -> set[str]:
+    """The _kernels/ headers a module's C file includes: its own ``cdef extern
+    from`` blocks and those of the .pxd files it cimports (and they cimport)."""
+    headers: set[str] = set()
+    seen: set[str] = set()
+    todo = [Path(pyx)]
+    while todo:
+        text = todo.pop().read_text()
+        headers.update(re.findall(r'^\s*cdef extern from "([^"]+)"', text, re.M))
+        for mod in re.findall(r"^\s*(?:from\s+(\w+)\s+cimport|cimport\s+(\w+))", text, re.M):
+            pxd = Path("_kernels") / f"{mod[0] or mod[1]}.pxd"
+            if pxd.name not in seen and pxd.exists():
+                seen.add(pxd.name)
+                todo.append(pxd)
+    return headers
+
+
 def _extensions() -> list[Extension]:
     compile_args, link_args = _compile_and_link_args()
     exts = []
     for pyx in sorted(glob("_kernels/*.pyx")):
         name = Path(pyx).stem
         extra = []
-        if name == "_spmm" and sys.platform != "win32":
-            # Its kernels write their fused multiply-adds out (_axpy_tiles.h):
+        if (any(h == "_axpy_tiles.h" or h.startswith("_tiles_") for h in _headers(pyx))
+                and sys.platform != "win32"):
+            # The kernels of _axpy_tiles.h (_tiles_*.h) write their fused multiply-adds out:
             # GCC's own contraction fused the same line in one inlined copy and
             # not in another, so one row could sum to different bits.
             extra = ["-ffp-contract=off"]
@@ -72,6 +91,8 @@ def _extensions() -> list[Extension]:
                 f"wsesparse._kernels.{name}",
                 sources=[pyx],
                 include_dirs=[np.get_include(), "_kernels"],
+                # Rebuild when a header or a shared declaration changes.
+                depends=sorted(glob("_kernels/*.h") + glob("_kernels/*.pxd")),
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
                 extra_compile_args=compile_args + extra,
                 extra_link_args=link_args,
@@ -79,6 +100,8 @@ def _extensions() -> list[Extension]:
         )
     return cythonize(
         exts,
+        # The .pxd files beside the .pyx (shared declarations: ``from _types cimport ...``).
+        include_path=["_kernels"],
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,

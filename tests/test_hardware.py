@@ -55,7 +55,7 @@ def test_fast_l3_can_be_forced(monkeypatch, forced, expected):
     hw = _hardware.detect()
     assert hw.fast_l3 is expected
     if expected is not None:
-        monkeypatch.setattr(_hardware._spmm, "read_bandwidth", lambda *a: pytest.fail("probed"))
+        monkeypatch.setattr(_hardware._runtime, "read_bandwidth", lambda *a: pytest.fail("probed"))
         size = min(hw.l3_bytes // 4, th.L3_PANEL_MAX_BYTES)
         assert _hardware.l3_panel_bytes(hw) == (size if expected and size > hw.l2_bytes else 0)
 
@@ -69,7 +69,7 @@ def test_fast_l3_probe(monkeypatch):
             asked.append(nbytes)
             return 50.0 if nbytes == 1 << 19 else far
 
-        monkeypatch.setattr(_hardware._spmm, "read_bandwidth", fake)
+        monkeypatch.setattr(_hardware._runtime, "read_bandwidth", fake)
         monkeypatch.setattr(_hardware, "_probed", {})
         hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=64 << 20, vector_bytes=32)
         assert _hardware.l3_panel_bytes(hw) == (th.L3_PANEL_MAX_BYTES if fast else 0)
@@ -85,6 +85,6 @@ def test_l3_panel_is_a_quarter_of_l3_at_most_the_cap():
 def test_available_cores_is_cached_briefly(monkeypatch):
     calls = []
     monkeypatch.setattr(_hardware, "_affinity", (-float("inf"), 1))
-    monkeypatch.setattr(_hardware._spmm, "available_cores", lambda: calls.append(1) or 3)
+    monkeypatch.setattr(_hardware._runtime, "available_cores", lambda: calls.append(1) or 3)
     assert _hardware.available_cores() == 3 and _hardware.available_cores() == 3
     assert len(calls) == 1

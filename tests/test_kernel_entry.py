@@ -11,7 +11,9 @@ import pytest
 import scipy.sparse as sp
 
 from wsesparse import CSR, sparse_matmul
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _csr_tools, _runtime, _scatter, _spmm
+from wsesparse._kernels._csr_tools import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
+                                           CSR_OK, CSR_SHORT)
 from wsesparse import _hardware
 from wsesparse import _thresholds as th
 from wsesparse._drivers import (balanced_row_bounds, k_block, pack_single_panel, panel_width,
@@ -96,21 +98,22 @@ def test_spmm_rejects_mixed_index_types_and_bad_shapes():
 
 def test_csr_check_codes_and_wide_int32_matrices():
     ok = np.array([0, 1, 2], dtype=np.int32)
-    assert _spmm.csr_check(ok, np.array([0, 4], dtype=np.int32), 5, 1) == 0
-    assert _spmm.csr_check(ok + 1, np.array([0, 4], dtype=np.int32), 5, 1) == 1
-    assert _spmm.csr_check(np.array([0, 2, 1], dtype=np.int32),
-                           np.array([0, 4], dtype=np.int32), 5, 1) == 2
-    assert _spmm.csr_check(ok, np.array([0], dtype=np.int32), 5, 1) == 3
-    assert _spmm.csr_check(ok, np.array([0, 5], dtype=np.int32), 5, 1) == 4
-    assert _spmm.csr_check(ok, np.array([-1, 0], dtype=np.int32), 5, 1) == 4
+    assert _csr_tools.csr_check(ok, np.array([0, 4], dtype=np.int32), 5, 1) == CSR_OK
+    assert _csr_tools.csr_check(ok + 1, np.array([0, 4], dtype=np.int32), 5, 1) == CSR_BAD_START
+    assert _csr_tools.csr_check(np.array([0, 2, 1], dtype=np.int32),
+                           np.array([0, 4], dtype=np.int32), 5, 1) == CSR_DECREASING
+    assert _csr_tools.csr_check(ok, np.array([0], dtype=np.int32), 5, 1) == CSR_SHORT
+    assert _csr_tools.csr_check(ok, np.array([0, 5], dtype=np.int32), 5, 1) == CSR_BAD_INDEX
+    assert _csr_tools.csr_check(ok, np.array([-1, 0], dtype=np.int32), 5, 1) == CSR_BAD_INDEX
     # More columns than int32 can index: every nonnegative int32 is in range,
     # negatives are still caught (the check compares as unsigned).
     big = 2**40
-    assert _spmm.csr_check(ok, np.array([0, 2**31 - 1], dtype=np.int32), big, 1) == 0
-    assert _spmm.csr_check(ok, np.array([0, -2**31], dtype=np.int32), big, 1) == 4
-    assert _spmm.csr_check(ok.astype(np.int64), np.array([0, big], dtype=np.int64), big, 1) == 4
+    assert _csr_tools.csr_check(ok, np.array([0, 2**31 - 1], dtype=np.int32), big, 1) == CSR_OK
+    assert _csr_tools.csr_check(ok, np.array([0, -2**31], dtype=np.int32), big, 1) == CSR_BAD_INDEX
+    assert (_csr_tools.csr_check(ok.astype(np.int64), np.array([0, big], dtype=np.int64), big, 1)
+            == CSR_BAD_INDEX)
     with pytest.raises(TypeError, match="int32 or both int64"):
-        _spmm.csr_check(ok, np.array([0, 4], dtype=np.int64), 5, 1)
+        _csr_tools.csr_check(ok, np.array([0, 4], dtype=np.int64), 5, 1)
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
@@ -120,9 +123,9 @@ def test_csr_check_finds_a_bad_index_in_every_thread_chunk(n_threads):
     for bad_at in (0, n // 3, n // 2, n - 1):
         indices = np.zeros(n, dtype=np.int64)
         indices[bad_at] = 7
-        assert _spmm.csr_check(indptr, indices, 7, n_threads) == 4
+        assert _csr_tools.csr_check(indptr, indices, 7, n_threads) == CSR_BAD_INDEX
         indices[bad_at] = 6
-        assert _spmm.csr_check(indptr, indices, 7, n_threads) == 0
+        assert _csr_tools.csr_check(indptr, indices, 7, n_threads) == CSR_OK
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
@@ -281,13 +284,13 @@ def test_panel_width_rule_with_fast_l3(l2):
 
 
 def test_read_bandwidth():
-    assert _spmm.read_bandwidth(1 << 16, 2) > 0
-    assert _spmm.read_bandwidth(0) == -1.0 and _spmm.read_bandwidth(63) == -1.0
+    assert _runtime.read_bandwidth(1 << 16, 2) > 0
+    assert _runtime.read_bandwidth(0) == -1.0 and _runtime.read_bandwidth(63) == -1.0
     with pytest.raises(ValueError, match="nbytes must be nonnegative, got -1"):
-        _spmm.read_bandwidth(-1)
+        _runtime.read_bandwidth(-1)
     for repeats in (0, -3):
         with pytest.raises(ValueError, match=f"repeats must be at least 1, got {repeats}"):
-            _spmm.read_bandwidth(1 << 16, repeats)
+            _runtime.read_bandwidth(1 << 16, repeats)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
@@ -322,7 +325,7 @@ def test_packed_single_panel(dtype, N):
         _spmm.csr_spmm(A.indptr, A.indices, A.data, X, expected, 1, panel, 1, False)
         Y = np.full((A.shape[0], N), np.nan, dtype=dtype)
         _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, parts, panel, n_threads, False,
-                       0, True)
+                       pack=True)
         # The copy changes where X is read from, not how a row is summed.
         np.testing.assert_array_equal(Y, expected)
     tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
@@ -489,18 +492,18 @@ def test_kernel_check_cols(dtype, n_threads):
         def call(ind, X=X, Y=Y, N=N, panel=panel):
             if N == 1:
                 return _spmm.csr_spmv(A.indptr, ind, A.data, X[:, 0], Y[:, 0].copy(), bounds,
-                                      n_threads, 50)
+                                      n_threads, check_cols=50)
             return _spmm.csr_spmm(A.indptr, ind, A.data, X, Y, bounds, panel, n_threads,
-                                  False, 50)
+                                  False, check_cols=50)
 
-        assert call(A.indices) == 0
+        assert call(A.indices) == CSR_OK
         for pos in (0, A.nnz // 2, A.nnz - 1):
             bad = A.indices.copy()
             bad[pos] = 50
-            assert call(bad) == 4
+            assert call(bad) == CSR_BAD_INDEX
     with pytest.raises(ValueError, match="check_cols"):
         _spmm.csr_spmv(A.indptr, A.indices, A.data, np.ones(50, dtype), np.empty(300, dtype),
-                       bounds, 1, 49)
+                       bounds, 1, check_cols=49)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -525,11 +528,11 @@ def test_tile_loop_index_check(dtype, itype, n_vectors, prefetch):
     def call(ind, check):
         Y = np.zeros((12, w), dtype=dtype)
         code = _spmm.csr_spmm(indptr, ind, data, X, Y, bounds, w, 2, prefetch,
-                              n_cols if check else 0)
+                              check_cols=n_cols if check else 0)
         return code, Y
 
     code, Y = call(indices, True)
-    assert code == 0
+    assert code == CSR_OK
     np.testing.assert_array_equal(Y, call(indices, False)[1])
     info = np.iinfo(itype)
     for row in (0, 7, 11):
@@ -538,15 +541,16 @@ def test_tile_loop_index_check(dtype, itype, n_vectors, prefetch):
             for value in (n_cols, -1, info.max, info.min):
                 bad = indices.copy()
                 bad[pos] = value
-                assert call(bad, True)[0] == 4, (row, pos, value)
+                assert call(bad, True)[0] == CSR_BAD_INDEX, (row, pos, value)
 
 
 def test_csr_check_can_leave_the_indices_to_the_product():
     ok = np.array([0, 1, 2], dtype=np.int32)
     wild = np.array([0, 99], dtype=np.int32)
-    assert _spmm.csr_check(ok, wild, 5, 1, False) == 0
-    assert _spmm.csr_check(ok, wild, 5, 1, True) == 4
-    assert _spmm.csr_check(ok + 1, wild, 5, 1, False) == 1  # indptr is still checked
+    assert _csr_tools.csr_check(ok, wild, 5, 1, check_indices=False) == CSR_OK
+    assert _csr_tools.csr_check(ok, wild, 5, 1, check_indices=True) == CSR_BAD_INDEX
+    # indptr is still checked:
+    assert _csr_tools.csr_check(ok + 1, wild, 5, 1, check_indices=False) == CSR_BAD_START
 
 
 @pytest.mark.parametrize("dtype", _DTYPES)
@@ -565,15 +569,15 @@ def test_kernel_cuts_the_rows_itself(dtype, itype, n_parts):
         if N == 1:
             y_int, y_arr = Y_int[:, 0].copy(), Y_arr[:, 0].copy()
             assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_int,
-                                  n_parts, 2, 50) == 0
+                                  n_parts, 2, check_cols=50) == CSR_OK
             assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_arr,
-                                  bounds, 2) == 0
+                                  bounds, 2) == CSR_OK
             Y_int[:, 0], Y_arr[:, 0] = y_int, y_arr
         else:
             assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_int, n_parts, 16, 2,
-                                  False, 50) == 0
+                                  False, check_cols=50) == CSR_OK
             assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_arr, bounds, 16, 2,
-                                  False) == 0
+                                  False) == CSR_OK
         np.testing.assert_array_equal(Y_int, Y_arr)
         np.testing.assert_allclose(Y_int, A @ X, rtol=1e-4, atol=1e-4)
 
@@ -603,14 +607,15 @@ def test_spmv_check_in_parts_of_short_rows(dtype, itype, n_parts):
     A = _long_csr(dtype, itype, n_rows=4000, per_row=3, seed=11)  # ~6k nonzeros: 3 blocks
     x = np.random.default_rng(2).standard_normal(50).astype(dtype)
     y_ref, y = np.empty(4000, dtype), np.empty(4000, dtype)
-    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y_ref, n_parts, 2) == 0
-    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, 50) == 0
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y_ref, n_parts, 2) == CSR_OK
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, check_cols=50) == CSR_OK
     np.testing.assert_array_equal(y, y_ref)
     for pos in (0, 1, A.nnz // 3, A.nnz // 2, A.nnz - 1):
         for bad in (50, -1):
             ind = A.indices.copy()
             ind[pos] = bad
-            assert _spmm.csr_spmv(A.indptr, ind, A.data, x, y, n_parts, 2, 50) == 4
+            assert (_spmm.csr_spmv(A.indptr, ind, A.data, x, y, n_parts, 2, check_cols=50)
+                    == CSR_BAD_INDEX)
 
 
 def test_kernel_balanced_bounds_rejects_bad_input():
@@ -699,7 +704,8 @@ def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
         for t in (1, 2, 3, 4):
             Z = np.full(expected.shape[::-1], np.nan, dtype=dtype)
             scratch = np.full((chunks - 1,) + Z.shape, np.nan, dtype=dtype)
-            _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, t, chunks, scratch)
+            _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, t, n_chunks=chunks,
+                                scratch=scratch)
             ref = refs.setdefault(chunks, Z)
             if t == 1:
                 np.testing.assert_allclose(Z.T, expected, rtol=tol, atol=tol)
@@ -737,35 +743,35 @@ def test_one_shot_transposed_products_do_not_transpose(monkeypatch):
 def test_scatter_kernel_rejects_bad_operands():
     A = CSR(_rows_of_every_length(5, 9, np.float64, np.int32))
     U, Z = np.ones((6, 4)), np.empty((9, 4))
-    _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1)
+    _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1)
     np.testing.assert_allclose(Z, A.to_scipy().T @ U)
     with pytest.raises(ValueError, match="both be 1-D or both 2-D"):
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z[:, 0].copy(), 1)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z[:, 0].copy(), 1)
     with pytest.raises(ValueError, match="same number of columns"):
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z[:, :2].copy(), 1)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z[:, :2].copy(), 1)
     with pytest.raises(ValueError, match="dense operands"):
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U.astype(np.float32), Z, 1)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U.astype(np.float32), Z, 1)
     with pytest.raises(ValueError, match="one entry per output row"):
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U[:-1], Z, 1)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U[:-1], Z, 1)
     with pytest.raises(TypeError, match="int32 or both int64"):
-        _spmm.csr_spmm_t(A.indptr, A.indices.astype(np.int64), A.data, U, Z, 1)
+        _scatter.csr_spmm_t(A.indptr, A.indices.astype(np.int64), A.data, U, Z, 1)
     with pytest.raises(ValueError, match="n_chunks"):
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, 0)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, n_chunks=0)
     for bad in (None, np.empty((2, 9, 4)), np.empty((1, 9, 4), dtype=np.float32)):
         with pytest.raises(ValueError, match="scratch|dense operands"):
-            _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, 2, bad)
+            _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, n_chunks=2, scratch=bad)
     scratch = np.empty((1, 9, 4))
     scratch.flags.writeable = False
     with pytest.raises(ValueError, match="scratch must be writeable"):
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, 2, scratch)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1, n_chunks=2, scratch=scratch)
     Z.flags.writeable = False
     with pytest.raises(ValueError, match="writeable"):
-        _spmm.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, Z, 1)
 
 
 def test_scatter_chunk_rule():
     """Row chunks only where panels are few and the nonzeros outweigh the copies."""
-    pw32 = _spmm.scatter_panel_width(4)
+    pw32 = _scatter.scatter_panel_width(4)
     assert scatter_chunks(10**6, 1000, 1, 4) == 4
     assert scatter_chunks(10**6, 1000, pw32 + 1, 4) == 2     # 2 panels
     assert scatter_chunks(10**6, 1000, 4 * pw32, 4) == 1     # enough panels
@@ -774,7 +780,7 @@ def test_scatter_chunk_rule():
     assert scatter_chunks(10**6, 1000, 0, 4) == 1            # no tokens (found by hypothesis)
     for bad in (0, 2, 32):
         with pytest.raises(ValueError, match="itemsize must be 4, 8 or 16"):
-            _spmm.scatter_panel_width(bad)
+            _scatter.scatter_panel_width(bad)
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
@@ -803,7 +809,7 @@ def test_transpose_is_scipys(dtype, itype, shape):
     data = np.concatenate([B.data, rng.standard_normal(3).astype(dtype)])  # spare capacity
     R = sp.csr_array((data[:indptr[-1]], indices, indptr), shape=shape).T.tocsr()
     for t in (1, 2, 3, 8):
-        tp, ti, td = _spmm.csr_transpose(indptr, indices, data, shape[1], t)
+        tp, ti, td = _csr_tools.csr_transpose(indptr, indices, data, shape[1], t)
         assert tp.dtype == ti.dtype == np.dtype(itype) and td.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(tp, R.indptr)
         np.testing.assert_array_equal(ti, R.indices)
@@ -813,15 +819,15 @@ def test_transpose_is_scipys(dtype, itype, shape):
 def test_transpose_rejects_bad_operands():
     B = sp.random(30, 20, density=0.2, format="csr", random_state=1)
     with pytest.raises(TypeError, match="32-byte values"):
-        _spmm.csr_transpose(B.indptr, B.indices, B.data.astype(np.clongdouble), 20, 1)
+        _csr_tools.csr_transpose(B.indptr, B.indices, B.data.astype(np.clongdouble), 20, 1)
     with pytest.raises(ValueError, match="exceeds the stored"):
-        _spmm.csr_transpose(B.indptr, B.indices[:-1], B.data, 20, 1)
+        _csr_tools.csr_transpose(B.indptr, B.indices[:-1], B.data, 20, 1)
     with pytest.raises(TypeError, match="int32 or both int64"):
-        _spmm.csr_transpose(B.indptr, B.indices.astype(np.int64), B.data, 20, 1)
+        _csr_tools.csr_transpose(B.indptr, B.indices.astype(np.int64), B.data, 20, 1)
     with pytest.raises(ValueError, match="C-contiguous"):
-        _spmm.csr_transpose(B.indptr, B.indices, np.repeat(B.data, 2)[::2], 20, 1)
+        _csr_tools.csr_transpose(B.indptr, B.indices, np.repeat(B.data, 2)[::2], 20, 1)
     with pytest.raises(ValueError, match="n_cols must be nonnegative"):
-        _spmm.csr_transpose(B.indptr, B.indices, B.data, -1, 1)
+        _csr_tools.csr_transpose(B.indptr, B.indices, B.data, -1, 1)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.clongdouble, bool])
@@ -843,24 +849,24 @@ def test_transpose_into(dtype, shape):
     src = (rng.standard_normal(shape) * 100).astype(dtype)
     for t in (1, 2, 3):
         dst = np.full(shape[::-1], 7, dtype=dtype)
-        _spmm.transpose_into(src, dst, t)
+        _csr_tools.transpose_into(src, dst, t)
         np.testing.assert_array_equal(dst, src.T)
 
 
 def test_transpose_into_rejects_bad_operands():
     src = np.ones((4, 6))
     with pytest.raises(ValueError, match="C-contiguous"):
-        _spmm.transpose_into(src.T, np.empty((4, 6)), 1)
+        _csr_tools.transpose_into(src.T, np.empty((4, 6)), 1)
     with pytest.raises(ValueError, match="shape of src.T"):
-        _spmm.transpose_into(src, np.empty((4, 6)), 1)
+        _csr_tools.transpose_into(src, np.empty((4, 6)), 1)
     with pytest.raises(ValueError, match="same dtype"):
-        _spmm.transpose_into(src, np.empty((6, 4), dtype=np.float32), 1)
+        _csr_tools.transpose_into(src, np.empty((6, 4), dtype=np.float32), 1)
     dst = np.empty((6, 4))
     dst.flags.writeable = False
     with pytest.raises(ValueError, match="writeable"):
-        _spmm.transpose_into(src, dst, 1)
+        _csr_tools.transpose_into(src, dst, 1)
     with pytest.raises(TypeError, match="32-byte"):
-        _spmm.transpose_into(src.astype(np.clongdouble), np.empty((6, 4), np.clongdouble), 1)
+        _csr_tools.transpose_into(src.astype(np.clongdouble), np.empty((6, 4), np.clongdouble), 1)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -868,8 +874,8 @@ def test_blocked_copy_of_transposed_operands(side, monkeypatch):
     """X @ W with X C-ordered, and W @ X with X Fortran-ordered, rows 16 KiB apart:
     the dense operand is made C-contiguous by the blocked copy, results as scipy's."""
     calls = []
-    real = _spmm.transpose_into
-    monkeypatch.setattr(_spmm, "transpose_into",
+    real = _csr_tools.transpose_into
+    monkeypatch.setattr(_csr_tools, "transpose_into",
                         lambda s, d, t: calls.append(s.shape) or real(s, d, t))
     W = sp.random(4096, 4096, density=0.001, format="csr", random_state=0, dtype=np.float32)
     X = np.random.default_rng(0).standard_normal((64, 4096)).astype(np.float32)
@@ -896,19 +902,19 @@ def test_scatter_kernel_check_cols(dtype, n_threads):
         S = np.empty((chunks - 1, 50, T), dtype=dtype)
 
         def call(ind):
-            return _spmm.csr_spmm_t(A.indptr, ind, A.data, U, Z, n_threads, chunks,
-                                    S if chunks > 1 else None, True)
+            return _scatter.csr_spmm_t(A.indptr, ind, A.data, U, Z, n_threads, n_chunks=chunks,
+                                       scratch=S if chunks > 1 else None, check_cols=True)
 
-        assert call(A.indices) == 0
+        assert call(A.indices) == CSR_OK
         np.testing.assert_allclose(Z, A.T @ U, rtol=1e-4)
         for pos in (0, A.nnz // 3, A.nnz // 2, A.nnz - 1):
             bad = A.indices.copy()
             bad[pos] = 50
-            assert call(bad) == 4
+            assert call(bad) == CSR_BAD_INDEX
     bad = A.indices.copy()
     bad[7] = -1
-    assert _spmm.csr_spmm_t(A.indptr, bad, A.data, np.ones((300, 0), dtype),
-                            np.empty((50, 0), dtype), 1, 1, None, True) == 4
+    assert _scatter.csr_spmm_t(A.indptr, bad, A.data, np.ones((300, 0), dtype),
+                               np.empty((50, 0), dtype), 1, check_cols=True) == CSR_BAD_INDEX
 
 
 def _duplicates_and_signed_zeros(shape, dtype, itype, seed=0) -> sp.csr_array:
@@ -936,7 +942,7 @@ def test_densify_into_is_scipys_toarray_bit_for_bit(dtype, itype, shape):
     expected = A.toarray()
     for t in (1, 2, 3):
         D = np.full(shape, 7, dtype=dtype)
-        assert _spmm.densify_into(A.indptr, A.indices, A.data, D, t) == 0
+        assert _csr_tools.densify_into(A.indptr, A.indices, A.data, D, t) == CSR_OK
         # Bitwise, so that -0.0 and nan payloads count.
         assert D.tobytes() == expected.tobytes()
 
@@ -947,20 +953,21 @@ def test_densify_into_checks_indices_and_operands():
     for bad in (5, -1, 1 << 40):
         indices = A.indices.astype(np.int64)
         indices[-1] = bad
-        assert _spmm.densify_into(A.indptr.astype(np.int64), indices, A.data, D, 2) == 4
+        assert (_csr_tools.densify_into(A.indptr.astype(np.int64), indices, A.data, D, 2)
+                == CSR_BAD_INDEX)
     with pytest.raises(ValueError, match="2-D"):
-        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty(30), 1)
+        _csr_tools.densify_into(A.indptr, A.indices, A.data, np.empty(30), 1)
     with pytest.raises(ValueError, match="one entry per output row"):
-        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty((5, 5)), 1)
+        _csr_tools.densify_into(A.indptr, A.indices, A.data, np.empty((5, 5)), 1)
     with pytest.raises(ValueError, match="C-contiguous"):
-        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty((5, 6)).T, 1)
+        _csr_tools.densify_into(A.indptr, A.indices, A.data, np.empty((5, 6)).T, 1)
     with pytest.raises(ValueError, match="C-contiguous float64"):
-        _spmm.densify_into(A.indptr, A.indices, A.data, np.empty((6, 5), np.float32), 1)
+        _csr_tools.densify_into(A.indptr, A.indices, A.data, np.empty((6, 5), np.float32), 1)
     with pytest.raises(ValueError, match="exceeds the stored"):
-        _spmm.densify_into(A.indptr, A.indices[:-1], A.data, D, 1)
+        _csr_tools.densify_into(A.indptr, A.indices[:-1], A.data, D, 1)
     D.flags.writeable = False
     with pytest.raises(ValueError, match="writeable"):
-        _spmm.densify_into(A.indptr, A.indices, A.data, D, 1)
+        _csr_tools.densify_into(A.indptr, A.indices, A.data, D, 1)
 
 
 def test_dense_dispatch_of_a_changed_operand_raises():
@@ -1004,9 +1011,10 @@ def test_column_blocks_are_the_row_sums_bit_for_bit(dtype, itype, kb):
         Y0 = np.full((A.shape[0], X.shape[1]), 7, dtype)
         Y1 = Y0.copy()
         args = (A.indptr, A.indices, A.data, X)
-        assert _spmm.csr_spmm(*args, Y0, 2 * threads, tile, threads, prefetch, check, True) == 0
-        assert _spmm.csr_spmm(*args, Y1, 2 * threads, tile, threads, prefetch, check, True,
-                              False, kb) == 0
+        assert _spmm.csr_spmm(*args, Y0, 2 * threads, tile, threads, prefetch,
+                              check_cols=check, pack=True) == CSR_OK
+        assert _spmm.csr_spmm(*args, Y1, 2 * threads, tile, threads, prefetch,
+                              check_cols=check, pack=True, kblock=kb) == CSR_OK
         assert Y1.tobytes() == Y0.tobytes()
     with np.errstate(invalid="ignore", over="ignore"):
         expected = A.astype(np.float64) @ X.astype(np.float64)
@@ -1023,7 +1031,7 @@ def test_column_blocks_check_indices_first():
         B = A.copy()
         B.indices[B.indptr[40] + 1] = bad
         assert _spmm.csr_spmm(B.indptr, B.indices, B.data, X, Y, 2, tile, 2, False,
-                              A.shape[1], False, False, 128) == 4
+                              check_cols=A.shape[1], kblock=128) == CSR_BAD_INDEX
 
 
 def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
@@ -1042,7 +1050,7 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
         assert k_block(A.shape, A.nnz, X.shape[1], np.dtype(dtype), small) == 128
         whole_rows = np.empty((130, 2 * tile), dtype)
         assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, whole_rows, 2, tile, 2,
-                              False) == 0
+                              False) == CSR_OK
         for Y in (sparse_matmul(A, X, method="sparse"),
                   sparse_matmul(CSR(A), X, method="sparse")):
             assert Y.tobytes() == whole_rows.tobytes()

@@ -15,9 +15,9 @@ except ImportError:  # numpy 1.x
 
 import wsesparse
 from wsesparse import CSR, release_cached_outputs, sparse_matmul
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime
 
-POOL_MIN = _spmm.OUTPUT_POOL_MIN_BYTES
+POOL_MIN = _runtime.OUTPUT_POOL_MIN_BYTES
 POOL_NAME = "wsesparse_output_pool"
 
 
@@ -49,12 +49,12 @@ def test_large_results_reuse_freed_buffers_and_stay_exact(prepared):
     np.testing.assert_allclose(Y1, A1 @ X, rtol=1e-12, atol=1e-12)
     addr = Y1.ctypes.data
     del Y1
-    assert _spmm.pooled_bytes() == 32 << 20
+    assert _runtime.pooled_bytes() == 32 << 20
 
     A2 = sp.random(4096, 256, density=0.002, format="csr", random_state=1)
     assert np.diff(A2.indptr).min() == 0  # some rows are empty
     Y2 = sparse_matmul(CSR(A2) if prepared else A2, X, method="sparse")
-    assert Y2.ctypes.data == addr and _spmm.pooled_bytes() == 0
+    assert Y2.ctypes.data == addr and _runtime.pooled_bytes() == 0
     np.testing.assert_array_equal(Y2[np.diff(A2.indptr) == 0], 0.0)
     np.testing.assert_allclose(Y2, A2 @ X, rtol=1e-12, atol=1e-12)
 
@@ -83,47 +83,47 @@ def test_small_results_are_plain_numpy_arrays():
 
 def test_pool_keeps_two_buffers_of_exactly_one_size_each():
     shape = (POOL_MIN // 8,)
-    a0, a1, a2 = (_spmm.empty_pooled(shape, np.float64) for _ in range(3))
+    a0, a1, a2 = (_runtime.empty_pooled(shape, np.float64) for _ in range(3))
     addrs = [a.ctypes.data for a in (a0, a1, a2)]
     del a0, a1, a2
-    assert _spmm.pooled_bytes() == 2 * POOL_MIN  # the first of three was freed
+    assert _runtime.pooled_bytes() == 2 * POOL_MIN  # the first of three was freed
     # Another size is a fresh allocation; the same size takes a kept buffer.
-    other = _spmm.empty_pooled((POOL_MIN // 8 + 1,), np.float64)
-    assert _spmm.pooled_bytes() == 2 * POOL_MIN
-    again = _spmm.empty_pooled(shape, np.float64)
+    other = _runtime.empty_pooled((POOL_MIN // 8 + 1,), np.float64)
+    assert _runtime.pooled_bytes() == 2 * POOL_MIN
+    again = _runtime.empty_pooled(shape, np.float64)
     assert again.ctypes.data in addrs[1:]
-    assert _spmm.pooled_bytes() == POOL_MIN
+    assert _runtime.pooled_bytes() == POOL_MIN
     del other, again
     # 'other' took the free slot, 'again' the oldest buffer's.
     assert release_cached_outputs() == 2 * POOL_MIN + 8
-    assert _spmm.pooled_bytes() == 0 and release_cached_outputs() == 0
+    assert _runtime.pooled_bytes() == 0 and release_cached_outputs() == 0
 
 
 def test_pool_returns_huge_buffers_to_the_system():
     # Over 1 GiB is not kept (the pages are never touched, so this is cheap).
-    a = _spmm.empty_pooled(((1 << 30) + 64,), np.uint8)
+    a = _runtime.empty_pooled(((1 << 30) + 64,), np.uint8)
     del a
-    assert _spmm.pooled_bytes() == 0
+    assert _runtime.pooled_bytes() == 0
 
 
 def test_pooled_arrays_resize_and_copy_like_any_array():
-    a = _spmm.empty_pooled((POOL_MIN // 4,), np.float32)
+    a = _runtime.empty_pooled((POOL_MIN // 4,), np.float32)
     a[:] = 1.5
     a.resize((10,), refcheck=False)  # numpy reallocates through the handler
     assert a.shape == (10,) and (a == 1.5).all()
     del a
-    assert _spmm.pooled_bytes() == 0  # 40 bytes: below the pool's threshold
-    b = _spmm.empty_pooled((POOL_MIN // 8,), np.float64)
+    assert _runtime.pooled_bytes() == 0  # 40 bytes: below the pool's threshold
+    b = _runtime.empty_pooled((POOL_MIN // 8,), np.float64)
     c = b.copy()
     assert get_handler_name(c) != POOL_NAME
 
 
 def test_pool_can_be_turned_off():
     code = ("import numpy as np, scipy.sparse as sp, wsesparse;"
-            "from wsesparse._kernels import _spmm;"
+            "from wsesparse._kernels import _runtime;"
             "A = sp.random(4096, 8, density=0.5, format='csr', random_state=0);"
             "Y = wsesparse.sparse_matmul(A, np.ones((8, 1024)), method='sparse'); del Y;"
-            "print(_spmm.pooled_bytes())")
+            "print(_runtime.pooled_bytes())")
     kept = {}
     for setting in ("0", "1"):
         env = dict(os.environ, WSESPARSE_OUTPUT_POOL=setting)
@@ -139,7 +139,7 @@ def test_release_is_public_and_takes_no_arguments():
         release_cached_outputs(1 << 20)
     # The pool's own entry point rejects what np.empty rejects.
     with pytest.raises(ValueError, match="negative"):
-        _spmm.empty_pooled((-1,), np.float64)
+        _runtime.empty_pooled((-1,), np.float64)
     with pytest.raises(TypeError):
-        _spmm.empty_pooled((4,), "not a dtype")
+        _runtime.empty_pooled((4,), "not a dtype")
     assert get_handler_name(np.empty(POOL_MIN // 8)) != POOL_NAME  # handler restored

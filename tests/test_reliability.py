@@ -27,7 +27,7 @@ import scipy.sparse as sp
 import wsesparse
 from wsesparse import CSR, TLRMatrix, sparse_matmul, wafer
 from wsesparse._checks import CHECK_MIN_BYTES, check_array_allocation
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime
 from wsesparse._hardware import available_cores as _available_cores
 from wsesparse._threads import resolve_n_threads
 
@@ -153,7 +153,7 @@ _NESTED = textwrap.dedent("""
     import numpy as np, scipy.sparse as sp
     from threadpoolctl import threadpool_limits
     from wsesparse import sparse_matmul
-    from wsesparse._kernels import _spmm
+    from wsesparse._kernels import _runtime
     from wsesparse._threads import resolve_n_threads
 
     A = sp.random(2000, 2000, density=0.05, format="csr", random_state=0)  # 200k nnz
@@ -165,13 +165,13 @@ _NESTED = textwrap.dedent("""
         before = tids()
         if mode == "limits":
             with threadpool_limits(limits=1):
-                seen = (_spmm.max_threads(), resolve_n_threads(None, A.nnz * 4))
+                seen = (_runtime.max_threads(), resolve_n_threads(None, A.nnz * 4))
                 sparse_matmul(A, X)
         elif mode == "n_threads":
             seen = (None, resolve_n_threads(1, A.nnz * 4))
             sparse_matmul(A, X, n_threads=1)
         else:
-            seen = (_spmm.max_threads(), resolve_n_threads(None, A.nnz * 4))
+            seen = (_runtime.max_threads(), resolve_n_threads(None, A.nnz * 4))
             sparse_matmul(A, X)
         return seen, len(tids() - before)
 
@@ -181,7 +181,7 @@ _NESTED = textwrap.dedent("""
             out[mode] = pool.submit(call, mode).result()
     with threadpool_limits(limits=1):  # an outer limit, set in the main thread
         with ThreadPoolExecutor(1) as pool:
-            out["outer"] = pool.submit(lambda: _spmm.max_threads()).result()
+            out["outer"] = pool.submit(lambda: _runtime.max_threads()).result()
     print(json.dumps(out))
 """)
 
@@ -192,7 +192,7 @@ def test_nested_use_inside_a_thread_pool():
     call starts no OpenMP thread (OS thread count of the process unchanged), while the
     default call does start one (the observable works). What an outer limit does is
     printed for the README's note (OpenMP's thread limit is per calling thread)."""
-    if not _spmm.openmp_enabled():
+    if not _runtime.openmp_enabled():
         pytest.skip("wsesparse was built without OpenMP")
     res = subprocess.run([sys.executable, "-c", _NESTED], capture_output=True, text=True,
                          timeout=60, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from matmul_helpers import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
 from wsesparse import CSR, sparse_matmul
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime
 from wsesparse._hardware import AFFINITY_MAX_AGE
 from wsesparse._threads import resolve_n_threads
 
@@ -32,7 +32,7 @@ def big():
 
 def _really_parallel(work: int) -> None:
     """The kernel would use all 4 threads for ``work`` multiply-adds."""
-    if not _spmm.openmp_enabled():
+    if not _runtime.openmp_enabled():
         pytest.skip("wsesparse was built without OpenMP")
     assert resolve_n_threads(4, work) == 4, (
         "the determinism test no longer exercises 4 threads: enlarge its operands")
@@ -83,10 +83,10 @@ def test_bitwise_identical_noncanonical_and_prepared(big):
 
 def test_threadpool_limits_reaches_the_kernels():
     """threadpool_limits(1) limits the OpenMP runtime the kernels use."""
-    if not _spmm.openmp_enabled():
+    if not _runtime.openmp_enabled():
         pytest.skip("wsesparse was built without OpenMP")
     with threadpool_limits(limits=1):
-        assert _spmm.max_threads() == 1
+        assert _runtime.max_threads() == 1
         assert resolve_n_threads(None) == 1
     with threadpool_limits(limits=2):
         assert resolve_n_threads(None) <= 2
@@ -212,17 +212,17 @@ def test_available_cores_follows_the_affinity_mask(monkeypatch):
     from wsesparse import _threads
     monkeypatch.setattr(_threads, "LOAD_AWARE", False)
     before = os.sched_getaffinity(0)
-    assert _spmm.available_cores() == len(before)
+    assert _runtime.available_cores() == len(before)
     try:
         os.sched_setaffinity(0, {min(before)})
-        assert _spmm.available_cores() == 1
+        assert _runtime.available_cores() == 1
         time.sleep(AFFINITY_MAX_AGE * 1.5)
         assert resolve_n_threads(None) == 1
     finally:
         os.sched_setaffinity(0, before)
-    assert _spmm.available_cores() == len(before)
+    assert _runtime.available_cores() == len(before)
     time.sleep(AFFINITY_MAX_AGE * 1.5)
-    assert resolve_n_threads(None) == min(len(before), _spmm.max_threads())
+    assert resolve_n_threads(None) == min(len(before), _runtime.max_threads())
 
 
 def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
@@ -231,7 +231,7 @@ def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
     others; an explicit n_threads and WSESPARSE_LOAD_AWARE=0 keep every core."""
     from wsesparse import _threads
     monkeypatch.setattr(_threads, "available_cores", lambda: 8)
-    monkeypatch.setattr(_threads._spmm, "max_threads", lambda: 8)
+    monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 8)
     work = 1 << 40
     for runnable, last, expected in ((1, 1, 8), (3, 1, 6), (8, 8, 8), (10, 8, 6),
                                      (12, 1, 1), (0, 1, 8)):

@@ -12,6 +12,9 @@ import os
 
 import numpy as np
 
+from wsesparse._kernels._csr_tools import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
+                                           CSR_SHORT)
+
 # dtypes the compiled kernels handle; everything else numeric goes to scipy.
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64),
                  np.dtype(np.complex64), np.dtype(np.complex128))
@@ -316,12 +319,12 @@ def product_shape(sparse_shape: tuple[int, int], dense_shape: tuple[int, ...],
 
 
 def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int) -> str:
-    """Explain a nonzero return code of the kernels' ``csr_check``."""
+    """Explain a nonzero return code of the kernels' ``csr_check`` (``CSR_*``, _codes.h)."""
     reasons = {
-        1: "indptr[0] is not 0",
-        2: "indptr decreases somewhere",
-        3: f"indptr[-1] exceeds the number of stored indices ({nnz})",
-        4: f"a stored index is negative or not below {shape[1]}",
+        CSR_BAD_START: "indptr[0] is not 0",
+        CSR_DECREASING: "indptr decreases somewhere",
+        CSR_SHORT: f"indptr[-1] exceeds the number of stored indices ({nnz})",
+        CSR_BAD_INDEX: f"a stored index is negative or not below {shape[1]}",
     }
     return f"{name} has a corrupt compressed structure ({shape[0]}x{shape[1]}): {reasons[code]}"
 

@@ -15,7 +15,7 @@ import numpy as np
 from wsesparse import _thresholds as th
 from wsesparse._checks import csr_error_message
 from wsesparse._hardware import HardwareProfile, l3_panel_bytes
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _csr_tools, _scatter, _spmm
 from wsesparse._threads import resolve_n_threads
 
 # Work of a row beyond its nonzeros when rows are split among threads (the
@@ -195,7 +195,7 @@ def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int) -> int:
     >>> scatter_chunks(nnz=100, n_out=1000, n_tokens=1, itemsize=8)   # too few nonzeros
     1
     """
-    panels = -(-n_tokens // _spmm.scatter_panel_width(itemsize))
+    panels = -(-n_tokens // _scatter.scatter_panel_width(itemsize))
     if panels >= th.SCATTER_ITEMS or panels == 0:  # (no tokens: nothing to cut)
         return 1
     chunks = -(-th.SCATTER_ITEMS // panels)
@@ -215,9 +215,9 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
     chunks = scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
     scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
-    code = _spmm.csr_spmm_t(indptr, indices, data, X, Y,
-                            resolve_n_threads(n_threads, nnz * n_tokens + shape[1]),
-                            n_chunks=chunks, scratch=scratch, check_cols=check_cols)
+    code = _scatter.csr_spmm_t(indptr, indices, data, X, Y,
+                               resolve_n_threads(n_threads, nnz * n_tokens + shape[1]),
+                               n_chunks=chunks, scratch=scratch, check_cols=check_cols)
     if code:
         raise ValueError(csr_error_message(code, name, shape, len(indices)))
 
@@ -234,6 +234,6 @@ def contiguous_operand(D: np.ndarray, dtype: np.dtype, n_threads: int | None) ->
             and not D.flags.c_contiguous and D.size >= th.BLOCKED_COPY_MIN
             and src.strides[0] % th.BLOCKED_COPY_STRIDE == 0):
         X = np.empty(D.shape, dtype=dtype)
-        _spmm.transpose_into(src, X, resolve_n_threads(n_threads, D.size))
+        _csr_tools.transpose_into(src, X, resolve_n_threads(n_threads, D.size))
         return X
     return np.ascontiguousarray(D, dtype=dtype)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from wsesparse import _thresholds as th
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime, _spmm
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _l3_panel_size(hw: HardwareProfile) -> int:
 
 def probe_fast_l3(l2_bytes: int, panel_bytes: int) -> bool:
     """Whether one core reads ``panel_bytes`` at least ``L3_FAST_RATIO`` as fast as
-    half of L2 (``_spmm.read_bandwidth``, a few milliseconds; cached per sizes).
+    half of L2 (``_runtime.read_bandwidth``, a few milliseconds; cached per sizes).
 
     Some machines report an L3 that comes at DRAM speed (a VM shown a host's
     shared cache): there panels must fit in L2.
@@ -162,8 +162,8 @@ def probe_fast_l3(l2_bytes: int, panel_bytes: int) -> bool:
     if fast is None:
         # Best of 5 passes: in a fresh process the first passes over a new
         # buffer ran at a third of the later ones' rate.
-        near = _spmm.read_bandwidth(l2_bytes // 2, 5)
-        far = _spmm.read_bandwidth(panel_bytes, 5)
+        near = _runtime.read_bandwidth(l2_bytes // 2, 5)
+        far = _runtime.read_bandwidth(panel_bytes, 5)
         fast = _probed[key] = far >= th.L3_FAST_RATIO * near > 0
     return fast
 
@@ -215,7 +215,7 @@ def available_cores() -> int:
     when, n = _affinity
     if now - when <= AFFINITY_MAX_AGE:
         return n
-    n = _spmm.available_cores()  # sched_getaffinity from C: ~3x cheaper than os's
+    n = _runtime.available_cores()  # sched_getaffinity from C: ~3x cheaper than os's
     if n <= 0:  # pragma: no cover - not Linux
         try:
             n = max(1, len(os.sched_getaffinity(0)))

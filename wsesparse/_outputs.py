@@ -4,7 +4,7 @@ glibc maps every allocation of 32 MiB or more afresh, and the kernel then
 faults in and zeroes its pages while the product writes them: at M = K = 4096,
 N = 1024, float64, density 0.001 a product into a new 32 MiB result took 9.6
 ms, into an existing one 5.3 ms. Results of at least
-``_spmm.OUTPUT_POOL_MIN_BYTES`` are therefore allocated through a numpy memory
+``_runtime.OUTPUT_POOL_MIN_BYTES`` are therefore allocated through a numpy memory
 handler (NEP 49, ``_kernels/_out_pool.h``) that keeps the last two such
 buffers once their arrays are freed, for the next result of exactly the same
 size: the common loop ``Y = W @ X`` then writes warm pages (the dense copies
@@ -19,9 +19,9 @@ import os
 
 import numpy as np
 
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime
 
-_POOL_MIN_BYTES = (_spmm.OUTPUT_POOL_MIN_BYTES
+_POOL_MIN_BYTES = (_runtime.OUTPUT_POOL_MIN_BYTES
                    if os.environ.get("WSESPARSE_OUTPUT_POOL", "1").strip() != "0"
                    else float("inf"))
 
@@ -29,7 +29,7 @@ _POOL_MIN_BYTES = (_spmm.OUTPUT_POOL_MIN_BYTES
 def empty_output(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> np.ndarray:
     """``np.empty(shape, dtype)`` for a product's result of ``nbytes`` bytes."""
     if nbytes >= _POOL_MIN_BYTES:
-        return _spmm.empty_pooled(shape, dtype)
+        return _runtime.empty_pooled(shape, dtype)
     return np.empty(shape, dtype=dtype)
 
 
@@ -54,4 +54,4 @@ def release_cached_outputs() -> int:
     >>> release_cached_outputs() >= Y_bytes
     True
     """
-    return int(_spmm.release_pooled())
+    return int(_runtime.release_pooled())

@@ -18,7 +18,7 @@ import itertools
 
 import numpy as np
 
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _csr_tools
 
 
 def _index_array(arr, name: str, fmt: str, what: str) -> np.ndarray:
@@ -59,11 +59,14 @@ def _check_bsr(S, name: str) -> None:
         raise ValueError(f"{name} (bsr) has a corrupt structure: indptr has {len(indptr)} "
                          f"entries, expected {M // R + 1} for {M // R} block rows")
     itype = np.int32 if indptr.dtype == indices.dtype == np.int32 else np.int64
-    code = _spmm.csr_check(np.ascontiguousarray(indptr, dtype=itype),
-                           np.ascontiguousarray(indices, dtype=itype), N // C, 1)
-    reasons = {1: "indptr[0] is not 0", 2: "indptr decreases somewhere",
-               3: f"indptr[-1] exceeds the number of stored block indices ({len(indices)})",
-               4: f"a stored block column index is negative or not below {N // C}"}
+    code = _csr_tools.csr_check(np.ascontiguousarray(indptr, dtype=itype),
+                                np.ascontiguousarray(indices, dtype=itype), N // C, 1)
+    reasons = {_csr_tools.CSR_BAD_START: "indptr[0] is not 0",
+               _csr_tools.CSR_DECREASING: "indptr decreases somewhere",
+               _csr_tools.CSR_SHORT: ("indptr[-1] exceeds the number of stored block indices "
+                                      f"({len(indices)})"),
+               _csr_tools.CSR_BAD_INDEX: ("a stored block column index is negative or not "
+                                          f"below {N // C}")}
     if code:
         raise ValueError(f"{name} (bsr) has a corrupt structure: {reasons[code]}")
     if data.shape[0] < int(indptr[-1]):

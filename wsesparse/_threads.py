@@ -7,9 +7,9 @@ import os
 from wsesparse import _thresholds as th
 from wsesparse._checks import check_int
 from wsesparse._hardware import available_cores, runnable_threads
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _runtime
 
-_OPENMP = _spmm.openmp_enabled()
+_OPENMP = _runtime.openmp_enabled()
 
 # Whether the default thread count leaves out cores that other threads are busy on
 # (WSESPARSE_LOAD_AWARE=0 turns it off): a team
@@ -38,7 +38,7 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     # the builtins cost 0.4 us of a 2.4 us call here.
     global _last_team
     if n_threads is None:
-        n = _spmm.max_threads()  # >= 1
+        n = _runtime.max_threads()  # >= 1
         cores = available_cores()  # >= 1
         if cores < n:
             n = cores

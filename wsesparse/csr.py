@@ -14,7 +14,7 @@ from wsesparse._checks import (array_nbytes, check_array_allocation, check_numer
                                csr_error_message, describe)
 from wsesparse._drivers import product_into
 from wsesparse._hardware import HardwareProfile
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _csr_tools
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure
 from wsesparse._threads import resolve_n_threads
@@ -135,8 +135,8 @@ class CSR(LinearOperator):
         if check:
             nnz = int(self.indptr[-1])
             # The check streams the indices once; threads pay off only for big matrices.
-            code = _spmm.csr_check(self.indptr, self.indices, n_cols,
-                                   resolve_n_threads(None, nnz // 16))
+            code = _csr_tools.csr_check(self.indptr, self.indices, n_cols,
+                                        resolve_n_threads(None, nnz // 16))
             if code:
                 raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
             if len(self.data) < nnz:
@@ -175,7 +175,7 @@ class CSR(LinearOperator):
             n_rows, n_cols = self.shape
             if self.data.itemsize in _TRANSPOSE_ITEMSIZES:
                 # A parallel counting sort; the same arrays as scipy's A.T.tocsr().
-                indptr, indices, data = _spmm.csr_transpose(
+                indptr, indices, data = _csr_tools.csr_transpose(
                     self.indptr, self.indices, self.data, n_cols,
                     resolve_n_threads(None, self.nnz))
             else:  # clongdouble
@@ -250,7 +250,7 @@ class CSR(LinearOperator):
     def _densified(self, dtype: np.dtype, keep: bool) -> np.ndarray:
         """The matrix as a dense array of ``dtype`` (duplicates summed).
 
-        What scipy's ``toarray`` gives, bit for bit (``_spmm.densify_into``),
+        What scipy's ``toarray`` gives, bit for bit (``_csr_tools.densify_into``),
         into a pooled buffer when large (``empty_output``: warm pages in a loop).
         On one thread: BLAS's threads still spin after the previous product's
         GEMM, and two threads here then lost to one (4096^2, density 0.5, N =
@@ -270,7 +270,7 @@ class CSR(LinearOperator):
         # product does), not in a narrower stored dtype (found by tests/test_fuzz.py).
         # The kernel checks the column indices again (arrays shared with the caller
         # may have changed since the operand was checked, see ``copy``).
-        code = _spmm.densify_into(self.indptr, self.indices, self._values(dtype), dense, 1)
+        code = _csr_tools.densify_into(self.indptr, self.indices, self._values(dtype), dense, 1)
         if code:
             raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
         if keep and dense.nbytes <= self._dense_keep_bytes():

@@ -1,0 +1,301 @@
+# cython: language_level=3
+"""CSR tools: the structure check (csr_check), transpositions of a CSR
+operand (csr_transpose) and of a dense one (transpose_into), and conversion
+to dense (densify_into).
+
+Arguments are validated here or by the Python layer, as each docstring says;
+bounds checks are off (see setup.py).
+"""
+
+cimport cython
+cimport numpy as cnp
+from cython.parallel cimport prange
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
+
+from _codes cimport (WS_CSR_OK, WS_CSR_BAD_START, WS_CSR_DECREASING, WS_CSR_SHORT,
+                     WS_CSR_BAD_INDEX)
+from _csr_check cimport _csr_check
+from _operands cimport _index_type, _parts, _value_type
+from _types cimport elem_t, index_t, value_t
+
+cnp.import_array()
+
+# Return codes (_codes.h) of csr_check, and of the products and densify_into
+# when they find a column index out of range (wsesparse/_checks.py explains them).
+CSR_OK = WS_CSR_OK
+CSR_BAD_START = WS_CSR_BAD_START
+CSR_DECREASING = WS_CSR_DECREASING
+CSR_SHORT = WS_CSR_SHORT
+CSR_BAD_INDEX = WS_CSR_BAD_INDEX
+
+
+def csr_check(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t n_cols, int n_threads,
+              *, bint check_indices=True):
+    """Check a CSR structure in O(nnz).
+
+    Returns ``CSR_OK`` (0) when ``indptr`` is nondecreasing from 0 and every
+    stored column index lies in ``[0, n_cols)``; ``CSR_BAD_START`` (1) when
+    ``indptr[0] != 0``; ``CSR_DECREASING`` (2) when ``indptr`` decreases
+    somewhere; ``CSR_SHORT`` (3) when ``indptr[-1]`` exceeds ``len(indices)``;
+    ``CSR_BAD_INDEX`` (4) when a column index is out of range (_codes.h).
+    ``indptr`` and ``indices`` are 1-D, C-contiguous, both int32 or both int64.
+    Without ``check_indices``, only ``indptr`` is checked (codes 1 to 3): for
+    a product that checks the indices itself (``check_cols``).
+    """
+    return _csr_check(indptr, indices, n_cols, n_threads, check_indices)
+
+
+cdef void _transpose_typed(const index_t* indptr, const index_t* indices, const elem_t* data,
+                           Py_ssize_t n_cols, index_t* tptr, index_t* tind, elem_t* tdata,
+                           int64_t* counts, const int64_t* b, Py_ssize_t n_parts) noexcept nogil:
+    """Counting sort by column, rows cut into ``n_parts`` ranges ``b``: part t
+    counts its columns into ``counts[t]`` (zeroed), which then become its
+    write positions; placing in row order within each part keeps the result
+    stable (each column's entries by row, duplicates in storage order)."""
+    cdef Py_ssize_t part, k, p, j
+    cdef int64_t pos = 0, c, q
+    cdef int64_t* cnt
+    for part in prange(n_parts, num_threads=n_parts, schedule="static", chunksize=1):
+        cnt = counts + part * n_cols
+        for k in range(b[part], b[part + 1]):
+            for p in range(indptr[k], indptr[k + 1]):
+                cnt[indices[p]] += 1
+    for j in range(n_cols):
+        tptr[j] = <index_t>pos
+        for part in range(n_parts):
+            c = counts[part * n_cols + j]
+            counts[part * n_cols + j] = pos
+            pos = pos + c
+    tptr[n_cols] = <index_t>pos
+    for part in prange(n_parts, num_threads=n_parts, schedule="static", chunksize=1):
+        cnt = counts + part * n_cols
+        for k in range(b[part], b[part + 1]):
+            for p in range(indptr[k], indptr[k + 1]):
+                j = indices[p]
+                q = cnt[j]
+                cnt[j] = q + 1
+                tind[q] = <index_t>k
+                tdata[q] = data[p]
+
+
+cdef void _transpose_elems(const index_t* indptr, const index_t* indices, void* data,
+                           Py_ssize_t itemsize, Py_ssize_t n_cols, index_t* tptr, index_t* tind,
+                           void* tdata, int64_t* counts, const int64_t* b,
+                           Py_ssize_t n_parts) noexcept nogil:
+    if itemsize == 1:
+        _transpose_typed(indptr, indices, <uint8_t*>data, n_cols, tptr, tind, <uint8_t*>tdata,
+                         counts, b, n_parts)
+    elif itemsize == 2:
+        _transpose_typed(indptr, indices, <uint16_t*>data, n_cols, tptr, tind,
+                         <uint16_t*>tdata, counts, b, n_parts)
+    elif itemsize == 4:
+        _transpose_typed(indptr, indices, <uint32_t*>data, n_cols, tptr, tind,
+                         <uint32_t*>tdata, counts, b, n_parts)
+    elif itemsize == 8:
+        _transpose_typed(indptr, indices, <uint64_t*>data, n_cols, tptr, tind,
+                         <uint64_t*>tdata, counts, b, n_parts)
+    else:
+        _transpose_typed(indptr, indices, <double complex*>data, n_cols, tptr, tind,
+                         <double complex*>tdata, counts, b, n_parts)
+
+
+cdef int64_t _stored_nnz(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, int it,
+                         Py_ssize_t n_rows) except? -1:
+    """``indptr[n_rows]`` (``it`` its numpy type), after checking that ``indices`` and
+    ``data`` hold that many entries."""
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef int64_t nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
+    if cnp.PyArray_DIM(indices, 0) < nnz or cnp.PyArray_DIM(data, 0) < nnz:
+        raise ValueError("indptr[-1] exceeds the stored indices or values")
+    return nnz
+
+
+def csr_transpose(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, Py_ssize_t n_cols,
+                  int n_threads):
+    """The CSR arrays ``(indptr, indices, data)`` of B.T for a valid CSR ``B``
+    with ``n_cols`` columns (every index in ``[0, n_cols)``, as checked by
+    ``csr_check``), with B's index dtype; values of any dtype of 1, 2, 4, 8 or
+    16 bytes, moved bit for bit. The same arrays as scipy's ``B.T.tocsr()``
+    (each row of B.T in ascending column order, duplicates kept in storage
+    order), whatever ``n_threads``: threads take ranges of B's rows, each
+    with a count array of ``n_cols`` entries (fewer threads when those would
+    outweigh the nonzeros).
+    """
+    import numpy as np
+    cdef int it = _index_type(indptr, indices, cnp.PyArray_DIM(indptr, 0) - 1)
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(indptr, 0) - 1
+    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(data)
+    if itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(f"data has {itemsize}-byte values; 1, 2, 4, 8 or 16 expected")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(data):
+        raise ValueError("data must be C-contiguous")
+    if n_cols < 0:
+        raise ValueError("n_cols must be nonnegative")
+    if it == cnp.NPY_INT32 and n_rows > 2147483647:
+        raise ValueError("B has too many rows for int32 column indices of B.T")
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef int64_t nnz = _stored_nnz(indptr, indices, data, it, n_rows)
+    itype = np.int32 if it == cnp.NPY_INT32 else np.int64
+    cdef cnp.ndarray tptr = np.empty(n_cols + 1, dtype=itype)
+    cdef cnp.ndarray tind = np.empty(nnz, dtype=itype)
+    cdef cnp.ndarray tdata = np.empty(nnz, dtype=data.dtype)
+    cdef Py_ssize_t n_parts = n_threads if n_threads > 1 else 1
+    if n_parts > 1 and nnz < 4 * n_cols * n_parts:
+        n_parts = 1
+    cdef int64_t* counts = <int64_t*>calloc(n_parts * n_cols + 1, sizeof(int64_t))
+    if counts == NULL:
+        raise MemoryError()
+    cdef int64_t* b = NULL
+    try:
+        _parts(n_parts, it, ip, n_rows, &n_parts, &b)
+    except BaseException:
+        free(counts)
+        raise
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef void* d = cnp.PyArray_DATA(data)
+    cdef void* tp = cnp.PyArray_DATA(tptr)
+    cdef void* ti = cnp.PyArray_DATA(tind)
+    cdef void* td = cnp.PyArray_DATA(tdata)
+    with nogil:
+        if it == cnp.NPY_INT32:
+            _transpose_elems(<int32_t*>ip, <int32_t*>ix, d, itemsize, n_cols, <int32_t*>tp,
+                             <int32_t*>ti, td, counts, b, n_parts)
+        else:
+            _transpose_elems(<int64_t*>ip, <int64_t*>ix, d, itemsize, n_cols, <int64_t*>tp,
+                             <int64_t*>ti, td, counts, b, n_parts)
+        free(counts)
+        free(b)
+    return tptr, tind, tdata
+
+
+cdef enum:
+    _T_ROWS = 8      # source rows per block: 8 lines live per column block (8-way L1 sets)
+    _T_COLS = 256    # source columns per work item (their destination rows stay in cache)
+
+
+cdef void _transpose_cols(const elem_t* src, elem_t* dst, Py_ssize_t R, Py_ssize_t C,
+                          Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+    """dst[c, r] = src[r, c] for c0 <= c < c1 and every r (src R x C, dst C x R)."""
+    cdef Py_ssize_t r0 = 0, r1, r, c
+    while r0 < R:
+        r1 = r0 + _T_ROWS if r0 + _T_ROWS < R else R
+        for c in range(c0, c1):
+            for r in range(r0, r1):
+                dst[c * R + r] = src[r * C + c]
+        r0 = r1
+
+
+cdef void _transpose_all(const elem_t* src, elem_t* dst, Py_ssize_t R, Py_ssize_t C,
+                         int n_threads) noexcept nogil:
+    cdef Py_ssize_t blk, c1, n_blk = (C + _T_COLS - 1) // _T_COLS
+    for blk in prange(n_blk, num_threads=n_threads, schedule="static"):
+        c1 = (blk + 1) * _T_COLS if (blk + 1) * _T_COLS < C else C
+        _transpose_cols(src, dst, R, C, blk * _T_COLS, c1)
+
+
+def transpose_into(cnp.ndarray src, cnp.ndarray dst, int n_threads):
+    """dst = src.T for a C-contiguous 2-D ``src`` (R x C) and ``dst`` (C x R) of one
+    dtype of 1, 2, 4, 8 or 16 bytes, copied in cache blocks: numpy's own strided copy
+    (``np.ascontiguousarray(src.T)``) misses the cache on every element when C is a
+    multiple of a large power of two (64 x 4096 float32: 1.05 ms)."""
+    if (cnp.PyArray_NDIM(src) != 2 or cnp.PyArray_NDIM(dst) != 2
+            or not cnp.PyArray_IS_C_CONTIGUOUS(src) or not cnp.PyArray_IS_C_CONTIGUOUS(dst)):
+        raise ValueError("src and dst must be C-contiguous 2-D arrays")
+    cdef Py_ssize_t R = cnp.PyArray_DIM(src, 0), C = cnp.PyArray_DIM(src, 1)
+    if cnp.PyArray_DIM(dst, 0) != C or cnp.PyArray_DIM(dst, 1) != R:
+        raise ValueError("dst must have the shape of src.T")
+    if src.dtype != dst.dtype:
+        raise ValueError("src and dst must have the same dtype")
+    if not cnp.PyArray_ISWRITEABLE(dst):
+        raise ValueError("dst must be writeable")
+    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(src)
+    if itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(f"{itemsize}-byte values; 1, 2, 4, 8 or 16 expected")
+    cdef void* s = cnp.PyArray_DATA(src)
+    cdef void* d = cnp.PyArray_DATA(dst)
+    if n_threads < 1:
+        n_threads = 1
+    with nogil:
+        if itemsize == 1:
+            _transpose_all(<const uint8_t*>s, <uint8_t*>d, R, C, n_threads)
+        elif itemsize == 2:
+            _transpose_all(<const uint16_t*>s, <uint16_t*>d, R, C, n_threads)
+        elif itemsize == 4:
+            _transpose_all(<const uint32_t*>s, <uint32_t*>d, R, C, n_threads)
+        elif itemsize == 8:
+            _transpose_all(<const uint64_t*>s, <uint64_t*>d, R, C, n_threads)
+        else:
+            _transpose_all(<const double complex*>s, <double complex*>d, R, C, n_threads)
+
+
+cdef int _densify_rows(const index_t* indptr, const index_t* indices, const value_t* data,
+                       value_t* D, Py_ssize_t n_rows, Py_ssize_t n_cols,
+                       int n_threads) noexcept nogil:
+    """D = the dense (n_rows, n_cols) matrix: each row zeroed, then its nonzeros added
+    in storage order (scipy's ``toarray`` order: duplicates sum alike). Returns 1 if a
+    column index is out of range (D then partly written), else 0."""
+    cdef Py_ssize_t i, p, j
+    cdef value_t* row
+    cdef int bad = 0
+    for i in prange(n_rows, num_threads=n_threads, schedule="static"):
+        row = D + i * n_cols
+        memset(row, 0, n_cols * sizeof(value_t))
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            # One compare per nonzero next to a scattered store: nearly free, and a
+            # mutated index array cannot write outside D.
+            if <size_t>j >= <size_t>n_cols:
+                bad |= 1  # (a reduction: a plain assignment in prange is lastprivate)
+                break
+            row[j] = row[j] + data[p]
+    return bad
+
+
+cdef int _densify_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* D,
+                        Py_ssize_t n_rows, Py_ssize_t n_cols, int n_threads) noexcept nogil:
+    """``_densify_rows`` for the numpy value type ``vt`` (checked by ``_value_type``)."""
+    if vt == cnp.NPY_FLOAT32:
+        return _densify_rows(ip, ix, <float*>d, <float*>D, n_rows, n_cols, n_threads)
+    if vt == cnp.NPY_FLOAT64:
+        return _densify_rows(ip, ix, <double*>d, <double*>D, n_rows, n_cols, n_threads)
+    if vt == cnp.NPY_COMPLEX64:
+        return _densify_rows(ip, ix, <float complex*>d, <float complex*>D, n_rows, n_cols,
+                             n_threads)
+    return _densify_rows(ip, ix, <double complex*>d, <double complex*>D, n_rows, n_cols,
+                         n_threads)
+
+
+def densify_into(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray D,
+                 int n_threads):
+    """D = the CSR matrix (indptr, indices, data) as a dense array, by row ranges on
+    ``n_threads`` threads; what ``scipy.sparse.csr_array(...).toarray()`` gives, bit
+    for bit (each row zeroed, then its values added in storage order).
+
+    D is C-contiguous, writeable, (n_rows, n_cols), of the dtype of ``data``.
+    ``indptr`` must be valid (see the module docstring); column indices are
+    checked as they are used. Returns ``CSR_OK``, or ``CSR_BAD_INDEX``
+    (``csr_error_message``'s code 4: an index out of range) with D partly written.
+    """
+    if cnp.PyArray_NDIM(D) != 2:
+        raise ValueError("D must be 2-D")
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(D, 0), n_cols = cnp.PyArray_DIM(D, 1)
+    cdef int vt = _value_type(data, (D,))
+    cdef int it = _index_type(indptr, indices, n_rows)
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef int64_t nnz = _stored_nnz(indptr, indices, data, it, n_rows)
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef void* d = cnp.PyArray_DATA(data)
+    cdef void* Dp = cnp.PyArray_DATA(D)
+    cdef int bad
+    if n_threads < 1:
+        n_threads = 1
+    with nogil:
+        if it == cnp.NPY_INT32:
+            bad = _densify_typed(<int32_t*>ip, <int32_t*>ix, vt, d, Dp, n_rows, n_cols,
+                                 n_threads)
+        else:
+            bad = _densify_typed(<int64_t*>ip, <int64_t*>ix, vt, d, Dp, n_rows, n_cols,
+                                 n_threads)
+    return WS_CSR_BAD_INDEX if bad else WS_CSR_OK

@@ -1,0 +1,116 @@
+# The AXPY kernels of _axpy_tiles.h (SpMM rows, SpMV rows, scatter; float and
+# double with int32 or int64 indices, and the complex dot products and
+# scatter), its constants, and ``_block_end`` for either index type. For the
+# modules that include that header (_spmm, _scatter): setup.py builds them
+# with -ffp-contract=off.
+
+from libc.stdint cimport int32_t, int64_t
+
+from _types cimport index_t
+
+cdef extern from "_axpy_tiles.h" nogil:
+    void ws_spmm_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                    Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t, int)
+    void ws_spmm_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                    Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t, int)
+    void ws_spmm_rows_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                     const double*, Py_ssize_t, double*, Py_ssize_t,
+                                     Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                     const double*, Py_ssize_t, double*, Py_ssize_t,
+                                     Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    int ws_spmm_rows_chk_float_int32_t(const int32_t*, const int32_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    int ws_spmm_rows_chk_float_int64_t(const int64_t*, const int64_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    int ws_spmm_rows_chk_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    int ws_spmm_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, int, Py_ssize_t)
+    void ws_spmm_rows_kb_float_int32_t(const int32_t*, const int32_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_kb_float_int64_t(const int64_t*, const int64_t*, const float*,
+                                       const float*, Py_ssize_t, float*, Py_ssize_t, Py_ssize_t,
+                                       Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_kb_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    void ws_spmm_rows_kb_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                        const double*, Py_ssize_t, double*, Py_ssize_t,
+                                        Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    int ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                    const double*, double*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                    const double*, double*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_chk_float_int32_t(const int32_t*, const int32_t*, const float*,
+                                       const float*, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_chk_float_int64_t(const int64_t*, const int64_t*, const float*,
+                                       const float*, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    int ws_spmv_rows_chk_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                        const double*, double*, Py_ssize_t, Py_ssize_t,
+                                        Py_ssize_t)
+    int ws_spmv_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                        const double*, double*, Py_ssize_t, Py_ssize_t,
+                                        Py_ssize_t)
+
+    void ws_scatter_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                  Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    void ws_scatter_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                  Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    void ws_scatter_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                   const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                   Py_ssize_t)
+    void ws_scatter_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                   const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                   Py_ssize_t)
+
+    void ws_cscatter_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                   Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    void ws_cscatter_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                   Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    void ws_cscatter_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t)
+    void ws_cscatter_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t)
+
+    void ws_cdots_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                float*, Py_ssize_t, Py_ssize_t)
+    void ws_cdots_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                float*, Py_ssize_t, Py_ssize_t)
+    void ws_cdots_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                 const double*, double*, Py_ssize_t, Py_ssize_t)
+    void ws_cdots_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                 const double*, double*, Py_ssize_t, Py_ssize_t)
+
+    # Checked products validate the column indices of this many nonzeros (or
+    # of one longer row) just before multiplying them, while they are in cache.
+    enum: CHECK_BLOCK "WS_CHECK_BLOCK"
+    enum: _TILE_VBYTES "WS_TILE_VBYTES"
+    enum: _STREAM_Y "WS_STREAM_Y"
+    enum: _KB_NV "WS_KB_NV"
+    Py_ssize_t ws_block_end_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t)
+    Py_ssize_t ws_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
+
+
+cdef inline Py_ssize_t _block_end(const index_t* indptr, Py_ssize_t i,
+                                  Py_ssize_t r1) noexcept nogil:
+    """The end of the block of rows from ``i`` (before ``r1``) holding about
+    CHECK_BLOCK nonzeros (at least one row): ``ws_block_end``, the one the
+    SpMV kernels use."""
+    if index_t is int32_t:
+        return ws_block_end_int32_t(indptr, i, r1)
+    else:
+        return ws_block_end_int64_t(indptr, i, r1)

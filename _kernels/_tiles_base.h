@@ -1,0 +1,141 @@
+/*
+ * Tile macros: the check block (ws_block_end), vector types, FMA, the SpMM
+ * tile width (WS_TILE_VBYTES) and streaming stores.
+ * Part of _axpy_tiles.h (which includes every part and instantiates the
+ * kernels); moved here verbatim.
+ */
+#ifndef WSESPARSE_TILES_BASE_H
+#define WSESPARSE_TILES_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_csr_check.h"
+
+/* Checked products validate the column indices of this many nonzeros (or of
+ * one longer row) just before multiplying them, while they are in cache. */
+#ifndef WS_CHECK_BLOCK
+#define WS_CHECK_BLOCK 2048
+#endif
+
+/* The end of the block of rows from i (before r1) holding about
+ * WS_CHECK_BLOCK nonzeros, at least one row: the first j > i with
+ * indptr[j] - indptr[i] >= WS_CHECK_BLOCK, or r1. By bisection (a walk row
+ * by row cost a short-row product more than the check itself). */
+#define WS_DEFINE_BLOCK_END(I)                                                    \
+static inline ptrdiff_t ws_block_end_##I(const I *indptr, ptrdiff_t i, ptrdiff_t r1) \
+{                                                                                 \
+    const ptrdiff_t target = (ptrdiff_t)indptr[i] + WS_CHECK_BLOCK;               \
+    ptrdiff_t lo = i + 1, hi = r1;                                                \
+    while (lo < hi) {                                                             \
+        const ptrdiff_t mid = lo + (hi - lo) / 2;                                 \
+        if ((ptrdiff_t)indptr[mid] < target) lo = mid + 1; else hi = mid;         \
+    }                                                                             \
+    return lo;                                                                    \
+}
+WS_DEFINE_BLOCK_END(int32_t)
+WS_DEFINE_BLOCK_END(int64_t)
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WS_MAYBE_UNUSED __attribute__((unused))
+#define WS_NOINLINE __attribute__((noinline))
+#else
+#define WS_MAYBE_UNUSED
+#define WS_NOINLINE
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WS_HAVE_VEC 1
+typedef float ws_vf __attribute__((vector_size(32), aligned(4)));
+typedef double ws_vd __attribute__((vector_size(32), aligned(8)));
+#else
+#define WS_HAVE_VEC 0
+#endif
+
+#define WS_VL_float 8
+#define WS_VL_double 4
+/* A vector of copies of one value (one vbroadcastss/sd from memory). */
+#define WS_BCAST_float(v) ((ws_vf){v, v, v, v, v, v, v, v})
+#define WS_BCAST_double(v) ((ws_vd){v, v, v, v})
+
+/* a * b + c. Written out, never left to the compiler's contraction (the
+ * extension is built with -ffp-contract=off): whether GCC fuses a multiply
+ * and an add depends on the code around it, and it fused the same source
+ * line in one inlined copy and not in another, so the same row came out
+ * differently from the checked and unchecked SpMV. Fused where the target
+ * has FMA instructions, two roundings elsewhere; the same for every row. */
+#if defined(__FMA__) && defined(__AVX__) && WS_HAVE_VEC
+#include <immintrin.h>
+#define WS_FMA_float(a, b, c) __builtin_fmaf((a), (b), (c))
+#define WS_FMA_double(a, b, c) __builtin_fma((a), (b), (c))
+#define WS_VFMA_float(a, b, c) ((ws_vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define WS_VFMA_double(a, b, c)                                                   \
+    ((ws_vd)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#else
+#define WS_FMA_float(a, b, c) ((a) * (b) + (c))
+#define WS_FMA_double(a, b, c) ((a) * (b) + (c))
+#define WS_VFMA_float(a, b, c) ((a) * (b) + (c))
+#define WS_VFMA_double(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* The SpMM's register tiles (ws_spmm_rows) use the widest vectors the target
+ * has: 64-byte AVX-512 vectors where the compiler targets AVX-512F (a tile of
+ * 8 of them holds 128 float32 columns in 8 of its 32 registers, and each
+ * vector FMA does twice an AVX2 one's work), else the 32-byte ones above; the
+ * last (< 64-byte) columns take one 32-byte tile and then ws_rest (masked
+ * 64-byte loads there ran N = 8 at half the speed). Kernel A/B, 2 threads,
+ * X rows on 64-byte lines, float32, K = 4096, N = 64: density 0.1 106 -> 141
+ * GFLOP/s, density 0.01 88 -> 129. Rows off the lines lose most of that (a
+ * 64-byte load then touches two lines): the products read X from an aligned
+ * copy (_spmm.pyx, _spmm_parts). The other kernels keep 32-byte vectors. */
+#if WS_HAVE_VEC && defined(__AVX512F__)
+#define WS_TILE_VBYTES 64
+typedef float ws_tvf __attribute__((vector_size(64), aligned(4)));
+typedef double ws_tvd __attribute__((vector_size(64), aligned(8)));
+#define WS_TILE_BCAST_float(v) ((ws_tvf)_mm512_set1_ps(v))
+#define WS_TILE_BCAST_double(v) ((ws_tvd)_mm512_set1_pd(v))
+#define WS_TILE_VFMA_float(a, b, c) ((ws_tvf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define WS_TILE_VFMA_double(a, b, c)                                              \
+    ((ws_tvd)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#else
+#define WS_TILE_VBYTES 32
+#define ws_tvf ws_vf
+#define ws_tvd ws_vd
+#define WS_TILE_BCAST_float WS_BCAST_float
+#define WS_TILE_BCAST_double WS_BCAST_double
+#define WS_TILE_VFMA_float WS_VFMA_float
+#define WS_TILE_VFMA_double WS_VFMA_double
+#endif
+#define WS_TV_float ws_tvf
+#define WS_TV_double ws_tvd
+
+/* Non-temporal (streaming) stores of whole tile vectors, for results too big
+ * to stay in cache: they skip reading each line of Y before writing it. Set
+ * WS_STREAM_Y in ws_spmm_rows' pf only for Y, ldy and the panel's first
+ * column on WS_TILE_VBYTES boundaries (the Python layer checks). */
+#define WS_STREAM_Y 2
+#if WS_HAVE_VEC && defined(__AVX512F__)
+#define WS_TILE_STREAM_float(p, v) _mm512_stream_ps((float *)(p), (__m512)(v))
+#define WS_TILE_STREAM_double(p, v) _mm512_stream_pd((double *)(p), (__m512d)(v))
+#endif
+#if WS_HAVE_VEC && defined(__AVX__)
+#include <immintrin.h>
+#define WS_STREAM_float(p, v) _mm256_stream_ps((float *)(p), (__m256)(v))
+#define WS_STREAM_double(p, v) _mm256_stream_pd((double *)(p), (__m256d)(v))
+#define WS_SFENCE() _mm_sfence()
+#else
+#define WS_STREAM_float(p, v) (*(ws_vf *)(p) = (v))
+#define WS_STREAM_double(p, v) (*(ws_vd *)(p) = (v))
+#define WS_SFENCE() ((void)0)
+#endif
+#ifndef WS_TILE_STREAM_float
+#define WS_TILE_STREAM_float WS_STREAM_float
+#define WS_TILE_STREAM_double WS_STREAM_double
+#endif
+#define WS_V_float ws_vf
+#define WS_V_double ws_vd
+#define WS_TILE_VL_float (WS_TILE_VBYTES / 4)
+#define WS_TILE_VL_double (WS_TILE_VBYTES / 8)
+
+#endif

@@ -1,0 +1,478 @@
+/*
+ * SpMV rows: ws_spmv_rows and its checked version (WS_DEFINE_SPMV_ROWS).
+ * Part of _axpy_tiles.h (which includes every part and instantiates the
+ * kernels); moved here verbatim.
+ */
+#ifndef WSESPARSE_TILES_SPMV_H
+#define WSESPARSE_TILES_SPMV_H
+
+#include "_tiles_base.h"
+
+/*
+ * SpMV. Every function comes twice: plain, and "_chk" for one-shot products
+ * whose column indices nobody has checked yet; both sum every row the same
+ * way. In parts of long rows the _chk ones compare each index with the
+ * column count just before using it (one fused compare-and-branch, never
+ * taken on valid input) and stop with *bad = 1 on the first one out of
+ * range: a separate pass over all indices before the product cost one-shot
+ * SpMV 20-25 % at K = 4096, density 0.1 (the pass is memory-bound, the
+ * compares in the loop are nearly free). In parts of short rows the compares
+ * cost more than the product's few instructions per row save, so there each
+ * block of WS_CHECK_BLOCK nonzeros is checked (vectorized) just before use.
+ *
+ * ws_spmv_row[_chk]_<T>_<I>(indices, data, x, p0, p1, lim, bad): the sum
+ * over p0 <= p < p1 of data[p] * x[indices[p]] for rows shorter than
+ * WS_SPMV_VEC_NNZ_<T> (see ws_spmv_rows), in a fixed order. Kept out of the
+ * auto-vectorizer (WS_SCALAR_LOOP): it would turn
+ * the x[indices[p]] loads into gather instructions, slower than scalar loads
+ * on many x86 cores (AMD Zen in particular). GCC does not inline a function
+ * with its own optimize attribute into one without, so its callers carry the
+ * attribute too.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define WS_SCALAR_LOOP __attribute__((optimize("no-tree-vectorize")))
+#else
+#define WS_SCALAR_LOOP
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define WS_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define WS_ALWAYS_INLINE
+#endif
+/* Index q out of range (only in the _chk functions; ws_u_ is I made unsigned,
+ * so one comparison also catches negative indices). Functions using it declare
+ * WS_CHK_TYPES(U, CHK) first. */
+#define WS_CHK_TYPES(U, CHK) typedef U ws_u_; enum { ws_chk_ = CHK };
+#define WS_OOR(q) (ws_chk_ && (ws_u_)indices[q] >= lim)
+#define WS_OOR8(q) (WS_OOR(q) || WS_OOR((q) + 1) || WS_OOR((q) + 2) || WS_OOR((q) + 3) || \
+                    WS_OOR((q) + 4) || WS_OOR((q) + 5) || WS_OOR((q) + 6) || WS_OOR((q) + 7))
+#if WS_HAVE_VEC
+/* Rows of fewer than WS_SPMV_HMIN_<T> (8) nonzeros: one scalar chain. Longer
+ * ones: 16-byte vectors of H values (4 float32, 2 float64) times their
+ * x[indices[p]] (lanes filled by scalar loads), two accumulators, one more
+ * 16-byte step if H are left, the last < H scalar. This replaced eight scalar
+ * partial sums, the same arrangement as MKL's CSR SpMV kernel (which torch
+ * calls, and which ran 16384^2 density 0.001 float32 in 84 us against our
+ * 116): fewer loads per nonzero and a tail of at most 3 instead of 7. C
+ * harness (not committed; Poisson row lengths, K = 16384, 2 threads, AVX2 Zen
+ * 3, nonzeros per ns, old -> new): float32 mean 12 2.36 -> 3.39, 16 2.37 ->
+ * 3.65, 24 2.72 -> 3.66, means 4-8 unchanged (2.75, 3.14); float64 mean 16
+ * 2.42 -> 2.97 in one run, 2.49 -> 2.46 in the next, means 4-8 unchanged.
+ * The vector steps from 4 nonzeros on (HMIN 4) lost at mean 4 (2.78 -> 2.44)
+ * and gained less at 16 (2.57). */
+typedef float ws_hf __attribute__((vector_size(16), aligned(4)));
+typedef double ws_hd __attribute__((vector_size(16), aligned(8)));
+#define WS_HV_float ws_hf
+#define WS_HV_double ws_hd
+#define WS_XH_float(x, ix, p) ((ws_hf){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]]})
+#define WS_XH_double(x, ix, p) ((ws_hd){x[ix[p]], x[ix[p + 1]]})
+#define WS_HSUMH_float(h) (((h)[0] + (h)[2]) + ((h)[1] + (h)[3]))
+#define WS_HSUMH_double(h) ((h)[0] + (h)[1])
+#if defined(__FMA__) && defined(__AVX__)
+#define WS_HFMA_float(a, b, c) ((ws_hf)_mm_fmadd_ps((__m128)(a), (__m128)(b), (__m128)(c)))
+#define WS_HFMA_double(a, b, c) ((ws_hd)_mm_fmadd_pd((__m128d)(a), (__m128d)(b), (__m128d)(c)))
+#else
+#define WS_HFMA_float(a, b, c) ((a) * (b) + (c))
+#define WS_HFMA_double(a, b, c) ((a) * (b) + (c))
+#endif
+#define WS_OORH(q) (H == 4 ? (WS_OOR(q) || WS_OOR((q) + 1) || WS_OOR((q) + 2) ||     \
+                              WS_OOR((q) + 3)) : (WS_OOR(q) || WS_OOR((q) + 1)))
+#ifndef WS_SPMV_HMIN_float
+#define WS_SPMV_HMIN_float 8
+#endif
+#ifndef WS_SPMV_HMIN_double
+#define WS_SPMV_HMIN_double 8
+#endif
+#define WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                     \
+WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                      \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    typedef WS_HV_##T HV;                                                         \
+    enum { H = 16 / sizeof(T) };                                                  \
+    WS_CHK_TYPES(U, CHK)                                                          \
+    T s = 0;                                                                      \
+    (void)lim;                                                                    \
+    if (p + WS_SPMV_HMIN_##T > p1) {                                              \
+        /* A loop of its own, not the tail loop below: sharing that one cost */   \
+        /* rows of ~4 nonzeros 20-50 % (C harness, K = 16384, 2 threads). */      \
+        for (; p < p1; ++p) {                                                     \
+            if (WS_OOR(p)) goto out_of_range;                                     \
+            s = WS_FMA_##T(data[p], x[indices[p]], s);                            \
+        }                                                                         \
+        return s;                                                                 \
+    }                                                                             \
+    HV a0 = (HV){0}, a1 = (HV){0};                                                \
+    for (; p + 2 * H <= p1; p += 2 * H) {                                         \
+        if (WS_OORH(p) || WS_OORH(p + H)) goto out_of_range;                      \
+        a0 = WS_HFMA_##T(*(const HV *)(data + p), WS_XH_##T(x, indices, p), a0);  \
+        a1 = WS_HFMA_##T(*(const HV *)(data + p + H), WS_XH_##T(x, indices, p + H), a1); \
+    }                                                                             \
+    if (p + H <= p1) {                                                            \
+        if (WS_OORH(p)) goto out_of_range;                                        \
+        a0 = WS_HFMA_##T(*(const HV *)(data + p), WS_XH_##T(x, indices, p), a0);  \
+        p += H;                                                                   \
+    }                                                                             \
+    a0 += a1;                                                                     \
+    s = WS_HSUMH_##T(a0);                                                         \
+    for (; p < p1; ++p) {                                                         \
+        if (WS_OOR(p)) goto out_of_range;                                         \
+        s = WS_FMA_##T(data[p], x[indices[p]], s);                                \
+    }                                                                             \
+    return s;                                                                     \
+out_of_range:                                                                     \
+    *bad = 1;                                                                     \
+    return 0;                                                                     \
+}
+#else /* without vector extensions: eight scalar partial sums hide the add latency */
+#define WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                     \
+WS_SCALAR_LOOP static inline T ws_spmv_row##SFX##_##T##_##I(                      \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    WS_CHK_TYPES(U, CHK)                                                          \
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                             \
+    (void)lim;                                                                    \
+    if (p + 8 > p1) {                                                             \
+        /* Short rows: one loop, one loop-exit branch to mispredict; the */       \
+        /* out-of-order core overlaps consecutive rows' sums. */                  \
+        for (; p < p1; ++p) {                                                     \
+            if (WS_OOR(p)) goto out_of_range;                                     \
+            s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                          \
+        }                                                                         \
+        return s0;                                                                \
+    }                                                                             \
+    /* Longer rows: eight partial sums (the add latency bounds one). */           \
+    T s4 = 0, s5 = 0, s6 = 0, s7 = 0;                                             \
+    for (; p + 8 <= p1; p += 8) {                                                 \
+        if (WS_OOR8(p)) goto out_of_range;                                        \
+        s0 = WS_FMA_##T(data[p], x[indices[p]], s0);                              \
+        s1 = WS_FMA_##T(data[p + 1], x[indices[p + 1]], s1);                      \
+        s2 = WS_FMA_##T(data[p + 2], x[indices[p + 2]], s2);                      \
+        s3 = WS_FMA_##T(data[p + 3], x[indices[p + 3]], s3);                      \
+        s4 = WS_FMA_##T(data[p + 4], x[indices[p + 4]], s4);                      \
+        s5 = WS_FMA_##T(data[p + 5], x[indices[p + 5]], s5);                      \
+        s6 = WS_FMA_##T(data[p + 6], x[indices[p + 6]], s6);                      \
+        s7 = WS_FMA_##T(data[p + 7], x[indices[p + 7]], s7);                      \
+    }                                                                             \
+    for (; p < p1; ++p) {                                                         \
+        if (WS_OOR(p)) goto out_of_range;                                         \
+        s4 = WS_FMA_##T(data[p], x[indices[p]], s4);                              \
+    }                                                                             \
+    s0 += s4; s1 += s5; s2 += s6; s3 += s7;                                       \
+    return (s0 + s1) + (s2 + s3);                                                 \
+out_of_range:                                                                     \
+    *bad = 1;                                                                     \
+    return 0;                                                                     \
+}
+#endif
+
+/*
+ * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols):
+ *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
+ * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
+ * range, y then being partly written. Rows of at least WS_SPMV_VEC_NNZ_<T>
+ * nonzeros (three float32 vectors' worth) take VL of them per step: their values
+ * loaded as one vector, the x[indices[p]] put together lane by lane (scalar
+ * loads inserted into a vector, not a gather instruction: gathers are slower
+ * on Zen), one vector FMA into one of two accumulators; about 2 loads per
+ * nonzero instead of 3 (K = 4096, density 0.1, float32: 1.3x the scalar loop
+ * on one thread). The lanes are summed as a tree, the last (< VL) nonzeros in
+ * two chains. Shorter rows take ws_spmv_row. float32 rows of 16-23 went the
+ * vector way until a C harness (2 threads, AVX2 Zen 3, random rows of
+ * Poisson-distributed length) put 24 ahead: mean 16 per row, K = 16384: 4.02
+ * -> 4.34 GFLOP/s (1 thread 1.81 -> 2.04), mean 41 and 164: unchanged (+-2
+ * %); near the threshold a row's way is a coin toss for the branch
+ * predictor. float64 keeps 16 (not measured again; not two of its 4-lane
+ * vectors, 8: rows of 8-15 gain little from the vector steps, and parts of
+ * short rows then meet a long one less often, see ws_spmv_scalar_rows).
+ */
+#ifndef WS_SPMV_VEC_NNZ_float
+#define WS_SPMV_VEC_NNZ_float 24
+#endif
+#ifndef WS_SPMV_VEC_NNZ_double
+#define WS_SPMV_VEC_NNZ_double 16
+#endif
+#if WS_HAVE_VEC
+#define WS_XV_float(x, ix, p) ((ws_vf){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]], \
+                                       x[ix[p + 4]], x[ix[p + 5]], x[ix[p + 6]], x[ix[p + 7]]})
+#define WS_XV_double(x, ix, p) ((ws_vd){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]]})
+#if defined(__AVX2__)
+#include <immintrin.h>
+/* Whether one of the int32 indices ix[0:16] (ix[0:8]) is out of range:
+ * unsigned v >= lim as max(v, lim) == v, 8 at a time, one test and branch
+ * (int64 indices take the scalar compares). */
+static inline int ws_oor_i32(const int32_t *ix, __m256i lim)  /* ix[0:16] */
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)ix);
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(ix + 8));
+    const __m256i m = _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_max_epu32(a, lim), a),
+                                      _mm256_cmpeq_epi32(_mm256_max_epu32(b, lim), b));
+    return !_mm256_testz_si256(m, m);
+}
+static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
+{
+    const __m256i a = _mm256_loadu_si256((const __m256i *)ix);
+    const __m256i m = _mm256_cmpeq_epi32(_mm256_max_epu32(a, lim), a);
+    return !_mm256_testz_si256(m, m);
+}
+#define WS_OORV2(q) (ws_chk_ && (sizeof(ws_u_) == 4                               \
+    ? (VL == 8 ? ws_oor_i32((const int32_t *)indices + (q), limv)                 \
+               : ws_oor_i32_8((const int32_t *)indices + (q), limv))              \
+    : (WS_OOR_VL(q) || WS_OOR_VL((q) + VL))))
+#define WS_OORV1(q) (ws_chk_ && (sizeof(ws_u_) == 4 && VL == 8                    \
+    ? ws_oor_i32_8((const int32_t *)indices + (q), limv) : WS_OOR_VL(q)))
+#define WS_LIMV __m256i limv = _mm256_set1_epi32((int32_t)lim); (void)limv;
+#else
+#define WS_OORV2(q) (WS_OOR_VL(q) || WS_OOR_VL((q) + VL))
+#define WS_OORV1(q) WS_OOR_VL(q)
+#define WS_LIMV
+#endif
+#define WS_OOR_VL(q) (VL == 8 ? WS_OOR8(q) : (WS_OOR(q) || WS_OOR((q) + 1) ||     \
+                                            WS_OOR((q) + 2) || WS_OOR((q) + 3)))
+/* Sum of a vector's lanes as a tree: log2(VL) add latencies, not VL. */
+typedef float ws_vf4 __attribute__((vector_size(16)));
+typedef double ws_vd2 __attribute__((vector_size(16)));
+static inline float WS_HSUM_float(ws_vf a)
+{
+    ws_vf4 h = (ws_vf4){a[0], a[1], a[2], a[3]} + (ws_vf4){a[4], a[5], a[6], a[7]};
+    return (h[0] + h[2]) + (h[1] + h[3]);
+}
+static inline double WS_HSUM_double(ws_vd a)
+{
+    ws_vd2 h = (ws_vd2){a[0], a[1]} + (ws_vd2){a[2], a[3]};
+    return h[0] + h[1];
+}
+/* With AVX-512, ws_spmv_vrow takes 64 bytes of values per step and their
+ * x[indices[p]] with gather instructions (ws_gdot_<T>_<I>; int64 indices the
+ * same way, so that they give int32's bits), the last (< 64 bytes) through
+ * masked gathers; the lanes are summed by _mm512_reduce_add (a fixed tree).
+ * Checked rows compare each step's indices with lim before gathering.
+ *
+ * ws_gx_<T>_<I>(m, ix, x, lim, chk, oor): x[ix[k]] in the lanes k of mask m
+ * (0 elsewhere); with chk, sets *oor and gathers nothing if one of those
+ * indices is >= lim (unsigned: negative ones too). */
+#if WS_HAVE_VEC && defined(__AVX512F__)
+#define WS_SPMV_GATHER 1
+static inline ws_tvf ws_gx_float_int32_t(__mmask16 m, const int32_t *ix, const float *x,
+                                         uint64_t lim, int chk, int *oor)
+{
+    const __m512i i = _mm512_maskz_loadu_epi32(m, ix);
+    if (chk && _mm512_mask_cmpge_epu32_mask(m, i, _mm512_set1_epi32((int32_t)lim))) {
+        *oor = 1;
+        return (ws_tvf){0};
+    }
+    return (ws_tvf)_mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, i, x, 4);
+}
+static inline ws_tvf ws_gx_float_int64_t(__mmask16 m, const int64_t *ix, const float *x,
+                                         uint64_t lim, int chk, int *oor)
+{
+    const __mmask8 lo = (__mmask8)m, hi = (__mmask8)(m >> 8);
+    const __m512i i0 = _mm512_maskz_loadu_epi64(lo, ix), i1 = _mm512_maskz_loadu_epi64(hi, ix + 8);
+    const __m512i lv = _mm512_set1_epi64((int64_t)lim);
+    if (chk && (_mm512_mask_cmpge_epu64_mask(lo, i0, lv) | _mm512_mask_cmpge_epu64_mask(hi, i1, lv))) {
+        *oor = 1;
+        return (ws_tvf){0};
+    }
+    const __m256 g0 = _mm512_mask_i64gather_ps(_mm256_setzero_ps(), lo, i0, x, 4);
+    const __m256 g1 = _mm512_mask_i64gather_ps(_mm256_setzero_ps(), hi, i1, x, 4);
+    return (ws_tvf)_mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(g0)),
+                                                       _mm256_castps_pd(g1), 1));
+}
+static inline ws_tvd ws_gx_double_int32_t(__mmask8 m, const int32_t *ix, const double *x,
+                                          uint64_t lim, int chk, int *oor)
+{
+    const __m256i i = _mm256_maskz_loadu_epi32(m, ix);
+    if (chk && _mm256_mask_cmpge_epu32_mask(m, i, _mm256_set1_epi32((int32_t)lim))) {
+        *oor = 1;
+        return (ws_tvd){0};
+    }
+    return (ws_tvd)_mm512_mask_i32gather_pd(_mm512_setzero_pd(), m, i, x, 8);
+}
+static inline ws_tvd ws_gx_double_int64_t(__mmask8 m, const int64_t *ix, const double *x,
+                                          uint64_t lim, int chk, int *oor)
+{
+    const __m512i i = _mm512_maskz_loadu_epi64(m, ix);
+    if (chk && _mm512_mask_cmpge_epu64_mask(m, i, _mm512_set1_epi64((int64_t)lim))) {
+        *oor = 1;
+        return (ws_tvd){0};
+    }
+    return (ws_tvd)_mm512_mask_i64gather_pd(_mm512_setzero_pd(), m, i, x, 8);
+}
+#define WS_G_MASK_float __mmask16
+#define WS_G_MASK_double __mmask8
+#define WS_G_MLOADZ_float(m, p) ((ws_tvf)_mm512_maskz_loadu_ps((m), (p)))
+#define WS_G_MLOADZ_double(m, p) ((ws_tvd)_mm512_maskz_loadu_pd((m), (p)))
+#define WS_G_REDUCE_float(v) _mm512_reduce_add_ps((__m512)(v))
+#define WS_G_REDUCE_double(v) _mm512_reduce_add_pd((__m512d)(v))
+#define WS_DEFINE_GDOT(T, I)                                                      \
+static inline T ws_gdot_##T##_##I(const I *ix, const T *d, const T *x,            \
+                                  ptrdiff_t p, ptrdiff_t p1, uint64_t lim,        \
+                                  int chk, int *bad)                              \
+{                                                                                 \
+    typedef WS_TV_##T V;                                                          \
+    typedef WS_G_MASK_##T M;                                                      \
+    enum { W = WS_TILE_VL_##T };                                                  \
+    const M all = (M)~(M)0;                                                       \
+    V a0 = (V){0}, a1 = (V){0};                                                   \
+    int oor = 0;                                                                  \
+    for (; p + 2 * W <= p1; p += 2 * W) {                                         \
+        const V g0 = ws_gx_##T##_##I(all, ix + p, x, lim, chk, &oor);             \
+        const V g1 = ws_gx_##T##_##I(all, ix + p + W, x, lim, chk, &oor);         \
+        if (chk && oor) goto out_of_range;                                        \
+        a0 = WS_TILE_VFMA_##T(WS_G_MLOADZ_##T(all, d + p), g0, a0);               \
+        a1 = WS_TILE_VFMA_##T(WS_G_MLOADZ_##T(all, d + p + W), g1, a1);           \
+    }                                                                             \
+    for (; p < p1; p += W) {                                                      \
+        const M m = p1 - p >= W ? all : (M)((1u << (p1 - p)) - 1);                \
+        const V g = ws_gx_##T##_##I(m, ix + p, x, lim, chk, &oor);                \
+        if (chk && oor) goto out_of_range;                                        \
+        a1 = WS_TILE_VFMA_##T(WS_G_MLOADZ_##T(m, d + p), g, a1);                  \
+    }                                                                             \
+    return WS_G_REDUCE_##T(a0 + a1);                                              \
+out_of_range:                                                                     \
+    *bad = 1;                                                                     \
+    return 0;                                                                     \
+}
+WS_DEFINE_GDOT(float, int32_t)
+WS_DEFINE_GDOT(float, int64_t)
+WS_DEFINE_GDOT(double, int32_t)
+WS_DEFINE_GDOT(double, int64_t)
+#define WS_GDOT_FIRST(T, I, CHK)                                                  \
+    return ws_gdot_##T##_##I(indices, data, x, p, p1, (uint64_t)lim, CHK, bad);
+#else
+#define WS_SPMV_GATHER 0
+#define WS_GDOT_FIRST(T, I, CHK)
+#endif
+/* With the gathers, rows from WS_SPMV_GATHER_NNZ nonzeros on take them once x
+ * is larger than WS_SPMV_GATHER_X_BYTES: a gather's loads then miss L1 in
+ * parallel where scalar loads queued (K = 16384, float32, 2 threads: 8
+ * nonzeros per row 5.0 -> 7.4 GFLOP/s against rows from 8 on, 16 per row 6.5
+ * -> 8.0 against rows from 16 on); with x in L1 the scalar loads kept rows
+ * below 16 faster (K = 4096, 4 per row: 4.9 vs 3.8). */
+#define WS_SPMV_GATHER_NNZ 4
+#define WS_SPMV_GATHER_X_BYTES 32768
+/* ws_spmv_vrow[_chk]_<T>_<I>: ws_spmv_row for rows of at least
+ * WS_SPMV_VEC_NNZ_<T> nonzeros, VL of them per step. */
+#define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
+WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(    \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    enum { VL = WS_VL_##T };                                                      \
+    WS_GDOT_FIRST(T, I, CHK)                                                      \
+    WS_CHK_TYPES(U, CHK)                                                          \
+    WS_LIMV                                                                       \
+    VT a0 = (VT){0}, a1 = (VT){0};                                                \
+    (void)lim;                                                                    \
+    for (; p + 2 * VL <= p1; p += 2 * VL) {                                       \
+        if (WS_OORV2(p)) goto out_of_range;                                       \
+        a0 = WS_VFMA_##T(*(const VT *)(data + p), WS_XV_##T(x, indices, p), a0);  \
+        a1 = WS_VFMA_##T(*(const VT *)(data + p + VL), WS_XV_##T(x, indices, p + VL), a1); \
+    }                                                                             \
+    if (p + VL <= p1) {                                                           \
+        if (WS_OORV1(p)) goto out_of_range;                                       \
+        a1 = WS_VFMA_##T(*(const VT *)(data + p), WS_XV_##T(x, indices, p), a1);  \
+        p += VL;                                                                  \
+    }                                                                             \
+    T s = WS_HSUM_##T(a0 + a1), t = 0;                                            \
+    for (; p + 2 <= p1; p += 2) {                                                 \
+        if (WS_OOR(p) || WS_OOR(p + 1)) goto out_of_range;                        \
+        s = WS_FMA_##T(data[p], x[indices[p]], s);                                \
+        t = WS_FMA_##T(data[p + 1], x[indices[p + 1]], t);                        \
+    }                                                                             \
+    if (p < p1) {                                                                 \
+        if (WS_OOR(p)) goto out_of_range;                                         \
+        s = WS_FMA_##T(data[p], x[indices[p]], s);                                \
+    }                                                                             \
+    return s + t;                                                                 \
+out_of_range:                                                                     \
+    *bad = 1;                                                                     \
+    return 0;                                                                     \
+}
+#else
+#define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
+WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(    \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    return ws_spmv_row##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);       \
+}
+#endif
+/* Checked (one-shot) parts of rows averaging fewer than
+ * WS_SPMV_CHK_LOOP_NNZ_<T> nonzeros per row are the "short rows" of the SpMV
+ * comment above (block pass, then the unchecked product: K = 4096, density
+ * 0.001, +0.8 us on a 12 us product where the compares cost +5); the others
+ * compare in the loop. The switch sat at WS_SPMV_VEC_NNZ_<T> until a C harness (2
+ * threads, K = 16384, Poisson rows, AVX2 Zen 3, checked us, in-loop -> block)
+ * showed float64 mean 16 134 -> 98-110, mean 20 148-188 -> 125-135, mean 24
+ * 162 both, 28 179 -> 185; float32 mean 24 166 -> 121, 28 176-184 -> 137,
+ * 32 195 -> 182, 36 210 -> 207, 41 234 both. */
+#ifndef WS_SPMV_CHK_LOOP_NNZ_float
+#define WS_SPMV_CHK_LOOP_NNZ_float 40
+#endif
+#ifndef WS_SPMV_CHK_LOOP_NNZ_double
+#define WS_SPMV_CHK_LOOP_NNZ_double 24
+#endif
+/* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
+ * VROW if it has at least vmin nonzeros, else ROW. */
+#define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW)                          \
+WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                   \
+    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
+    ptrdiff_t r0, ptrdiff_t r1, U lim, ptrdiff_t vmin)                            \
+{                                                                                 \
+    int bad = 0;                                                                  \
+    for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
+        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
+        y[i] = p1 - p >= vmin ? VROW(indices, data, x, p, p1, lim, &bad)          \
+                              : ROW(indices, data, x, p, p1, lim, &bad);          \
+    }                                                                             \
+    return bad;                                                                   \
+}
+/* Every row of at least WS_SPMV_VEC_NNZ_<T> nonzeros is summed by
+ * ws_spmv_vrow, every shorter one by ws_spmv_row, whichever rows function
+ * (chosen per part, i.e. per thread count) runs it: the rows function only
+ * decides whether the long-row code is inlined (vector_rows) or called
+ * (scalar_rows, whose short rows ran 12 % slower beside the inlined copy). */
+#define WS_DEFINE_SPMV_ROWS(T, VT, I, U, CHK, SFX)                                \
+WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                             \
+WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                        \
+WS_SCALAR_LOOP __attribute__((noinline)) static T ws_spmv_vrow_call##SFX##_##T##_##I( \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    return ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);      \
+}                                                                                 \
+WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_scalar_rows##SFX##_##T##_##I,             \
+                       ws_spmv_vrow_call##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I) \
+WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_vector_rows##SFX##_##T##_##I,             \
+                       ws_spmv_vrow##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I) \
+static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,       \
+                                         const T *data, const T *x, T *y,         \
+                                         ptrdiff_t r0, ptrdiff_t r1,              \
+                                         ptrdiff_t n_cols)                        \
+{                                                                                 \
+    const U lim = ws_col_limit_##I(n_cols);                                       \
+    const ptrdiff_t vmin = WS_SPMV_GATHER                                         \
+        && n_cols * (ptrdiff_t)sizeof(T) > WS_SPMV_GATHER_X_BYTES                 \
+        ? WS_SPMV_GATHER_NNZ : WS_SPMV_VEC_NNZ_##T;                               \
+    const ptrdiff_t nnz = indptr[r1] - indptr[r0];                                \
+    const int vec = nnz >= vmin * (r1 - r0);                                      \
+    if (vec && (!CHK || nnz >= WS_SPMV_CHK_LOOP_NNZ_##T * (r1 - r0)))             \
+        return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
+    if (!CHK)                                                                     \
+        return ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
+    /* Short rows: see WS_SPMV_CHK_LOOP_NNZ_<T>. */                               \
+    for (ptrdiff_t i = r0, j; i < r1; i = j) {                                    \
+        j = ws_block_end_##I(indptr, i, r1);                                      \
+        if (ws_indices_out_of_range_##I(indices, indptr[i], indptr[j], n_cols))   \
+            return 1;                                                             \
+        if (vec)                                                                  \
+            ws_spmv_vector_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
+        else                                                                      \
+            ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
+    }                                                                             \
+    return 0;                                                                     \
+}
+
+#endif
