@@ -253,11 +253,7 @@ class CSR(LinearOperator):
         What scipy's ``toarray`` gives, bit for bit (``_csr_tools.densify_into``),
         into a pooled buffer when large (``empty_output``: warm pages in a loop).
         On one thread: BLAS's threads still spin after the previous product's
-        GEMM, and two threads here then lost to one (4096^2, density 0.5, N =
-        256, one-shot calls in a loop, 10 rounds alternating, min / median ms:
-        float32 scipy toarray 68.1 / 73.4, two threads 74.1 / 80.8, one 69.3 /
-        71.6; float64 138.7 / 142.5, 138.6 / 142.2, 134.4 / 135.6), though
-        alone they build it twice as fast (float32 20.6 -> 10.6 ms). With
+        GEMM (docs/tuning.md, "Dense dispatch"). With
         ``keep``, the latest one is cached, if it takes at most
         ``_dense_keep_bytes()``: a prepared operand that auto-dispatch sends to
         dense BLAS again and again then pays the densify cost once.
