@@ -178,16 +178,16 @@ def test_execute_operand_dtypes_and_layouts(xdtype):
     lists give the same Y as a C-contiguous float32 copy."""
     W = weights()
     X = (np.arange(12 * 6).reshape(12, 6) % 5).astype(xdtype)
-    want, _ = wafer.execute_gemm(W, np.ascontiguousarray(X, dtype=np.float32), machine=SMALL)
+    want, _ = wafer.execute_gemm(W, np.ascontiguousarray(X, dtype=np.float32), machine=SMALL, dtype="float32")
     ro = np.array(X)
     ro.flags.writeable = False
     for Xv in (np.asfortranarray(X), ro, X.tolist()):
-        Y, _ = wafer.execute_gemm(W, Xv, machine=SMALL)
+        Y, _ = wafer.execute_gemm(W, Xv, machine=SMALL, dtype="float32")
         assert Y.dtype == np.float32
         np.testing.assert_array_equal(Y, want)
     Xr = np.asfortranarray(X)[::-1, ::-1]
-    Y, _ = wafer.execute_gemm(W, Xr, machine=SMALL)
-    want_r, _ = wafer.execute_gemm(W, np.ascontiguousarray(Xr, dtype=np.float32), machine=SMALL)
+    Y, _ = wafer.execute_gemm(W, Xr, machine=SMALL, dtype="float32")
+    want_r, _ = wafer.execute_gemm(W, np.ascontiguousarray(Xr, dtype=np.float32), machine=SMALL, dtype="float32")
     np.testing.assert_array_equal(Y, want_r)
 
 
@@ -219,7 +219,7 @@ def test_execute_sram_too_small_still_runs_and_says_so():
     (costed at one token per core) and the report says it does not fit."""
     tiny = dataclasses.replace(SMALL, sram_bytes=1)
     X = np.ones((12, 3))
-    Y, rep = wafer.execute_gemm(weights(), X, machine=tiny)
+    Y, rep = wafer.execute_gemm(weights(), X, machine=tiny, dtype="float32")
     assert not rep.sram_fits and "does NOT fit" in rep.layout_note
     np.testing.assert_allclose(Y, weights() @ X, rtol=1e-5)
     assert wafer.estimate_gemm(weights(), 3, machine=tiny, dtype="float32").cycles == rep.cycles

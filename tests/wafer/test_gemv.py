@@ -13,9 +13,10 @@ def test_execute_gemv_matches_numpy(reduction, method):
     m = dataclasses.replace(wafer.WSE2, rows=3, cols=5)
     A = sp.random(37, 29, density=0.3, format="csr", random_state=4)
     x = np.random.default_rng(1).standard_normal(29)
-    y, rep = wafer.execute_gemv(A, x, machine=m, balance=method, reduction=reduction)
+    y, rep = wafer.execute_gemv(A, x, machine=m, balance=method, reduction=reduction,
+                              dtype="float32")
     np.testing.assert_allclose(y, A @ x, rtol=1e-5, atol=1e-5)
-    assert rep.cycles == wafer.estimate_gemv(A, machine=m, balance=method).cycles
+    assert rep.cycles == wafer.estimate_gemv(A, machine=m, balance=method, dtype="float32").cycles
 
 
 def test_gemv_golden_dense_2x4():
@@ -26,7 +27,7 @@ def test_gemv_golden_dense_2x4():
     chain 3*(2+1) = 9; ring 3*(ceil(2/4)+1) = 6; tree ceil(log2 4)*2 + 3 = 7.
     """
     m = dataclasses.replace(wafer.WSE2, rows=2, cols=4)
-    rep = wafer.estimate_gemv(np.ones((4, 8)), machine=m, balance="identity")
+    rep = wafer.estimate_gemv(np.ones((4, 8)), machine=m, balance="identity", dtype="float32")
     assert rep.compute_cycles == 6
     assert rep.reduce_cycles == {"chain": 9, "ring": 6, "tree": 7}
     assert rep.cycles == {"chain": 15, "ring": 12, "tree": 13} and rep.best == "ring"

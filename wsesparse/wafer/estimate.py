@@ -35,7 +35,7 @@ from wsesparse._structure import check_sparse_structure
 from wsesparse.csr import CSR
 from wsesparse.wafer.balance import Assignment, balance as make_assignment
 from wsesparse.wafer.layout import Layout, make_layout
-from wsesparse.wafer.machine import DTYPE_BYTES, WSE2, Machine, check_dtype
+from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, check_dtype
 from wsesparse.wafer.report import GemmReport
 
 
@@ -159,7 +159,7 @@ def build_report(machine: Machine, csr, assign: Assignment, lay: Layout, balance
 
 
 def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robin",
-                  engines: int = 1, dtype="float16") -> GemmReport:
+                  engines: int = 1, dtype=DEFAULT_DTYPE) -> GemmReport:
     """Cycle estimate of ``Y = W @ X`` streamed through the wafer, without the arithmetic.
 
     Event-level (per output feature x physical row, see the module docstring),
@@ -176,7 +176,7 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
         'identity', 'contiguous', 'round_robin' (default, published) or 'greedy'.
     engines : int
         Engines sharing the batch; weights are broadcast to all of them.
-    dtype : {'float16', 'float32'}
+    dtype : {'float16', 'float32'}, default 'float16' (``machine.DEFAULT_DTYPE``, shared by every estimate_* and execute_*)
 
     Returns
     -------

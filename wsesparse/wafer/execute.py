@@ -19,7 +19,7 @@ import numpy as np
 from wsesparse._checks import as_dense_operand, check_allocation, describe
 from wsesparse.wafer.balance import Assignment
 from wsesparse.wafer.estimate import build_report, pass_parameters, plan_gemm
-from wsesparse.wafer.machine import WSE2, Machine
+from wsesparse.wafer.machine import DEFAULT_DTYPE, WSE2, Machine
 from wsesparse.wafer.report import GemmReport
 
 
@@ -146,7 +146,7 @@ def _check_memory(w_shape, n_tokens: int, machine: Machine, per_core: int, dtype
 
 
 def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: int = 1,
-                 dtype="float32") -> tuple[np.ndarray, GemmReport]:
+                 dtype=DEFAULT_DTYPE) -> tuple[np.ndarray, GemmReport]:
     """Run ``Y = W @ X`` through the simulated wafer and return ``(Y, report)``.
 
     The activations are cut into per-core tiles; each nonzero is routed to the
@@ -161,7 +161,8 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
     W : scipy sparse matrix or 2-D array, shape (M, K)
     X : array_like, shape (K, N)
     machine, balance, engines, dtype
-        As in :func:`estimate_gemm`. Tokens are split across engines; tokens
+        As in :func:`estimate_gemm` (dtype defaults to float16 in both, so the
+        same call with defaults gives the same cycle count). Tokens are split across engines; tokens
         beyond N in the last column group are zero padding.
 
     Returns
@@ -182,10 +183,13 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
     >>> m = dataclasses.replace(wafer.WSE2, rows=4, cols=3)
     >>> W = sp.random(20, 12, density=0.3, format="csr", random_state=1)
     >>> X = np.random.default_rng(0).standard_normal((12, 9))
-    >>> Y, rep = wafer.execute_gemm(W, X, machine=m)
+    >>> Y, rep = wafer.execute_gemm(W, X, machine=m, dtype="float32")
     >>> bool(np.allclose(Y, W @ X, rtol=1e-4, atol=1e-5))
     True
     >>> rep.cycles == wafer.estimate_gemm(W, 9, machine=m, dtype="float32").cycles
+    True
+    >>> # Defaults agree: both run float16 (``machine.DEFAULT_DTYPE``).
+    >>> wafer.execute_gemm(W, X, machine=m)[1].cycles == wafer.estimate_gemm(W, 9, machine=m).cycles
     True
     """
     Xa = as_dense_operand(X, "X")

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from wsesparse._checks import as_dense_operand, describe
 from wsesparse.wafer.balance import balance as make_assignment
 from wsesparse.wafer.estimate import as_csr_pattern
-from wsesparse.wafer.machine import DTYPE_BYTES, WSE2, Machine, check_dtype
+from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, check_dtype
 
 REDUCTIONS = ("chain", "ring", "tree")
 
@@ -125,7 +125,7 @@ def _cost(csr, dtype, rows, cols, machine, balance) -> GemvReport:
 
 
 def estimate_gemv(A, machine: Machine = WSE2, balance: str = "round_robin",
-                  dtype="float32") -> GemvReport:
+                  dtype=DEFAULT_DTYPE) -> GemvReport:
     """Cycle estimate of ``y = A @ x`` with A resident on the grid; compares reductions.
 
     Parameters
@@ -134,7 +134,7 @@ def estimate_gemv(A, machine: Machine = WSE2, balance: str = "round_robin",
     machine : Machine
     balance : str
         Balancer for both A's rows (over grid rows) and columns (over grid columns).
-    dtype : {'float16', 'float32'}
+    dtype : {'float16', 'float32'}, default 'float16' (``machine.DEFAULT_DTYPE``, shared by every estimate_* and execute_*)
 
     Returns
     -------
@@ -154,7 +154,7 @@ def estimate_gemv(A, machine: Machine = WSE2, balance: str = "round_robin",
 
 
 def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
-                 dtype="float32", reduction: str = "ring"):
+                 dtype=DEFAULT_DTYPE, reduction: str = "ring"):
     """Run ``y = A @ x`` block by block with the chosen reduction; return ``(y, report)``.
 
     Each core computes its partial ``y`` segment from its block and x segment
@@ -182,7 +182,8 @@ def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
         if arr.dtype.kind == "c":
             raise TypeError(f"the wafer model runs real dtypes only, {name} is {describe(arr)}")
     R, C = machine.rows, machine.cols
-    Ad = csr.astype(dtype)
+    Ad = csr.astype(np.float32)
+    Ad.data = csr.data.astype(dtype).astype(np.float32)  # values rounded to dtype
     xd = xa.astype(dtype).astype(np.float32)
     y = np.zeros(csr.shape[0], dtype=np.float32)
     for r in range(R):

@@ -34,7 +34,7 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.matmul import sparse_matmul
 from wsesparse.wafer.balance import balance as make_assignment
 from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, pass_parameters, plan_gemm
-from wsesparse.wafer.machine import DTYPE_BYTES, WSE2, Machine
+from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine
 from wsesparse.wafer.report import GemmReport
 
 # Mask messages carry only a 16-bit index (no value): two per 32-bit payload.
@@ -118,7 +118,7 @@ class GradientReport:
 
 
 def estimate_gradient(W, n_tokens: int, machine: Machine = WSE2, balance="round_robin",
-                      engines: int = 1, dtype="float16") -> GradientReport:
+                      engines: int = 1, dtype=DEFAULT_DTYPE) -> GradientReport:
     """Cycle estimate of the delta pass and the masked weight gradient.
 
     Parameters are those of :func:`estimate_gemm` (the forward pass of the same layer).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wsesparse._checks import check_int
-from wsesparse.wafer.machine import DTYPE_BYTES, Machine, check_dtype
+from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, Machine, check_dtype
 
 # The accumulator and partial-sum buffers are fp32 for both dtypes: fp16 FMACs
 # accumulate in fp32 (mixed precision), so the engine never sums in fp16.
@@ -67,7 +67,7 @@ def sram_bytes_per_token(machine: Machine, dtype: str, k_max: int, m_max: int) -
 
 
 def make_layout(machine: Machine, n_out: int, n_in: int, n_tokens: int,
-                features_per_row_max: int, engines: int = 1, dtype="float16") -> Layout:
+                features_per_row_max: int, engines: int = 1, dtype=DEFAULT_DTYPE) -> Layout:
     """Lay out a GEMM's activations on ``machine`` and split the batch into passes.
 
     Parameters

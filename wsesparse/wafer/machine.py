@@ -18,6 +18,12 @@ from wsesparse._checks import check_int, check_real
 # Operand dtypes the model knows how to cost: name -> bytes per value.
 DTYPE_BYTES = {"float16": 2, "float32": 4}
 
+# The one default dtype of every ``estimate_*`` and ``execute_*`` call: float16, the
+# weight-streaming format of the seeds (fp16 value + 16-bit index per 32-bit payload,
+# SDK sparse-tensor tutorial) and the format the FMAC rate of the presets is quoted in
+# (SIMD-4 fp16). Pass ``dtype="float32"`` for single precision.
+DEFAULT_DTYPE = "float16"
+
 
 @dataclass(frozen=True)
 class Machine:
