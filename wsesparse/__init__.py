@@ -8,6 +8,8 @@ from wsesparse.csr import CSR
 from wsesparse._outputs import release_cached_outputs
 from wsesparse.matmul import sparse_matmul
 from wsesparse.tlr import TLRBatch, TLRMatrix
+from wsesparse.accelerate import accelerated  # also wsesparse.accelerate.enable/disable
 
 __all__ = ["CSR", "sparse_matmul", "release_cached_outputs", "TLRMatrix", "TLRBatch"]
+__all__ += ["accelerated"]
 __version__ = "0.1.0"

@@ -1,0 +1,198 @@
+"""Opt-in acceleration of scipy's own CSR/CSC products, for code you do not own.
+
+``with wsesparse.accelerated(): ...`` (or :func:`enable` / :func:`disable`)
+routes the products of scipy CSR and CSC matrices and arrays with dense
+operands through :func:`wsesparse.sparse_matmul`, wherever they come from:
+``A @ x``, ``A.dot(x)``, ``A * x`` for ``spmatrix``, ``x @ A``, and the
+LinearOperators scipy builds from the matrices (``aslinearoperator(A)``, and
+so ``cg``, ``minres``, ``lsqr``, ``eigsh``, ... on a scipy matrix).
+
+How: scipy validates every such product (scalars, shapes, sparse operands,
+np.matrix containers, ``(n, 1)`` columns) in ``_spbase._matmul_dispatch`` and
+then hands the dense operand, an ndarray of the right shape, to one of two
+per-format methods, ``_matmul_vector`` (1-D) and ``_matmul_multivector``
+(2-D), which return the result. While switched on, those two methods of the
+CSR and CSC base classes (``scipy.sparse._csr._csr_base``, ``_csc._csc_base``)
+are replaced by hooks that call ``sparse_matmul`` when the kernels cover the
+product, and scipy's original method otherwise. ``x @ A`` reaches them too:
+scipy computes it as ``(A.T @ x.T).T``, and the transpose of a CSR matrix is
+a CSC one (and vice versa).
+
+Routed: a 2-D CSR/CSC matrix or array (or subclass) times an ``ndarray`` whose
+product has a kernel dtype (float32, float64, complex64, complex128) by
+scipy's upcast rule: ``int64 @ float64`` is routed (float64), and so is
+``int8 @ float16`` (float32: scipy has no float16), ``int64 @ int64`` is
+not. Left to scipy: products of every other result dtype (bool, integers,
+long double), operands that reach the methods as anything but an exact
+``ndarray`` (scipy turns lists, np.matrix and most others into ndarrays
+first; object arrays it refuses itself), 1-D sparse arrays, sparse @ sparse,
+scalar products, other formats
+with a product of their own (COO, BSR, DIA, DOK), and everything that is not a
+product. (LIL has none: scipy converts it to CSR and calls the CSR product,
+which is then routed.)
+
+The switch is process-wide (scipy's classes are shared by all threads) and
+reference-counted: each ``with accelerated():`` block, in any thread, holds it
+on until it exits, :func:`enable` holds it on until :func:`disable`; when the
+last holder lets go, scipy's class attributes are put back exactly as they
+were (absent ones removed again). Guide and measured overhead: docs/accelerate.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from typing import Iterator
+
+import numpy as np
+
+from wsesparse._checks import KERNEL_DTYPES, result_dtype
+from wsesparse.matmul import sparse_matmul
+
+__all__ = ["accelerated", "enable", "disable", "is_enabled"]
+
+# (The scipy classes and method names are looked up when the switch is first
+# turned on, so that importing wsesparse does not touch scipy's private modules.)
+_METHOD_NAMES = (("_matmul_vector", "_matmul_multivector"),  # scipy >= 1.12
+                 ("_mul_vector", "_mul_multivector"))        # scipy 1.11
+
+_lock = threading.Lock()
+_held = 0            # open ``accelerated()`` blocks, all threads together
+_switched_on = False  # enable() without disable()
+# While on: (class, name, the class's own attribute or _ABSENT) for each hook.
+_saved: list[tuple[type, str, object]] | None = None
+_ABSENT = object()
+
+
+def _targets() -> list[tuple[type, str]]:
+    """``(class, method name)`` of the methods the hooks replace."""
+    from scipy.sparse._compressed import _cs_matrix
+    from scipy.sparse._csc import _csc_base
+    from scipy.sparse._csr import _csr_base
+
+    for names in _METHOD_NAMES:
+        if all(callable(getattr(_cs_matrix, n, None)) for n in names):
+            return [(cls, n) for cls in (_csr_base, _csc_base) for n in names]
+    import scipy
+    raise RuntimeError(f"wsesparse.accelerated does not know scipy {scipy.__version__}: "
+                       "its CSR/CSC classes have no _matmul_vector/_matmul_multivector")
+
+
+def _hook(original):
+    """The method replacing ``original`` (``_matmul_vector`` or ``_matmul_multivector``).
+
+    scipy calls it with ``other`` an ndarray of the right shape: ``(N,)`` or
+    ``(N, k)`` for a sparse ``(M, N)``. Products the kernels cover go to
+    ``sparse_matmul``, which returns what scipy's method would (a new
+    C-contiguous ``(M,)`` or ``(M, k)`` ndarray of scipy's upcast dtype); all
+    others to ``original``.
+    """
+    @functools.wraps(original)
+    def method(self, other):
+        if type(other) is np.ndarray and self.ndim == 2:
+            try:
+                routed = result_dtype(self.dtype, other.dtype) in KERNEL_DTYPES
+            except TypeError:  # no sparse dtype holds it: scipy words the error
+                routed = False
+            if routed:
+                return sparse_matmul(self, other)
+        return original(self, other)
+
+    method.__module__ = __name__  # (wraps copied scipy's; __wrapped__ is the original)
+    return method
+
+
+def _install() -> None:
+    global _saved
+    saved = []
+    for cls, name in _targets():
+        saved.append((cls, name, cls.__dict__.get(name, _ABSENT)))
+    for cls, name, _ in saved:
+        setattr(cls, name, _hook(getattr(cls, name)))
+    _saved = saved
+
+
+def _uninstall() -> None:
+    global _saved
+    for cls, name, own in reversed(_saved):
+        if own is _ABSENT:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, own)
+    _saved = None
+
+
+def _update() -> None:
+    """Install or remove the hooks to match the holders (under ``_lock``)."""
+    on = _held > 0 or _switched_on
+    if on and _saved is None:
+        _install()
+    elif not on and _saved is not None:
+        _uninstall()
+
+
+def enable() -> None:
+    """Route scipy's CSR/CSC products through the kernels until :func:`disable`.
+
+    Idempotent (a switch, not a counter); ``accelerated()`` blocks open
+    meanwhile keep it on after ``disable()`` until they exit.
+    """
+    global _switched_on
+    with _lock:
+        _switched_on = True
+        _update()
+
+
+def disable() -> None:
+    """Undo :func:`enable`: scipy's own products again, once no
+    ``accelerated()`` block is open either. Idempotent."""
+    global _switched_on
+    with _lock:
+        _switched_on = False
+        _update()
+
+
+def is_enabled() -> bool:
+    """Whether scipy's CSR/CSC products are routed now (by ``enable()`` or a block)."""
+    return _saved is not None
+
+
+@contextlib.contextmanager
+def accelerated() -> Iterator[None]:
+    """Route scipy's CSR/CSC products with dense operands through the kernels
+    while the block runs (also usable as a decorator).
+
+    Blocks nest and may be open in several threads at once: the switch is
+    process-wide and stays on until the last one exits (or, if
+    :func:`~wsesparse.accelerate.enable` was called, until
+    :func:`~wsesparse.accelerate.disable`); then scipy's classes are exactly as
+    before. See the module ``wsesparse.accelerate`` for what is routed.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> import wsesparse
+    >>> A = sp.random(300, 200, density=0.05, format="csr", random_state=0)
+    >>> x = np.ones(200)
+    >>> with wsesparse.accelerated():
+    ...     y = A @ x                      # computed by wsesparse's kernels
+    ...     wsesparse.accelerate.is_enabled()
+    True
+    >>> wsesparse.accelerate.is_enabled(), np.allclose(y, A @ x)
+    (False, True)
+    """
+    global _held
+    with _lock:
+        _held += 1
+        try:
+            _update()
+        except BaseException:
+            _held -= 1
+            raise
+    try:
+        yield
+    finally:
+        with _lock:
+            _held -= 1
+            _update()
