@@ -31,6 +31,16 @@
 # model its down projection `W: d_model x 4 d_model` (outputs x inputs), the seed's
 # 12288 x 49152 example.
 #
+# **Two readings of the partial-sum cost** (`psum=`, `wafer.PSUM_READINGS`), both drawn:
+# `"fabric"` (default): a partial sum of L tokens occupies a ring link for `L * 2 / 4` cycles
+# (fp16 over a 32-bit fabric), so the ring becomes the bound once a row gets fewer than ~2
+# nonzeros per output and speedup saturates at tens (~5.5x GPT-3 XL to ~33x 175B), with 1 and
+# 16 engines nearly on top of each other; it reproduces the seed's "about 10x at 90 %" on the
+# 175B layer. `"seed"`: the seed's literal four cycles per output whatever L; it tells the
+# published figure's story (saturation near the seed's 1/3,000 density, 16 engines clearly
+# below 1 engine: GPT-3 XL, 1 M tokens, 1 engine 6.1x at 90 % and 54x at 99.9 %, 16 engines
+# 5.7x and 27x).
+#
 # Set `WSESPARSE_SMALL=1` for a quick run (smaller models, fewer points); figures go to
 # `$WSESPARSE_FIGURES` (default `notebooks/figures/`).
 
@@ -70,61 +80,75 @@ print("Kaplan critical batch at loss 2.0 / 2.5 nats:",
 
 # %% [markdown]
 # ## Sweep
-# One random unstructured mask per (model, sparsity), the same mask for 1 and 16 engines.
-# `estimate_gemm` is the event-level estimate (per output feature x physical row) on the WSE-2
-# preset in float16, with sort + round-robin balancing.
+# One random unstructured mask per (model, sparsity), the same mask for 1 and 16 engines and
+# both partial-sum readings. `estimate_gemm` is the event-level estimate (per output feature x
+# physical row) on the WSE-2 preset in float16, with sort + round-robin balancing.
 
 # %%
+READINGS = tuple(wafer.PSUM_READINGS)   # ("fabric", "seed")
 rows = []
 t0 = time.perf_counter()
 for name, d, batch in MODELS:
     for s in SPARSITIES:
         W = wafer.random_weights(d, 4 * d, s, seed=0)
         for e in ENGINES:
-            r = wafer.estimate_gemm(W, batch, engines=e)
-            rows.append(dict(model=name, d=d, batch=batch, sparsity=s, engines=e,
-                             speedup=r.speedup, bound=r.bound, cycles=r.cycles,
-                             saturation_density=r.saturation_density,
-                             tokens_per_core=r.tokens_per_core))
+            for psum in READINGS:
+                r = wafer.estimate_gemm(W, batch, engines=e, psum=psum)
+                rows.append(dict(model=name, d=d, batch=batch, sparsity=s, engines=e, psum=psum,
+                                 speedup=r.speedup, bound=r.bound, cycles=r.cycles,
+                                 saturation_density=r.saturation_density,
+                                 tokens_per_core=r.tokens_per_core))
 print(f"{len(rows)} estimates in {time.perf_counter() - t0:.1f} s")
-print(f"{'model':<12} {'sparsity':>8} {'1 engine':>9} {'16 engines':>10}  bound (1 engine)")
+
+
+def pick(name, s, e, psum):
+    return next(r for r in rows if r["model"] == name and r["sparsity"] == s
+                and r["engines"] == e and r["psum"] == psum)
+
+
+print(f"{'model':<12} {'sparsity':>8} | fabric: {'1 eng':>7} {'16 eng':>7} | seed: "
+      f"{'1 eng':>7} {'16 eng':>7} | bound (fabric, 1 engine)")
 for name, d, batch in MODELS:
     for s in SPARSITIES:
-        r1, r16 = (next(r for r in rows if r["model"] == name and r["sparsity"] == s
-                        and r["engines"] == e) for e in ENGINES)
-        print(f"{name:<12} {s:>8.4f} {r1['speedup']:>8.2f}x {r16['speedup']:>9.2f}x  {r1['bound']}")
+        f1, f16, s1, s16 = (pick(name, s, e, p)["speedup"] for p in READINGS for e in ENGINES)
+        print(f"{name:<12} {s:>8.4f} | {f1:>14.2f}x {f16:>6.2f}x | {s1:>12.2f}x {s16:>6.2f}x | "
+              f"{pick(name, s, 1, 'fabric')['bound']}")
 
 # %% [markdown]
 # ## Where the partial-sum term takes over
-# Two markers per model: the first sparsity at which the estimate's binding lower bound is the
-# partial-sum ring instead of the AXPY compute (filled marker), and the model's own saturation
-# point `1 - saturation_density` (dotted line): below that density a row gets fewer nonzeros per
-# output than the per-output fixed cost, so more sparsity buys little (Amdahl).
+# One panel per reading. Two markers per model: the first sparsity at which the estimate's
+# binding lower bound is the partial-sum ring instead of the AXPY compute (filled marker), and
+# the model's own saturation point `1 - saturation_density` (dotted line): below that density
+# a row gets fewer nonzeros per output than the per-output fixed cost, so more sparsity buys
+# little (Amdahl).
 
 # %%
-fig, ax = plt.subplots(figsize=(7, 4.5))
+fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
 colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-for c, (name, d, batch) in zip(colors, MODELS):
-    for e, style in zip(ENGINES, ("-", "--")):
-        pts = [r for r in rows if r["model"] == name and r["engines"] == e]
-        x = [1 / (1 - r["sparsity"]) for r in pts]
-        ax.plot(x, [r["speedup"] for r in pts], style, color=c, marker="o", ms=3,
-                label=f"{name} (d={d}, batch {batch / 1e6:g}M), {e} engine{'s' * (e > 1)}")
-        ring = [r for r in pts if r["bound"] == "partial-sum ring"]
-        if ring and e == 1:
-            ax.plot(1 / (1 - ring[0]["sparsity"]), ring[0]["speedup"], "D", color=c, ms=8)
-    sat = next(r for r in rows if r["model"] == name)["saturation_density"]
-    ax.axvline(1 / sat, color=c, ls=":", lw=1)
 top = 2 * max(r["speedup"] for r in rows)
-ax.plot([1, top], [1, top], color="grey", lw=0.8, label="ideal (1 / density)")
-ax.set_xscale("log")
-ax.set_yscale("log")
-ax.set_xlabel("sparsity factor 1 / density (0.9 sparsity = 10x)")
-ax.set_ylabel("speedup over dense (wafer model)")
-ax.set_title("WSE-2 model, FFN down projection: speedup vs sparsity\n"
-             "diamond: partial-sum ring becomes the bound; dotted: saturation density",
-             fontsize=9)
-ax.legend(fontsize=6, loc="lower right")
+for ax, psum in zip(axes, READINGS):
+    for c, (name, d, batch) in zip(colors, MODELS):
+        for e, style in zip(ENGINES, ("-", "--")):
+            pts = [r for r in rows if r["model"] == name and r["engines"] == e and r["psum"] == psum]
+            x = [1 / (1 - r["sparsity"]) for r in pts]
+            ax.plot(x, [r["speedup"] for r in pts], style, color=c, marker="o", ms=3,
+                    label=f"{name} (d={d}, batch {batch / 1e6:g}M), {e} engine{'s' * (e > 1)}")
+            ring = [r for r in pts if r["bound"] == "partial-sum ring"]
+            if ring and e == 1:
+                ax.plot(1 / (1 - ring[0]["sparsity"]), ring[0]["speedup"], "D", color=c, ms=8)
+        sat = next(r for r in rows if r["model"] == name and r["psum"] == psum)["saturation_density"]
+        ax.axvline(1 / sat, color=c, ls=":", lw=1)
+    ax.plot([1, top], [1, top], color="grey", lw=0.8, label="ideal (1 / density)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("sparsity factor 1 / density (0.9 sparsity = 10x)")
+    ax.set_title(f'psum="{psum}": ' + ("partial sums occupy ring links (L*2/4 cycles)"
+                                        if psum == "fabric" else "the seed's four cycles per output")
+                 + "\ndiamond: ring becomes the bound; dotted: saturation density", fontsize=9)
+    ax.legend(fontsize=6, loc="lower right")
+axes[0].set_ylabel("speedup over dense (wafer model)")
+fig.suptitle("WSE-2 model, FFN down projection: speedup vs sparsity, both partial-sum readings",
+             fontsize=10)
 fig.tight_layout()
 fig.savefig(FIGURES / "sparsity_to_speedup.png", dpi=90)
 print("wrote", FIGURES / "sparsity_to_speedup.png")
@@ -141,23 +165,29 @@ print("wrote", FIGURES / "sparsity_to_speedup.png")
 name, d, batch = MODELS[-1]
 W = wafer.random_weights(d, 4 * d, 0.9, seed=0)
 batches = [batch // f for f in ((1, 16, 256, 1024) if not SMALL else (1, 64, 1024))]
-per_engine = []
-for b in batches:
-    r1 = wafer.estimate_gemm(W, b, engines=1)
-    r16 = wafer.estimate_gemm(W, b, engines=16)
-    per_engine.append((b, r1.tokens_per_core, r1.speedup, r16.tokens_per_core, r16.speedup))
-    print(f"batch {b:>9,}: 1 engine {r1.tokens_per_core:>5} tok/core {r1.speedup:6.2f}x | "
-          f"16 engines {r16.tokens_per_core:>5} tok/core {r16.speedup:6.2f}x")
-fig, ax = plt.subplots(figsize=(5, 3.5))
-ax.plot([p[0] for p in per_engine], [p[2] for p in per_engine], "o-", label="1 engine")
-ax.plot([p[0] for p in per_engine], [p[4] for p in per_engine], "s--", label="16 engines")
+per_engine = {p: [] for p in READINGS}
+for psum in READINGS:
+    for b in batches:
+        r1 = wafer.estimate_gemm(W, b, engines=1, psum=psum)
+        r16 = wafer.estimate_gemm(W, b, engines=16, psum=psum)
+        per_engine[psum].append((b, r1.tokens_per_core, r1.speedup, r16.tokens_per_core,
+                                 r16.speedup))
+        print(f"{psum:<6} batch {b:>9,}: 1 engine {r1.tokens_per_core:>5} tok/core "
+              f"{r1.speedup:6.2f}x | 16 engines {r16.tokens_per_core:>5} tok/core {r16.speedup:6.2f}x")
+fig, ax = plt.subplots(figsize=(5.5, 3.5))
+for psum, color in zip(READINGS, colors):
+    pts = per_engine[psum]
+    ax.plot([p[0] for p in pts], [p[2] for p in pts], "o-", color=color, label=f"1 engine, {psum}")
+    ax.plot([p[0] for p in pts], [p[4] for p in pts], "s--", color=color,
+            label=f"16 engines, {psum}")
 ax.set_xscale("log")
 ax.set_xlabel("batch (tokens, all engines)")
 ax.set_ylabel("speedup at 90 % sparsity")
 ax.set_title(f"{name} FFN: speedup vs batch", fontsize=9)
-ax.legend()
+ax.legend(fontsize=7)
 fig.tight_layout()
 fig.savefig(FIGURES / "speedup_vs_batch.png", dpi=90)
-fewer = per_engine[-1][2] < per_engine[0][2]
-print("model: smaller batch per engine gives", "less" if fewer else "MORE (not the seed's story)",
-      "speedup at 90 % sparsity")
+for psum in READINGS:
+    fewer = per_engine[psum][-1][2] < per_engine[psum][0][2]
+    print(f"model ({psum}): smaller batch per engine gives",
+          "less" if fewer else "MORE (not the seed's story)", "speedup at 90 % sparsity")

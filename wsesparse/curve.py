@@ -9,12 +9,12 @@ import sys
 from wsesparse._checks import check_int
 from wsesparse._progress import Progress, add_progress_argument, progress_enabled
 from wsesparse.wafer.balance import BALANCERS
-from wsesparse.wafer.cli import parse_shape
+from wsesparse.wafer.cli import add_psum_argument, parse_shape
 from wsesparse.wafer.estimate import estimate_gemm, random_weights
 from wsesparse.wafer.machine import PRESETS
 
 FIELDS = ("sparsity", "engines", "speedup", "cycles", "dense_cycles", "bound",
-          "saturation_density", "tokens_per_core", "imbalance")
+          "saturation_density", "tokens_per_core", "imbalance", "psum")
 
 
 def parse_floats(text: str, name: str = "--sparsities") -> list[float]:
@@ -36,10 +36,11 @@ def parse_floats(text: str, name: str = "--sparsities") -> list[float]:
 
 def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines: list[int],
           machine: str = "wse2", balance: str = "round_robin", dtype: str = "float16",
-          seed: int = 0, progress: bool = False) -> list[dict]:
+          seed: int = 0, progress: bool = False, psum: str = "fabric") -> list[dict]:
     """Wafer estimates of a random ``shape`` layer over ``sparsities`` x ``engines``.
 
-    ``progress=True`` draws a progress bar over the points on stderr.
+    ``progress=True`` draws a progress bar over the points on stderr. ``psum`` picks the
+    partial-sum reading, 'fabric' or 'seed' (``wafer.machine.PSUM_READINGS``).
 
     Examples
     --------
@@ -57,11 +58,12 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
             W = random_weights(shape[0], shape[1], s, seed=seed)
             for e in engines:
                 r = estimate_gemm(W, tokens, machine=PRESETS[machine], balance=balance,
-                                  engines=e, dtype=dtype)
+                                  engines=e, dtype=dtype, psum=psum)
                 out.append({"sparsity": s, "engines": e, "speedup": r.speedup,
                             "cycles": r.cycles, "dense_cycles": r.dense_cycles, "bound": r.bound,
                             "saturation_density": r.saturation_density,
-                            "tokens_per_core": r.tokens_per_core, "imbalance": r.imbalance})
+                            "tokens_per_core": r.tokens_per_core, "imbalance": r.imbalance,
+                            "psum": r.psum})
                 bar.step()
     return out
 
@@ -103,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         check_int(e, "--engines", minimum=1)
     rows = sweep(shape, sparsities, args.tokens, engines, args.machine, args.balance,
                  args.dtype, args.seed,
-                 progress=progress_enabled(False if args.quiet else args.progress))
+                 progress=progress_enabled(False if args.quiet else args.progress),
+                 psum=args.psum)
     if args.csv == "-":
         w = csv.DictWriter(sys.stdout, FIELDS)
         w.writeheader()
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             w.writerows(rows)
     if args.plot:
         plot(rows, args.plot, f"{args.machine.upper()} model, W {shape[0]}x{shape[1]}, "
-                              f"{args.tokens:,} tokens")
+                              f"{args.tokens:,} tokens, {args.psum} partial-sum reading")
     return 0
 
 
@@ -136,6 +139,7 @@ def register(sub) -> None:
     p.add_argument("--engines", default="1,16", help="comma-separated engine counts")
     p.add_argument("--balance", choices=BALANCERS, default="round_robin")
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    add_psum_argument(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--csv", default="-", help="CSV output file (default: stdout)")
     p.add_argument("--plot", metavar="FILE", help="write speedup vs sparsity as a PNG")

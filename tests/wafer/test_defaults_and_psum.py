@@ -3,8 +3,10 @@ named readings of the partial-sum cost."""
 
 import dataclasses
 import inspect
+import json
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from wsesparse import wafer
@@ -34,3 +36,76 @@ def test_same_call_with_defaults_same_cycles():
     A = sp.random(40, 30, density=0.3, format="csr", random_state=1)
     y, rep = wafer.execute_gemv(A, np.ones(30), machine=m)
     assert y.dtype == np.float16 and rep.cycles == wafer.estimate_gemv(A, machine=m).cycles
+
+
+# -- the two partial-sum readings -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def xl_down():
+    """GPT-3 XL FFN down projection (d_model 2048, W 2048 x 8192), 1 M tokens (GPT-3 paper
+    Table 2.1), full WSE-2: (sparsity, engines, psum) -> report."""
+    out = {}
+    for s in (0.9, 0.999):
+        W = wafer.random_weights(2048, 8192, s, seed=0)
+        for e in (1, 16):
+            for p in wafer.PSUM_READINGS:
+                out[s, e, p] = wafer.estimate_gemm(W, 1_000_000, engines=e, psum=p)
+    return out
+
+
+def test_seed_reading_tells_the_published_story(xl_down):
+    """psum='seed' (the seed's literal four cycles) reproduces the shape of the seed's
+    'Converting sparsity to acceleration' figure. Model: 1 engine 6.07x at 90 %, 53.5x at
+    99.9 %; 16 engines 5.72x and 27.1x. Tolerance 10 %."""
+    assert xl_down[0.9, 1, "seed"].speedup == pytest.approx(6.1, rel=0.1)
+    assert xl_down[0.999, 1, "seed"].speedup == pytest.approx(54, rel=0.1)
+    assert xl_down[0.9, 16, "seed"].speedup == pytest.approx(5.7, rel=0.1)
+    assert xl_down[0.999, 16, "seed"].speedup == pytest.approx(27, rel=0.1)
+    assert all(xl_down[s, e, "seed"].psum == "seed" for s in (0.9, 0.999) for e in (1, 16))
+
+
+def test_fabric_reading_saturates_and_engines_coincide(xl_down):
+    """psum='fabric' (default): the ring is the bound, ~5.5x at 99.9 % for GPT-3 XL, and 1 and
+    16 engines lie within 3 % of each other (the ring scales with tokens per core like the
+    AXPYs). Tolerance 10 % on 5.5x."""
+    r1, r16 = xl_down[0.999, 1, "fabric"], xl_down[0.999, 16, "fabric"]
+    assert r1.bound == "partial-sum ring" and r1.psum == "fabric"
+    assert r1.speedup == pytest.approx(5.5, rel=0.1)
+    assert r16.speedup == pytest.approx(r1.speedup, rel=0.03)
+    assert xl_down[0.999, 1, "seed"].speedup > 5 * r1.speedup
+
+
+def test_psum_keyword_everywhere_matches_the_machine_field():
+    m = dataclasses.replace(wafer.WSE2, rows=8, cols=4)
+    W = sp.random(96, 64, density=0.05, format="csr", random_state=0)
+    X = np.ones((64, 48))
+    for p, wire in (("fabric", True), ("seed", False)):
+        mm = dataclasses.replace(m, psum_on_wire=wire)
+        assert wafer.with_psum(m, p) == mm and mm.psum == p
+        est = wafer.estimate_gemm(W, 48, machine=m, psum=p)
+        assert est.cycles == wafer.estimate_gemm(W, 48, machine=mm).cycles
+        assert est.psum == p and f"{p} reading" in str(est)
+        assert wafer.execute_gemm(W, X, machine=m, psum=p)[1].cycles == est.cycles
+        g = wafer.estimate_gradient(W, 48, machine=m, psum=p)
+        assert g.delta.cycles == wafer.estimate_gradient(W, 48, machine=mm).delta.cycles
+    # None keeps the machine's own reading
+    seedm = dataclasses.replace(m, psum_on_wire=False)
+    assert wafer.estimate_gemm(W, 48, machine=seedm).psum == "seed"
+    with pytest.raises(ValueError, match="psum must be one of"):
+        wafer.estimate_gemm(W, 48, machine=m, psum="wire")
+
+
+def test_cli_psum(capsys):
+    from wsesparse.cli import main
+    outs = {}
+    for p in ("fabric", "seed"):
+        assert main(["simulate", "--shape", "256x1024", "--sparsity", "0.99", "--tokens", "20000",
+                     "--psum", p, "--json"]) == 0
+        outs[p] = json.loads(capsys.readouterr().out)
+        assert outs[p]["psum"] == p
+    assert outs["seed"]["speedup"] > outs["fabric"]["speedup"]
+    assert main(["curve", "--quiet", "--shape", "64x256", "--tokens", "2000", "--sparsities",
+                 "0.9", "--engines", "1", "--psum", "seed"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].endswith(",psum") and text.splitlines()[1].endswith(",seed")
+    with pytest.raises(SystemExit):
+        main(["simulate", "--shape", "64x64", "--psum", "wire"])

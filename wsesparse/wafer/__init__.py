@@ -12,11 +12,11 @@ from wsesparse.wafer.execute import execute_gemm
 from wsesparse.wafer.gradient import GradientReport, delta, estimate_gradient, sddmm
 from wsesparse.wafer.gemv import REDUCTIONS, GemvReport, estimate_gemv, execute_gemv
 from wsesparse.wafer.layout import Layout, make_layout
-from wsesparse.wafer.machine import PRESETS, WSE2, WSE3, Machine
+from wsesparse.wafer.machine import DEFAULT_DTYPE, PRESETS, PSUM_READINGS, WSE2, WSE3, Machine, with_psum
 from wsesparse.wafer.report import GemmReport
 from wsesparse.wafer.tlr import PUBLISHED_TLRMVM_BYTES_PER_S, TLRMVMEstimate, estimate_tlrmvm
 
-__all__ = ["Machine", "WSE2", "WSE3", "PRESETS", "Layout", "make_layout", "Assignment",
+__all__ = ["Machine", "WSE2", "WSE3", "PRESETS", "PSUM_READINGS", "with_psum", "DEFAULT_DTYPE", "Layout", "make_layout", "Assignment",
            "balance", "BALANCERS", "estimate_gemm", "execute_gemm", "random_weights",
            "GemmReport", "estimate_gemv", "execute_gemv", "GemvReport", "REDUCTIONS",
            "estimate_gradient", "GradientReport", "delta", "sddmm",

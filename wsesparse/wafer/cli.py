@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from wsesparse.wafer.balance import BALANCERS
 from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, random_weights
-from wsesparse.wafer.machine import PRESETS
+from wsesparse.wafer.machine import PRESETS, PSUM_READINGS
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -75,6 +75,15 @@ def plot_rows(report, path: str) -> None:
     plt.close(fig)
 
 
+def add_psum_argument(p) -> None:
+    """Add ``--psum fabric|seed`` (the two readings of the partial-sum cost) to parser ``p``."""
+    p.add_argument("--psum", choices=sorted(PSUM_READINGS), default="fabric",
+                   help="partial-sum cost: 'fabric' (default; partial sums occupy ring links, "
+                        "L*bytes/4 cycles per output: the seed's ~10x at 90 %%, saturates at "
+                        "tens) or 'seed' (the seed's literal 4 cycles per output: its "
+                        "sparsity-to-acceleration figure, saturating near 1/3,000)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``wsesparse simulate`` with parsed arguments."""
     machine = PRESETS[args.machine]
@@ -85,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         W = random_weights(m, k, args.sparsity, seed=args.seed)
     t0 = time.perf_counter()
     rep = estimate_gemm(W, args.tokens, machine=machine, balance=args.balance,
-                        engines=args.engines, dtype=args.dtype)
+                        engines=args.engines, dtype=args.dtype, psum=args.psum)
     elapsed = time.perf_counter() - t0
     if args.json:
         print(rep.to_json())
@@ -114,6 +123,7 @@ def register(sub) -> None:
     p.add_argument("--engines", type=int, default=1)
     p.add_argument("--balance", choices=BALANCERS, default="round_robin")
     p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    add_psum_argument(p)
     p.add_argument("--seed", type=int, default=0, help="for --shape")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--plot", metavar="FILE", help="write a PNG heatmap of per-row busy cycles")

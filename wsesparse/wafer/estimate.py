@@ -16,7 +16,8 @@ stream order, for every physical row r (all cores of a row do the same work):
   ``d = i mod rows`` and starts on ``d + 1``; at ring step p on row r,
   ``G = max(F[i, r], E[i-1 on r], G_prev + hop)`` (cut-through) and
   ``E[i, r] = G + t`` with ``t = max(psum_add, ceil(L * bytes / payload))``
-  (or ``psum_add`` alone when ``machine.psum_on_wire`` is False);
+  under the ``psum="fabric"`` reading, or ``psum_add`` alone under ``psum="seed"``
+  (the seed's literal four cycles; see ``machine.PSUM_READINGS``);
 * the pass ends when the last output's ring ends; passes run back to back.
 
 ``dense_cycles`` runs the same recurrence with every weight nonzero.
@@ -35,7 +36,7 @@ from wsesparse._structure import check_sparse_structure
 from wsesparse.csr import CSR
 from wsesparse.wafer.balance import Assignment, balance as make_assignment
 from wsesparse.wafer.layout import Layout, make_layout
-from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, check_dtype
+from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, check_dtype, with_psum
 from wsesparse.wafer.report import GemmReport
 
 
@@ -155,11 +156,11 @@ def build_report(machine: Machine, csr, assign: Assignment, lay: Layout, balance
                          + wavelets * machine.payload_bytes),
         imbalance=assign.max_over_mean, efficiency=assign.efficiency,
         row_nnz=assign.row_nnz, row_cycles=np.asarray(busy, dtype=np.int64),
-        row_stall_cycles=np.asarray(stall, dtype=np.int64))
+        row_stall_cycles=np.asarray(stall, dtype=np.int64), psum=machine.psum)
 
 
 def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robin",
-                  engines: int = 1, dtype=DEFAULT_DTYPE) -> GemmReport:
+                  engines: int = 1, dtype=DEFAULT_DTYPE, psum: str | None = None) -> GemmReport:
     """Cycle estimate of ``Y = W @ X`` streamed through the wafer, without the arithmetic.
 
     Event-level (per output feature x physical row, see the module docstring),
@@ -177,6 +178,14 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
     engines : int
         Engines sharing the batch; weights are broadcast to all of them.
     dtype : {'float16', 'float32'}, default 'float16' (``machine.DEFAULT_DTYPE``, shared by every estimate_* and execute_*)
+    psum : {'fabric', 'seed'}, optional
+        Reading of the partial-sum cost (default: the machine's, 'fabric' for the
+        presets). 'fabric': a partial sum of L tokens occupies a ring link for
+        ``L * bytes / payload`` cycles; it reproduces the seed's ~10x at 90 % on the
+        GPT-3 FFN down projection and saturates at tens. 'seed': the seed's literal
+        four cycles per output; it reproduces the shape of the seed's sparsity-to-
+        acceleration figure (saturation near 1/3,000 density, 16 engines below 1).
+        See ``wafer.machine.PSUM_READINGS`` and docs/wafer_model.md.
 
     Returns
     -------
@@ -192,6 +201,7 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
     >>> r.cycles < r.dense_cycles
     True
     """
+    machine = with_psum(machine, psum) if isinstance(machine, Machine) else machine
     csr, assign, lay, dtype = plan_gemm(W, n_tokens, machine, balance, engines, dtype)
     name = balance.method if isinstance(balance, Assignment) else balance
     indptr = np.ascontiguousarray(csr.indptr)

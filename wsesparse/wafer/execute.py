@@ -19,7 +19,7 @@ import numpy as np
 from wsesparse._checks import as_dense_operand, check_allocation, describe
 from wsesparse.wafer.balance import Assignment
 from wsesparse.wafer.estimate import build_report, pass_parameters, plan_gemm
-from wsesparse.wafer.machine import DEFAULT_DTYPE, WSE2, Machine
+from wsesparse.wafer.machine import DEFAULT_DTYPE, WSE2, Machine, with_psum
 from wsesparse.wafer.report import GemmReport
 
 
@@ -146,7 +146,7 @@ def _check_memory(w_shape, n_tokens: int, machine: Machine, per_core: int, dtype
 
 
 def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: int = 1,
-                 dtype=DEFAULT_DTYPE) -> tuple[np.ndarray, GemmReport]:
+                 dtype=DEFAULT_DTYPE, psum: str | None = None) -> tuple[np.ndarray, GemmReport]:
     """Run ``Y = W @ X`` through the simulated wafer and return ``(Y, report)``.
 
     The activations are cut into per-core tiles; each nonzero is routed to the
@@ -160,7 +160,7 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
     ----------
     W : scipy sparse matrix or 2-D array, shape (M, K)
     X : array_like, shape (K, N)
-    machine, balance, engines, dtype
+    machine, balance, engines, dtype, psum
         As in :func:`estimate_gemm` (dtype defaults to float16 in both, so the
         same call with defaults gives the same cycle count). Tokens are split across engines; tokens
         beyond N in the last column group are zero padding.
@@ -192,6 +192,7 @@ def execute_gemm(W, X, machine: Machine = WSE2, balance="round_robin", engines: 
     >>> wafer.execute_gemm(W, X, machine=m)[1].cycles == wafer.estimate_gemm(W, 9, machine=m).cycles
     True
     """
+    machine = with_psum(machine, psum) if isinstance(machine, Machine) else machine
     Xa = as_dense_operand(X, "X")
     if Xa.ndim != 2:
         raise ValueError(f"X must be 2-D (features x tokens), got {describe(Xa)}")

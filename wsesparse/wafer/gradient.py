@@ -34,7 +34,7 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.matmul import sparse_matmul
 from wsesparse.wafer.balance import balance as make_assignment
 from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, pass_parameters, plan_gemm
-from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine
+from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, with_psum
 from wsesparse.wafer.report import GemmReport
 
 # Mask messages carry only a 16-bit index (no value): two per 32-bit payload.
@@ -118,10 +118,12 @@ class GradientReport:
 
 
 def estimate_gradient(W, n_tokens: int, machine: Machine = WSE2, balance="round_robin",
-                      engines: int = 1, dtype=DEFAULT_DTYPE) -> GradientReport:
+                      engines: int = 1, dtype=DEFAULT_DTYPE,
+                      psum: str | None = None) -> GradientReport:
     """Cycle estimate of the delta pass and the masked weight gradient.
 
-    Parameters are those of :func:`estimate_gemm` (the forward pass of the same layer).
+    Parameters are those of :func:`estimate_gemm` (the forward pass of the same layer);
+    ``psum`` ('fabric' or 'seed') applies to the delta pass's ring reduction.
 
     Examples
     --------
@@ -133,6 +135,7 @@ def estimate_gradient(W, n_tokens: int, machine: Machine = WSE2, balance="round_
     >>> g.delta.shape, g.delta_lands_in_place
     ((48, 64), True)
     """
+    machine = with_psum(machine, psum) if isinstance(machine, Machine) else machine
     csr, assign, lay, dtype = plan_gemm(W, n_tokens, machine, balance, engines, dtype)
     M, K = csr.shape
     R = machine.rows

@@ -58,10 +58,10 @@ class Machine:
         Partial sums a row may have waiting for the ring; a fast row runs at most
         this many outputs ahead of its own reduction.
     psum_on_wire : bool
-        True: a partial sum of L tokens occupies a ring link for
-        ``ceil(L * dtype_bytes / payload_bytes)`` cycles (our reading of the fabric).
-        False: the reduction costs only ``psum_add_cycles`` per output whatever L is
-        (the seed's literal "four cycles"); useful to compare the two readings.
+        The machine's default reading of the partial-sum cost; every estimator
+        takes ``psum="fabric"|"seed"`` to choose it per call (see
+        :data:`PSUM_READINGS`), so this field is only the fallback when ``psum``
+        is None. True = "fabric", False = "seed".
 
     Examples
     --------
@@ -114,6 +114,11 @@ class Machine:
         return self.rows * self.cols
 
     @property
+    def psum(self) -> str:
+        """This machine's default partial-sum reading: 'fabric' or 'seed'."""
+        return "fabric" if self.psum_on_wire else "seed"
+
+    @property
     def payload_bytes(self) -> int:
         """Fabric payload bytes per link per direction per cycle."""
         return self.payload_bits // 8
@@ -127,6 +132,44 @@ class Machine:
         """FMACs per cycle per core for ``dtype`` ('float16' or 'float32')."""
         dtype = check_dtype(dtype)
         return self.fmac_fp16 if dtype == "float16" else self.fmac_fp32
+
+
+# The two readings of the partial-sum cost (DESIGN.md, "Two readings of the partial-sum
+# cost"). Both are first-class: every estimate_* / execute_* call, `wsesparse simulate`,
+# `curve` and `train` take ``psum=`` / ``--psum`` with one of these names.
+PSUM_READINGS = {
+    "fabric": "a partial sum of L tokens occupies a ring link for ceil(L * bytes / payload) "
+              "cycles per output (our reading of a 32-bit fabric; the default). Reproduces the "
+              "seed's ~10x at 90 % on the GPT-3 FFN down projection (8.5x, AXPY-bound) and "
+              "saturates at tens (~5.5x GPT-3 XL to ~33x 175B) once a row gets fewer than ~2 "
+              "nonzeros per output; 1 and 16 engines nearly coincide at the critical batch.",
+    "seed": "the seed's literal four cycles per output (copy 1, reset 1, double-wide add 2), "
+            "whatever L: reproduces the shape of the seed's 'Converting sparsity to "
+            "acceleration' figure (saturation near the seed's ~1/3,000 density, 16 engines "
+            "clearly below 1 engine; GPT-3 XL down projection, 1 M tokens: 1 engine 6.1x at "
+            "90 %, 54x at 99.9 %; 16 engines 5.7x and 27x).",
+}
+
+
+def with_psum(machine: Machine, psum: str | None) -> Machine:
+    """``machine`` with the partial-sum reading ``psum`` ('fabric', 'seed' or None = keep).
+
+    Examples
+    --------
+    >>> with_psum(WSE2, "seed").psum, with_psum(WSE2, None).psum
+    ('seed', 'fabric')
+    >>> with_psum(WSE2, "wire")
+    Traceback (most recent call last):
+    ...
+    ValueError: psum must be one of ['fabric', 'seed'], got 'wire'
+    """
+    if psum is None:
+        return machine
+    if not isinstance(psum, str) or psum not in PSUM_READINGS:
+        raise ValueError(f"psum must be one of {sorted(PSUM_READINGS)}, got {psum!r}")
+    want = psum == "fabric"
+    return machine if machine.psum_on_wire == want else dataclasses.replace(machine,
+                                                                            psum_on_wire=want)
 
 
 def check_dtype(dtype) -> str:

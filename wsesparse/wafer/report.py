@@ -40,6 +40,9 @@ class GemmReport:
     saturation_density : float
         Density below which the per-output fixed cost (ring or copy/reset) exceeds
         the average AXPY work of a row, so extra sparsity buys little.
+    psum : str
+        The partial-sum reading the estimate used: 'fabric' or 'seed'
+        (``wafer.machine.PSUM_READINGS``).
     """
 
     machine: str
@@ -72,6 +75,7 @@ class GemmReport:
     row_nnz: np.ndarray = field(repr=False)
     row_cycles: np.ndarray = field(repr=False)
     row_stall_cycles: np.ndarray = field(repr=False)
+    psum: str = "fabric"
 
     def to_dict(self) -> dict:
         """Plain-Python dict (arrays become lists), ready for ``json.dumps``.
@@ -106,7 +110,8 @@ class GemmReport:
         rn, rc = self.row_nnz, self.row_cycles
         widths = ", ".join(f"{n} x {w}" for w, n in self.pass_widths)
         lines = [
-            ("machine", f"{self.machine}, {self.dtype}, {self.engines} engine(s)"),
+            ("machine", f"{self.machine}, {self.dtype}, {self.engines} engine(s), "
+                        f"partial sums: {self.psum} reading"),
             ("W", f"{m} x {k}, nnz {self.nnz:,} (density {self.density:.4g}), balance {self.balance}"),
             ("tokens", f"{self.n_tokens:,} total, {self.tokens_per_core} per core, "
                        f"{self.passes} pass(es) [{widths}]"),
