@@ -63,6 +63,26 @@ class Machine:
         :data:`PSUM_READINGS`), so this field is only the fallback when ``psum``
         is None. True = "fabric", False = "seed".
 
+    The cluster fields below are used by :func:`wsesparse.wafer.estimate_training`
+    (weight streaming of a whole network over 1 to ``max_engines`` engines):
+
+    memory_bytes_per_s : float
+        Bandwidth of the model memory (MemoryX) on which the optimizer runs.
+    optimizer_bytes_per_param : int
+        Model-memory bytes the optimizer step moves per trained parameter.
+    swarmx_fanout : int
+        Arity of the SwarmX broadcast/reduce tree (``ceil(log_fanout(engines))`` hops).
+    swarmx_hop_s : float
+        Latency of one SwarmX tree hop, paid once per streamed layer phase.
+    swarmx_link_bytes_per_s : float
+        Bandwidth of one tree link; the weight stream into each engine runs at
+        ``min(weight_intake_bytes_per_s, swarmx_link_bytes_per_s)``.
+    max_engines : int
+        Largest cluster the interconnect supports.
+    dense_utilization : float in (0, 1]
+        Fraction of the peak FMAC rate that dense on-wafer products (attention
+        scores, activations resident) reach.
+
     Examples
     --------
     >>> import dataclasses
@@ -92,6 +112,13 @@ class Machine:
     weight_intake_bytes_per_s: float
     psum_buffer_depth: int
     psum_on_wire: bool = True
+    memory_bytes_per_s: float = 4e12
+    optimizer_bytes_per_param: int = 36
+    swarmx_fanout: int = 2
+    swarmx_hop_s: float = 1e-6
+    swarmx_link_bytes_per_s: float = 150e9
+    max_engines: int = 192
+    dense_utilization: float = 1.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -101,8 +128,15 @@ class Machine:
             check_int(getattr(self, f), f"Machine.{f}", minimum=1)
         for f in ("cycles_per_hop", "psum_copy_cycles", "psum_reset_cycles", "psum_add_cycles"):
             check_int(getattr(self, f), f"Machine.{f}", minimum=0)
-        for f in ("clock_hz", "weight_intake_bytes_per_s"):
+        for f in ("clock_hz", "weight_intake_bytes_per_s", "memory_bytes_per_s",
+                  "swarmx_link_bytes_per_s"):
             check_real(getattr(self, f), f"Machine.{f}", minimum=0, inclusive=(False, True))
+        check_real(self.swarmx_hop_s, "Machine.swarmx_hop_s", minimum=0)
+        check_real(self.dense_utilization, "Machine.dense_utilization", minimum=0, maximum=1,
+                   inclusive=(False, True))
+        check_int(self.optimizer_bytes_per_param, "Machine.optimizer_bytes_per_param", minimum=0)
+        check_int(self.swarmx_fanout, "Machine.swarmx_fanout", minimum=2)
+        check_int(self.max_engines, "Machine.max_engines", minimum=1)
         if not isinstance(self.psum_on_wire, bool):
             raise TypeError(f"Machine.psum_on_wire must be a bool, got {self.psum_on_wire!r}")
         if self.payload_bits % 8:
@@ -200,6 +234,16 @@ WSE2 = Machine(
     weight_intake_bytes_per_s=150e9,  # vendor SwarmX description: 1.2 Tb/s per system
     psum_buffer_depth=2,  # inferred: double buffering of the partial-sum thread
     psum_on_wire=True,   # inferred: partial sums are real fabric traffic (fp16: 2 per payload)
+    # -- cluster (weight streaming with MemoryX + SwarmX; used by estimate_training) --
+    memory_bytes_per_s=4e12,  # seed 003: "the model memory has a bandwidth of 4 TB/s"
+    optimizer_bytes_per_param=36,  # seed 003: ADAM keeps "four scalar values per parameter"
+    #   in single precision: read + write 4 x 4 B, plus the 4-byte gradient (inferred traffic)
+    swarmx_fanout=2,     # inferred: seed 003 says only "a tree structure"; binary -> log2 hops
+    swarmx_hop_s=1e-6,   # inferred: ~1 us per tree hop (switch + link), not published
+    swarmx_link_bytes_per_s=150e9,  # inferred: tree links carry the 1.2 Tb/s per-system stream
+    max_engines=192,     # seed 002: SwarmX links "as many as 192 CS-2s"
+    dense_utilization=1.0,  # seed 003: the Engine runs matrix, vector and AXPY operations
+    #   "at full performance" (an upper bound; lower it to model dense inefficiency)
 )
 
 WSE3 = dataclasses.replace(
@@ -208,7 +252,9 @@ WSE3 = dataclasses.replace(
     rows=762,            # vendor announcements: ~900 k cores, 762 x 1172 compiled grid
     cols=1172,
     sram_bytes=48 * 1024,  # inferred: 44 GB / 900 k cores ~ 48 KB per core, as on WSE-2
-    # clock, SIMD width, fabric and partial-sum costs: inferred unchanged from WSE-2.
+    max_engines=2048,    # vendor announcement (CS-3, March 2024): clusters of up to 2048 systems
+    # clock, SIMD width, fabric, partial-sum and the other cluster costs: inferred
+    # unchanged from WSE-2.
 )
 
 PRESETS = {"wse2": WSE2, "wse3": WSE3}
