@@ -1,4 +1,6 @@
-"""The shared scalar checks of ``wsesparse._checks``: ``check_int`` and ``check_real``."""
+"""The shared checks of ``wsesparse._checks``: ``check_int``, ``check_real`` and the
+allocation check (an early MemoryError: tests of each entry point's sizes beside their
+other tests)."""
 
 import fractions
 import math
@@ -6,10 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from wsesparse._checks import check_int, check_real
+from wsesparse._checks import CHECK_MIN_BYTES, check_array_allocation, check_int, check_real
 
 
-# -- check_int ---------------------------------------------------------------------------
 @pytest.mark.parametrize("value", [3, np.int8(3), np.int32(3), np.int64(3), np.uint64(3)],
                          ids=repr)
 def test_int_accepts_python_and_numpy_integers(value):
@@ -158,3 +159,10 @@ def test_real_none():
     assert check_real(None, "x", allow_none=True) is None
     with pytest.raises(TypeError, match="^x must be a finite number, got None$"):
         check_real(None, "x")
+
+
+# -- check_array_allocation --------------------------------------------------------------------
+def test_allocation_check_passes_what_fits():
+    """Sizes that fit pass (no false alarm), small ones are not even measured."""
+    check_array_allocation((CHECK_MIN_BYTES // 8 + 1,), np.float64, "a 64 MiB array")
+    check_array_allocation((3, 4), np.float64, "tiny")

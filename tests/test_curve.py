@@ -1,6 +1,8 @@
-"""``wsesparse curve``: sparsity sweep of the wafer estimate to CSV and PNG."""
+"""``wsesparse curve``: sparsity sweep of the wafer estimate to CSV and PNG; every bad value
+exits with code 2 and one ``wsesparse curve: error: ...`` line naming the option."""
 
 import csv
+import re
 
 import pytest
 
@@ -43,3 +45,36 @@ def test_curve_errors(argv, msg, capsys):
 
 def test_parse_floats():
     assert parse_floats("0,0.5") == [0.0, 0.5]
+
+
+# -- bad command lines -------------------------------------------------------------------------
+def run(argv, capsys):
+    rc = main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--sparsities", ","], r"--sparsities needs values in \[0, 1\)"),
+    (["--sparsities", "nan"], r"--sparsities needs values in \[0, 1\)"),
+    (["--sparsities", "0.5,,0.9x"], "--sparsities must be comma-separated numbers"),
+    (["--engines", "a,b"], "--engines must be comma-separated ints"),
+    (["--engines", ""], "--engines must be comma-separated ints"),
+    (["--engines", "1,-2"], "--engines must be a positive int, got -2"),
+    (["--engines", "16"], r"engines \(16\) exceeds n_tokens \(8\)"),
+    (["--tokens", "0"], "n_tokens must be a positive int"),
+    (["--seed", "-3"], "seed must be a nonnegative int"),
+])
+def test_curve_bad_values(capsys, argv, msg):
+    rc, out, err = run(["curve", "--quiet", "--shape", "30x30", "--tokens", "8", "--engines",
+                        "1"] + argv, capsys)
+    assert rc == 2 and err.startswith("wsesparse curve: error: ")
+    assert re.search(msg, err), err
+
+
+@pytest.mark.parametrize("target", ["missing_dir", "is_dir"])
+def test_curve_csv_unwritable(tmp_path, capsys, target):
+    path = tmp_path / "no" / "x.csv" if target == "missing_dir" else tmp_path
+    rc, out, err = run(["curve", "--quiet", "--shape", "30x30", "--tokens", "8", "--engines",
+                        "1", "--sparsities", "0.5", "--csv", str(path)], capsys)
+    assert rc == 2 and err.startswith("wsesparse curve: error: ") and "Errno" in err

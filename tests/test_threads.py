@@ -1,22 +1,34 @@
 """Threads: bitwise-identical results for every thread count, ``threadpool_limits``,
-``n_threads`` validation, and concurrent calls from Python threads."""
+``n_threads`` validation, concurrent calls from Python threads and nested use inside a
+thread pool."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+import wsesparse
 from matmul_helpers import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
-from wsesparse import CSR, sparse_matmul
+from wsesparse import CSR, TLRMatrix, sparse_matmul
 from wsesparse._kernels import _runtime
 from wsesparse._hardware import AFFINITY_MAX_AGE
+from wsesparse._hardware import available_cores as _available_cores
 from wsesparse._threads import resolve_n_threads
+
+REPO = Path(wsesparse.__file__).resolve().parent.parent
+
 
 THREAD_COUNTS = (1, 2, 3, 4)
 
@@ -252,3 +264,116 @@ def test_runnable_threads_reads_the_machine():
     n = _hardware.runnable_threads()
     assert n >= 1 or not os.path.exists("/proc/loadavg")  # this thread is runnable
     assert _hardware.runnable_threads() == n  # cached within LOAD_MAX_AGE
+
+
+# -- concurrent and nested calls from Python threads -------------------------------------------
+def test_concurrent_calls_from_8_python_threads():
+    """8 Python threads call sparse_matmul (one-shot, shared prepared CSR, both sides,
+    N = 1 and N > 1, float32 and float64 on one float64 operand) and TLR-MVM on one
+    shared TLRMatrix at once: every result equals the serial one bit for bit and
+    matches scipy/numpy."""
+    rng = np.random.default_rng(11)
+    A = sp.random(1500, 1200, density=0.02, format="csr", random_state=3)
+    W = CSR(A)  # shared: its row-partition and cast caches fill concurrently
+    D = rng.standard_normal((600, 500))
+    T = TLRMatrix.from_dense(D, nb=128, tol=1e-4)
+    Td = T.toarray()
+
+    def case(k):
+        kind = k % 5
+        n = (1, 7, 33)[k % 3]
+        dt = (np.float64, np.float32)[k % 2]
+        if kind == 0:
+            x = rng.standard_normal((1200, n)).astype(dt)
+            return (lambda: sparse_matmul(A, x)), A @ x
+        if kind == 1:
+            x = rng.standard_normal(1200).astype(dt)
+            return (lambda: W @ x), A @ x
+        if kind == 2:
+            x = rng.standard_normal((n, 1500)).astype(dt)
+            return (lambda: x @ W), x @ A
+        if kind == 3:
+            x = rng.standard_normal((1200, n)).astype(dt)
+            return (lambda: sparse_matmul(W, x, n_threads=2)), A @ x
+        x = rng.standard_normal((500, n))
+        return (lambda: T @ x), Td @ x
+
+    cases = [case(k) for k in range(40)]
+    serial = [f() for f, _ in cases]
+    for got, (_, ref) in zip(serial, cases):
+        tol = 1e-4 if got.dtype == np.float32 else 1e-10
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+    start = threading.Barrier(8)
+
+    def worker(w):
+        start.wait()  # all 8 threads enter the kernels together
+        out = []
+        for _ in range(3):
+            for k in range(w, len(cases), 8):
+                out.append((k, cases[k][0]()))
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        results = [r for rs in pool.map(worker, range(8)) for r in rs]
+    assert len(results) == 3 * len(cases)
+    for k, got in results:
+        assert got.dtype == serial[k].dtype and got.tobytes() == serial[k].tobytes(), k
+
+
+_NESTED = textwrap.dedent("""
+    import json, os
+    from concurrent.futures import ThreadPoolExecutor
+    import numpy as np, scipy.sparse as sp
+    from threadpoolctl import threadpool_limits
+    from wsesparse import sparse_matmul
+    from wsesparse._kernels import _runtime
+    from wsesparse._threads import resolve_n_threads
+
+    A = sp.random(2000, 2000, density=0.05, format="csr", random_state=0)  # 200k nnz
+    X = np.ones((2000, 4))
+    tids = lambda: set(os.listdir("/proc/self/task"))
+
+    def call(mode):
+        # OS threads this thread's kernel call starts (OpenMP team threads persist).
+        before = tids()
+        if mode == "limits":
+            with threadpool_limits(limits=1):
+                seen = (_runtime.max_threads(), resolve_n_threads(None, A.nnz * 4))
+                sparse_matmul(A, X)
+        elif mode == "n_threads":
+            seen = (None, resolve_n_threads(1, A.nnz * 4))
+            sparse_matmul(A, X, n_threads=1)
+        else:
+            seen = (_runtime.max_threads(), resolve_n_threads(None, A.nnz * 4))
+            sparse_matmul(A, X)
+        return seen, len(tids() - before)
+
+    out = {}
+    for mode in ("limits", "n_threads", "default"):  # default last: it starts a team
+        with ThreadPoolExecutor(1) as pool:  # a fresh worker thread each time
+            out[mode] = pool.submit(call, mode).result()
+    with threadpool_limits(limits=1):  # an outer limit, set in the main thread
+        with ThreadPoolExecutor(1) as pool:
+            out["outer"] = pool.submit(lambda: _runtime.max_threads()).result()
+    print(json.dumps(out))
+""")
+
+
+def test_nested_use_inside_a_thread_pool():
+    """Kernels called from ThreadPoolExecutor workers under threadpool_limits(1) (set in
+    the worker) or with n_threads=1 run on one thread: resolve_n_threads says 1 and the
+    call starts no OpenMP thread (OS thread count of the process unchanged), while the
+    default call does start one (the observable works). What an outer limit does is
+    printed for the README's note (OpenMP's thread limit is per calling thread)."""
+    if not _runtime.openmp_enabled():
+        pytest.skip("wsesparse was built without OpenMP")
+    res = subprocess.run([sys.executable, "-c", _NESTED], capture_output=True, text=True,
+                         timeout=60, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    print(out)
+    assert out["limits"] == [[1, 1], 0]
+    assert out["n_threads"] == [[None, 1], 0]
+    if _available_cores() >= 2 and "OMP_NUM_THREADS" not in os.environ:
+        (max_t, resolved), started = out["default"]
+        assert resolved >= 2 and started >= 1, out

@@ -3,7 +3,7 @@
 # throw-away copy of the working tree and run the kernel tests under them.
 #
 #   tools/sanitize.sh                       # the kernel tests (below)
-#   tools/sanitize.sh tests/test_tlr.py -k matvec    # any pytest arguments
+#   tools/sanitize.sh tests/tlr/test_matrix.py -k matvec    # any pytest arguments
 #
 # The copy (tracked and untracked files of the working tree, without build
 # products or .git) lives in a temporary directory, so the in-place .so files
@@ -29,11 +29,10 @@ WSESPARSE_SANITIZE=address,undefined python setup.py build_ext --inplace >build.
 if [ "$#" -eq 0 ]; then
     # The RSS test is left out: ASan holds freed memory in its quarantine (by
     # design, to catch use-after-free), so the resident set grows under it.
-    set -- tests/test_matmul.py tests/test_matmul_errors.py tests/test_csr_operand.py \
-        tests/test_kernel_entry.py tests/test_fuzz.py tests/test_adversarial_matmul.py \
-        tests/test_threads.py tests/test_tlr.py tests/test_wafer_tlr.py \
-        tests/test_reliability.py tests/wafer \
-        --deselect tests/test_reliability.py::test_no_leak_over_many_calls
+    set -- tests/matmul tests/test_csr.py tests/test_structure.py tests/kernels \
+        tests/test_drivers.py tests/test_fuzz.py tests/test_threads.py tests/test_checks.py \
+        tests/tlr tests/wafer \
+        --deselect tests/matmul/test_memory.py::test_no_leak_over_many_calls
 fi
 cc="${CC:-gcc}"
 LD_PRELOAD="$("$cc" -print-file-name=libasan.so):$("$cc" -print-file-name=libubsan.so)" \

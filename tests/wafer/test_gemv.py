@@ -1,3 +1,10 @@
+"""``wafer.estimate_gemv`` / ``wafer.execute_gemv``: the run against numpy, golden cycle
+counts, the reductions, nan/inf and empty rows, an SRAM too small, and bad operands.
+
+Before the fixes complex operands lost their imaginary part silently. Catalogue:
+docs/adversarial_inputs.md.
+"""
+
 import dataclasses
 
 import numpy as np
@@ -5,6 +12,8 @@ import pytest
 import scipy.sparse as sp
 
 from wsesparse import wafer
+
+SMALL = dataclasses.replace(wafer.WSE2, rows=4, cols=3)
 
 
 @pytest.mark.parametrize("reduction", wafer.REDUCTIONS)
@@ -52,3 +61,34 @@ def test_gemv_rejects_bad_input(kwargs, exc, word):
     args.update(kwargs)
     with pytest.raises(exc, match=word):
         wafer.execute_gemv(**args)
+
+
+def test_gemv_nonfinite_and_empty_rows():
+    A = np.diag([1.0, 0.0, 2.0, 3.0])
+    x = np.array([np.nan, np.inf, -np.inf, 1.0])
+    for red in wafer.REDUCTIONS:
+        y, _ = wafer.execute_gemv(sp.csr_array(A), x, machine=SMALL, reduction=red)
+        with np.errstate(invalid="ignore"):
+            ref = sp.csr_array(A) @ x
+        np.testing.assert_array_equal(y, ref.astype(np.float32))
+    rep = wafer.estimate_gemv(np.zeros((4, 3)), machine=SMALL)
+    assert rep.nnz == 0 and rep.core_nnz_max == 0 and rep.best in wafer.REDUCTIONS
+
+
+def test_gemv_sram_too_small_is_reported():
+    rep = wafer.estimate_gemv(np.ones((8, 8)), machine=dataclasses.replace(SMALL, sram_bytes=1))
+    assert not rep.sram_fits and "DOES NOT FIT" in str(rep)
+
+
+@pytest.mark.parametrize("A,x,exc,match", [
+    (np.eye(4) * 1j, np.ones(4), TypeError, "real dtypes only, A is"),
+    (np.eye(4), np.ones(4) * 1j, TypeError, "real dtypes only, x is"),
+    (np.eye(4), None, TypeError, "x is None"),
+    (None, np.ones(4), TypeError, "A is None"),
+    (np.ones((0, 4)), np.ones(4), ValueError, "A must have at least one row"),
+    (np.eye(4), np.ones((4, 1)), ValueError, "x must be 1-D of length 4"),
+    (np.eye(4), 2.0, ValueError, "x is a scalar"),
+])
+def test_gemv_bad_operands(A, x, exc, match):
+    with pytest.raises(exc, match=match):
+        wafer.execute_gemv(A, x, machine=SMALL)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def test_scaling_script_prints_every_point(capsys):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "scaling.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "scaling.py"
     spec = importlib.util.spec_from_file_location("scaling_script", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,62 +1,11 @@
-import dataclasses
+"""``wafer.balance``: the balancers' assignments of features to rows, on power-law and
+GPT-3-sized feature counts; bad arguments."""
 
 import numpy as np
 import pytest
 
 from wsesparse import wafer
-from wsesparse.wafer import balance, make_layout
-
-
-def test_presets_match_design_table():
-    assert (wafer.WSE2.rows, wafer.WSE2.cols) == (750, 994)
-    assert wafer.WSE2.cores == 745_500
-    assert wafer.WSE2.sram_bytes == 48 * 1024
-    assert wafer.WSE2.fmac("float16") == 4 and wafer.WSE2.fmac("float32") == 1
-    assert (wafer.WSE2.psum_copy_cycles + wafer.WSE2.psum_reset_cycles
-            + wafer.WSE2.psum_add_cycles) == 4
-    assert (wafer.WSE3.rows, wafer.WSE3.cols) == (762, 1172)
-    # 150 GB/s of 4-byte messages at 850 MHz
-    assert wafer.WSE2.intake_messages_per_cycle == pytest.approx(44.1176, rel=1e-4)
-
-
-@pytest.mark.parametrize("field,value,exc", [
-    ("rows", 0, ValueError), ("cols", 2.5, TypeError), ("clock_hz", -1.0, ValueError),
-    ("payload_bits", 30, ValueError), ("psum_buffer_depth", True, TypeError),
-    ("cycles_per_hop", -1, ValueError), ("psum_on_wire", 1, TypeError),
-])
-def test_machine_rejects_bad_fields(field, value, exc):
-    with pytest.raises(exc, match=field):
-        dataclasses.replace(wafer.WSE2, **{field: value})
-
-
-def test_machine_is_frozen():
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        wafer.WSE2.rows = 3
-
-
-def test_layout_passes_and_fit():
-    m = dataclasses.replace(wafer.WSE2, rows=2, cols=2, sram_bytes=200)
-    # fp32, 1 input + 1 output feature per row: 4 + 4 + 4 acc + 2*4 buffers = 20 B/token
-    lay = make_layout(m, 2, 2, 46, features_per_row_max=1, dtype="float32")
-    assert lay.tokens_per_core == 23 and lay.passes == 3
-    assert lay.pass_widths == ((8, 2), (7, 1)) and lay.fits
-    assert lay.sram_bytes_per_core == 160
-    tiny = dataclasses.replace(m, sram_bytes=10)
-    bad = make_layout(tiny, 2, 2, 4, features_per_row_max=1, dtype="float32")
-    assert not bad.fits and "NOT fit" in bad.note
-    # several engines: each core sees fewer tokens
-    assert make_layout(m, 2, 2, 48, 1, engines=4, dtype="float32").tokens_per_core == 6
-
-
-@pytest.mark.parametrize("kwargs,exc,word", [
-    (dict(n_tokens=0), ValueError, "n_tokens"), (dict(engines=2.0), TypeError, "engines"),
-    (dict(dtype="int8"), ValueError, "dtype"), (dict(engines=100), ValueError, "engines"),
-])
-def test_layout_rejects_bad_input(kwargs, exc, word):
-    args = dict(machine=wafer.WSE2, n_out=4, n_in=4, n_tokens=8, features_per_row_max=1)
-    args.update(kwargs)
-    with pytest.raises(exc, match=word):
-        make_layout(**args)
+from wsesparse.wafer import balance
 
 
 def _power_law_feature_nnz(K, M, alpha, density=0.1, seed=0):

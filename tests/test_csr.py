@@ -1,21 +1,18 @@
-"""``wsesparse.CSR``: the validated, prepared operand (construction, products, transpose,
-``to_scipy``, ``from_arrays`` validation, row partition)."""
+"""``wsesparse.CSR``: the validated, prepared operand (construction, index dtypes, products,
+transpose, ``to_scipy``, ``from_arrays`` validation, the LinearOperator)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given
-from hypothesis import strategies as st
 
 from matmul_helpers import (FORMATS, KERNEL_DTYPES, KINDS, SPARSE_DTYPES, assert_matches,
-                      random_dense, random_sparse, to_format)
+                            random_dense, random_sparse, to_format)
 from wsesparse import CSR, sparse_matmul
-from wsesparse._drivers import balanced_row_bounds
 
 
-# -- construction ----------------------------------------------------------------------------
+# -- construction ------------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("dtype", SPARSE_DTYPES, ids=str)
@@ -92,7 +89,7 @@ def test_properties_and_repr(rng):
     assert "20x10" in r and f"nnz={A.nnz}" in r and "float32" in r
 
 
-# -- products -----------------------------------------------------------------------------------
+# -- products ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES + (np.dtype(np.int32), np.dtype(np.bool_)),
                          ids=str)
 def test_repeated_products(rng, dtype):
@@ -159,7 +156,24 @@ def test_to_scipy(rng):
     np.testing.assert_array_equal(sparse_matmul(np.ones(2), W2), [1.0, 2.0])
 
 
-# -- from_arrays --------------------------------------------------------------------------------------
+def test_prepared_operand_keeps_its_dense_copy_for_dense_dispatch():
+    """A prepared CSR sent to dense BLAS densifies once (cached), stays correct
+    after a change of dtype, and one-shot scipy operands leave nothing behind."""
+    rng = np.random.default_rng(0)
+    A = sp.random(120, 90, density=0.9, format="csr", random_state=1, dtype=np.float64)
+    W = CSR(A)
+    X = rng.standard_normal((90, 300))
+    np.testing.assert_allclose(sparse_matmul(W, X, method="dense"), A @ X, rtol=1e-12, atol=1e-10)
+    cached = W._dense
+    assert cached is not None and cached.dtype == np.float64
+    np.testing.assert_allclose(sparse_matmul(W, X, method="dense"), A @ X, rtol=1e-12, atol=1e-10)
+    assert W._dense is cached
+    Xc = X.astype(np.complex128)
+    np.testing.assert_allclose(sparse_matmul(W, Xc, method="dense"), A @ Xc, rtol=1e-12, atol=1e-10)
+    assert W._dense.dtype == np.complex128
+
+
+# -- from_arrays -------------------------------------------------------------------------------
 def test_from_arrays_basic():
     W = CSR.from_arrays([1.0, 2.0], [1, 0], [0, 1, 2], (2, 2))
     np.testing.assert_array_equal(W.to_scipy().toarray(), [[0.0, 1.0], [2.0, 0.0]])
@@ -223,41 +237,46 @@ def test_from_arrays_empty():
     assert (W0 @ np.ones((0, 4))).shape == (0, 4)
 
 
-# -- row partition ---------------------------------------------------------------------------------
-@given(lengths=st.lists(st.integers(0, 50), max_size=200), n_parts=st.integers(1, 16),
-       row_cost=st.integers(0, 4))
-def test_balanced_row_bounds_is_a_partition(lengths, n_parts, row_cost):
-    """Bounds: n_parts + 1 (or 2) nondecreasing int64 boundaries from 0 to n_rows; no part's
-    work exceeds the mean by more than one row's work."""
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    n_rows = len(lengths)
-    b = balanced_row_bounds(indptr, n_parts, row_cost)
-    assert b.dtype == np.int64 and b[0] == 0 and b[-1] == n_rows
-    assert np.all(np.diff(b) >= 0)
-    if n_parts > 1 and n_rows > 1:
-        assert len(b) == n_parts + 1
-        cost = np.asarray(lengths) + row_cost
-        work = np.array([cost[b[i]:b[i + 1]].sum() for i in range(n_parts)])
-        assert work.max() <= cost.sum() / n_parts + (cost.max() if n_rows else 0)
+@pytest.mark.parametrize("shape", [(2.0, 2), (2, 2.5), (np.float64(2), 2)], ids=str)
+def test_from_arrays_float_shape(shape):
+    with pytest.raises(ValueError, match="shape must be a pair of ints"):
+        CSR.from_arrays([1.0], [0], [0, 1, 1], shape)
 
 
-def test_prepared_operand_keeps_its_dense_copy_for_dense_dispatch():
-    """A prepared CSR sent to dense BLAS densifies once (cached), stays correct
-    after a change of dtype, and one-shot scipy operands leave nothing behind."""
-    rng = np.random.default_rng(0)
-    A = sp.random(120, 90, density=0.9, format="csr", random_state=1, dtype=np.float64)
-    W = CSR(A)
-    X = rng.standard_normal((90, 300))
-    np.testing.assert_allclose(sparse_matmul(W, X, method="dense"), A @ X, rtol=1e-12, atol=1e-10)
-    cached = W._dense
-    assert cached is not None and cached.dtype == np.float64
-    np.testing.assert_allclose(sparse_matmul(W, X, method="dense"), A @ X, rtol=1e-12, atol=1e-10)
-    assert W._dense is cached
-    Xc = X.astype(np.complex128)
-    np.testing.assert_allclose(sparse_matmul(W, Xc, method="dense"), A @ Xc, rtol=1e-12, atol=1e-10)
-    assert W._dense.dtype == np.complex128
+def test_from_arrays_numpy_int_shape():
+    W = CSR.from_arrays([1.0], [0], [0, 1, 1], (np.int64(2), np.uint8(2)))
+    assert W.shape == (2, 2) and all(type(s) is int for s in W.shape)
 
 
+# -- index dtypes ------------------------------------------------------------------------------
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+@pytest.mark.parametrize("ptr_dt", INT_DTYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("idx_dt", INT_DTYPES, ids=lambda t: np.dtype(t).name)
+def test_csr_index_dtype_selection(ptr_dt, idx_dt):
+    """CSR keeps int32 only when both index arrays are int32; anything else becomes int64
+    (never a narrower type), and the product equals scipy's."""
+    A = sp.random(6, 5, density=0.5, format="csr", random_state=2)
+    W = CSR.from_arrays(A.data, A.indices.astype(idx_dt), A.indptr.astype(ptr_dt), A.shape)
+    want = np.int32 if ptr_dt == np.int32 and idx_dt == np.int32 else np.int64
+    assert W.indptr.dtype == want and W.indices.dtype == want
+    assert np.array_equal(W.indptr, A.indptr) and np.array_equal(W.indices, A.indices)
+    x = np.arange(5.0)
+    np.testing.assert_allclose(W @ x, A @ x)
+
+
+@pytest.mark.parametrize("ptr_dt", [np.int64, np.uint32, np.uint64])
+def test_indptr_beyond_int32_is_not_cast_down(ptr_dt):
+    """indptr values beyond the int32 range (nnz > 2**31, here without the arrays) keep
+    their value: the check reports indptr[-1] = 2**31 + 1 > len(indices), not a
+    wrapped negative value ('indptr decreases')."""
+    indptr = np.array([0, 2**31 + 1], dtype=ptr_dt)
+    with pytest.raises(ValueError, match="indptr.-1. exceeds the number of stored indices"):
+        CSR.from_arrays([1.0], np.array([0], dtype=np.int32), indptr, (1, 1))
+
+
+# -- a LinearOperator --------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_csr_is_a_linear_operator(dtype):
     """aslinearoperator returns the CSR itself; matvec/matmat/rmatvec/rmatmat/adjoint/H/T

@@ -1,4 +1,9 @@
-"""Wafer estimate of TLR-MVM: golden cycle counts derived by hand, published figure."""
+"""``wafer.estimate_tlrmvm``: golden cycle counts derived by hand, the published figure,
+the packing of tiles into cores, and bad arguments.
+
+Before the fixes estimate_tlrmvm raised IndexError / AttributeError on bad input.
+Catalogue: docs/adversarial_inputs.md.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wsesparse import TLRBatch, TLRMatrix
+from wsesparse import TLRBatch, TLRMatrix, wafer
 from wsesparse.datasets import seismic_slice
 from wsesparse.wafer.machine import WSE2
 from wsesparse.wafer.tlr import PUBLISHED_TLRMVM_BYTES_PER_S, estimate_tlrmvm
+
 
 TINY = dataclasses.replace(WSE2, name="tiny", rows=2, cols=2, sram_bytes=4096, fmac_fp32=1,
                            payload_bits=32, cycles_per_hop=1, clock_hz=1e9)
@@ -127,3 +133,51 @@ def test_packing_conserves_work_and_respects_sram(m, n, nb, seed, budget):
     assert elems.sum() == T.U.size + T.V.size
     assert max_bytes <= budget
     assert (contrib >= (T.ranks.sum(axis=1) > 0)).all()
+
+
+# -- bad input ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tlr():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((40, 6)) @ rng.standard_normal((6, 30))
+    return TLRMatrix.from_dense(A, nb=16, tol=1e-6)
+
+
+@pytest.mark.parametrize("kw,exc,match", [
+    (dict(machine=None), TypeError, "machine must be a wafer.Machine"),
+    (dict(machine="wse2"), TypeError, "machine must be a wafer.Machine"),
+    (dict(systems=2.0), TypeError, "systems must be a positive int"),
+    (dict(systems=True), TypeError, "systems must be a positive int"),
+    (dict(copies=-1), ValueError, "copies must be a positive int"),
+    (dict(reserved_bytes=-1), ValueError, "reserved_bytes must be an int"),
+    (dict(reserved_bytes=wafer.WSE2.sram_bytes), ValueError, "reserved_bytes must be an int"),
+    (dict(reserved_bytes=10.0), TypeError, "reserved_bytes must be an int"),
+    (dict(chunk_bytes=0), ValueError, "chunk_bytes must be an int"),
+    (dict(chunk_bytes=10**9), ValueError, "chunk_bytes must be an int"),
+    (dict(machine=dataclasses.replace(wafer.WSE2, sram_bytes=100), reserved_bytes=0),
+     ValueError, "use a smaller nb"),
+])
+def test_tlrmvm_bad_arguments(tlr, kw, exc, match):
+    with pytest.raises(exc, match=match):
+        estimate_tlrmvm(tlr, **kw)
+
+
+def test_tlrmvm_bad_operator(tlr):
+    with pytest.raises(ValueError, match="empty TLRBatch"):
+        estimate_tlrmvm(TLRBatch([]))
+    cplx = TLRMatrix.from_dense(tlr.toarray().astype(np.complex128), nb=16, tol=1e-6)
+    with pytest.raises(ValueError, match="mixes real and complex"):
+        estimate_tlrmvm(TLRBatch([tlr, cplx]))
+    with pytest.raises(TypeError, match="TLRMatrix or TLRBatch"):
+        estimate_tlrmvm(None)
+
+
+def test_tlrmvm_nb_larger_than_matrix_and_zero_ranks():
+    """One tile (nb > m, n) and an all-zero matrix (every rank 0) are costed, not errors."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((30, 4)) @ rng.standard_normal((4, 20))
+    one = estimate_tlrmvm(TLRMatrix.from_dense(A, nb=1000, tol=1e-6), copies=1)
+    assert one.fits and one.cores_per_matrix >= 1 and one.total_cycles > 0
+    zero = estimate_tlrmvm(TLRMatrix.from_dense(np.zeros((30, 20)), nb=8), copies=1)
+    assert zero.cores_per_matrix == 0 and zero.phase1_cycles == zero.phase3_cycles == 0
+    assert zero.total_cycles > 0 and np.isfinite(zero.bandwidth_bytes_per_s)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def test_under_load_script_reports_quiet_and_loaded(capsys):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "under_load.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "under_load.py"
     spec = importlib.util.spec_from_file_location("under_load_script", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,0 +1,99 @@
+"""``wsesparse bench`` (wsesparse/bench/cli.py): a tiny CPU peer comparison, both sides, its
+progress bar, and bad arguments."""
+
+import csv
+import io
+import sys
+
+from wsesparse.cli import main
+
+
+TINY = ["--sizes", "256", "--tokens", "1,8", "--densities", "0.1,0.01",
+        "--dtypes", "float32,float64", "--no-triad", "--budget", "0.005", "--repeats", "1",
+        "--threads", "1"]
+
+
+def _table(out: str) -> list[list[str]]:
+    """The data rows of the printed table, split into their |-separated parts."""
+    return [line.split("|") for line in out.splitlines() if line.startswith("   256 ")]
+
+
+def test_bench_tiny_run_prints_checked_rows_and_missing_peers(no_peers, capsys, tmp_path):
+    path = tmp_path / "bench.csv"
+    assert main(["bench", *TINY, "--csv", str(path)]) == 0   # about 1 s
+    out, err = capsys.readouterr()
+    for name in ("mkl", "graphblas", "torch"):
+        assert f"peer {name}: not installed (ModuleNotFoundError" in out
+    head = next(line for line in out.splitlines() if line.lstrip().startswith("M "))
+    assert head.split("|")[1].split() == ["wsesparse", "wse.CSR", "scipy", "dense"]
+    rows = _table(out)
+    assert len(rows) == 2 * 2 * 2                    # dtypes x densities x tokens
+    for lead, rates, tail in rows:
+        # Every library verified against scipy and timed: a GFLOP/s, never FAIL ("0.000"
+        # when a call lost its core for a while).
+        assert all(float(v) >= 0 for v in rates.split()), rates
+        assert tail.split()[0] in ("scipy", "dense")  # the best peer
+    assert "Summary (ratio = wsesparse GFLOP/s" in out and f"wrote {path}" in out
+    assert err == ""                                  # stderr is not a terminal: no bar
+    points = list(csv.DictReader(path.open()))
+    assert [(p["dtype"], p["density"], p["N"]) for p in points] == [
+        (d, r, n) for d in ("float32", "float64") for r in ("0.1", "0.01") for n in ("1", "8")]
+    assert all(float(p["wsesparse"]) > 0 and float(p["wsesparse_t"]) > 0 for p in points)
+    assert all("spmv_GBs" in p and (p["spmv_GBs"] != "") == (p["N"] == "1") for p in points)
+
+
+def test_bench_left_times_dense_at_sparse_checked(no_peers, capsys, tmp_path, monkeypatch):
+    """--left: X @ A for every library, each result checked (as its transpose) against
+    scipy's; a wrong wsesparse result would be a FAIL, not a rate."""
+    path = tmp_path / "left.csv"
+    assert main(["bench", *TINY, "--left", "--csv", str(path)]) == 0
+    out, _ = capsys.readouterr()
+    assert "Products: dense @ sparse" in out
+    rows = _table(out)
+    assert len(rows) == 8
+    for lead, rates, tail in rows:
+        # Every column a rate, none FAIL ("0.000" when a call lost its core for a while).
+        assert all(float(v) >= 0 for v in rates.split()), rates
+    assert {p["side"] for p in csv.DictReader(path.open())} == {"left"}
+    # The check is real: a wrong dense @ sparse result is reported as FAIL.
+    import wsesparse
+    real = wsesparse.sparse_matmul
+    monkeypatch.setattr(wsesparse, "sparse_matmul", lambda a, b, **kw: real(a, b, **kw) * 1.01)
+    assert main(["bench", *TINY, "--left", "--tokens", "8", "--dtypes", "float64"]) == 0
+    rows = _table(capsys.readouterr()[0])
+    assert rows and all(r[1].split()[:2] == ["FAIL", "FAIL"] for r in rows)
+
+
+def test_bench_forced_progress_goes_to_stderr_only(no_peers, capsys):
+    args = ["--sizes", "128", "--tokens", "4", "--densities", "0.1,0.05", "--dtypes", "float64",
+            "--no-triad", "--budget", "0.002", "--repeats", "1", "--threads", "1"]
+    assert main(["bench", *args, "--progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "bench [" in err and "2/2 points" in err and err.endswith("\n")
+    assert "\r" not in out and len([ln for ln in out.splitlines() if ln.startswith("   128 ")]) == 2
+
+
+def test_bench_progress_on_a_terminal_by_default(no_peers, capsys, monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    fake = Tty()
+    monkeypatch.setattr(sys, "stderr", fake)
+    assert main(["bench", "--sizes", "64", "--tokens", "2", "--densities", "0.2",
+                 "--dtypes", "float32", "--no-triad", "--budget", "0.002", "--repeats", "1"]) == 0
+    assert "1/1 points" in fake.getvalue()
+    assert main(["bench", "--sizes", "64", "--tokens", "2", "--densities", "0.2",
+                 "--dtypes", "float32", "--no-triad", "--budget", "0.002", "--repeats", "1",
+                 "--no-progress"]) == 0
+    assert fake.getvalue().count("1/1 points") == 1   # --no-progress silences it
+
+
+def test_bench_rejects_unknown_dtype(capsys):
+    assert main(["bench", "--dtypes", "float16", "--no-triad"]) == 2
+    assert "--dtypes must be among float32" in capsys.readouterr().err
+
+
+def test_bench_rejects_rounds_below_one(capsys):
+    assert main(["bench", "--rounds", "0", "--no-triad"]) == 2
+    assert "--rounds must be a positive int, got 0" in capsys.readouterr().err

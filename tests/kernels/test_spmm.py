@@ -1,0 +1,578 @@
+"""``wsesparse._kernels._spmm``, the gather kernels (``csr_spmv``, ``csr_spmm``): every
+row-length / token-width path against a float64 oracle, panels, packing, streaming stores,
+column blocks, the one-shot products' index checks, and the kernels' own cheap re-checks of
+what they rely on.
+
+The Python layer validates everything first; these checks make a wrong call
+from inside the package fail with an exception instead of reading memory it
+does not own.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kernel_helpers import DTYPES, long_csr, rows_of_every_length, with_a_bad_index
+from wsesparse import CSR, sparse_matmul
+from wsesparse._kernels import _spmm
+from wsesparse._kernels._csr_tools import CSR_BAD_INDEX, CSR_OK
+from wsesparse import _hardware
+from wsesparse._drivers import balanced_row_bounds, k_block, panel_width, row_bounds
+from wsesparse._hardware import HardwareProfile
+
+
+def _profile(vector_bytes=None, **changes) -> HardwareProfile:
+    """This machine's profile with ``changes`` (cache sizes, fast_l3, ...)."""
+    from dataclasses import replace
+    hw = _hardware.current()
+    if vector_bytes is not None:
+        changes["vector_bytes"] = vector_bytes
+    return replace(hw, **changes)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_tokens", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 63,
+                                      64, 65, 100, 128, 129, 200])
+def test_every_row_length_and_token_width(dtype, itype, n_tokens):
+    A = rows_of_every_length(40, 97, dtype, itype)
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((97, n_tokens)).astype(dtype)
+    X = X[:, 0] if n_tokens == 1 else X
+    expected = A.astype(np.complex128).toarray() @ X.astype(np.complex128)
+    got = sparse_matmul(CSR(A), X, method="sparse")
+    assert got.dtype == np.dtype(dtype) and got.shape == expected.shape
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+def _args(dtype=np.float64, itype=np.int32, n_tokens=4):
+    A = CSR(rows_of_every_length(5, 9, dtype, itype))
+    X = np.ones((9, n_tokens), dtype=dtype)
+    Y = np.empty((A.shape[0], n_tokens), dtype=dtype)
+    return A, X, Y, np.array([0, A.shape[0]], dtype=np.int64)
+
+
+def test_spmm_rejects_mismatched_value_dtypes():
+    A, X, Y, b = _args()
+    with pytest.raises(ValueError, match="dense operands"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X.astype(np.float32), Y, b, 128, 1, False)
+    with pytest.raises(TypeError, match="kernel dtype"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data.astype(np.int64), X, Y, b, 128, 1, False)
+
+
+def test_spmm_rejects_non_contiguous_or_read_only_operands():
+    A, X, Y, b = _args()
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, np.asfortranarray(X), Y, b, 128, 1, False)
+    Y.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, b, 128, 1, False)
+
+
+def test_spmm_rejects_mixed_index_types_and_bad_shapes():
+    A, X, Y, b = _args()
+    with pytest.raises(TypeError, match="int32 or both int64"):
+        _spmm.csr_spmm(A.indptr, A.indices.astype(np.int64), A.data, X, Y, b, 128, 1, False)
+    with pytest.raises(TypeError, match="row_bounds"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, b.astype(np.int32), 128, 1, False)
+    with pytest.raises(ValueError, match="one entry per output row"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y[:-1], b, 128, 1, False)
+    with pytest.raises(ValueError, match="same number of columns"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y[:, :2].copy(), b, 128, 1, False)
+    with pytest.raises(ValueError, match="1-D"):
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, X, Y, b, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_several_panels_per_sweep(dtype, prefetch):
+    """Token columns swept in panels narrower than N (what big K and N get)."""
+    A = CSR(rows_of_every_length(60, 200, dtype, np.int32, seed=3))
+    tile = _spmm.TILE_BYTES_PER_ROW // np.dtype(dtype).itemsize
+    N = 2 * tile + 3
+    X = np.random.default_rng(4).standard_normal((200, N)).astype(dtype)
+    expected = A.to_scipy().astype(np.complex128).toarray() @ X.astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    for panel, n_threads, parts in ((tile, 1, 1), (2 * tile, 2, 5), (N, 2, 3)):
+        Y = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        bounds = np.linspace(0, A.shape[0], parts + 1).astype(np.int64)
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, bounds, panel, n_threads, prefetch)
+        np.testing.assert_allclose(Y, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("n_vectors", [1, 2, 4, 8])
+def test_panels_one_tile_wide(dtype, prefetch, n_vectors):
+    """Real panels exactly 1, 2, 4 or 8 vectors wide take a row loop of their own (no
+    per-row tile dispatch; complex ones the same widths through their own kernel):
+    rows of every length 0..60 against the oracle, and
+    bitwise equal to the same columns inside a wider panel (the same tiles), also
+    as the first panel of a wider X."""
+    A = CSR(rows_of_every_length(60, 200, dtype, np.int32, seed=5))
+    w = n_vectors * _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    X = np.random.default_rng(6).standard_normal((200, w + 3)).astype(dtype)
+    bounds = np.array([0, 20, A.shape[0]], dtype=np.int64)
+    Y = np.full((A.shape[0], w), np.nan, dtype=dtype)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, np.ascontiguousarray(X[:, :w]), Y, bounds,
+                   w, 2, prefetch)
+    expected = A.to_scipy().astype(np.complex128).toarray() @ X[:, :w].astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(Y, expected, rtol=tol, atol=tol)
+    wide = np.full((A.shape[0], w + 3), np.nan, dtype=dtype)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, X, wide, bounds, w + 3, 2, prefetch)
+    np.testing.assert_array_equal(Y, wide[:, :w])
+    # A first panel of w columns out of w + 3 (X packed with its own row stride,
+    # Y rows w + 3 apart).
+    paneled = np.full_like(wide, np.nan)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, X, paneled, bounds, w, 2, prefetch)
+    np.testing.assert_array_equal(paneled, wide)
+
+
+def _aligned(shape, dtype, offset=0):
+    """A C-contiguous array of ``shape`` starting ``offset`` bytes past a 64-byte line."""
+    itemsize = np.dtype(dtype).itemsize
+    n = int(np.prod(shape))
+    raw = np.empty(n * itemsize + 128, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    return raw[start:start + n * itemsize].view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("n_vectors, extra", [(1, 0), (2, 0), (3, 5), (8, 0), (9, 2), (16, 0)])
+@pytest.mark.parametrize("panel_vectors", [None, 2])
+@pytest.mark.parametrize("offset", [0, 8, 16, 32])
+def test_streaming_stores_change_nothing(dtype, n_vectors, extra, panel_vectors, offset):
+    """stream=True (non-temporal stores of Y's tiles) gives bitwise the result of plain
+    stores, one sweep or packed panels, prefetch on or off; on a Y (or row stride, or
+    panel) off the vector boundary the kernel keeps plain stores instead of faulting."""
+    A = CSR(rows_of_every_length(40, 150, dtype, np.int32, seed=7))
+    vl = _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    w = n_vectors * vl + extra
+    panel = w if panel_vectors is None else panel_vectors * vl
+    X = np.random.default_rng(8).standard_normal((150, w)).astype(dtype)
+    bounds = np.array([0, 17, A.shape[0]], dtype=np.int64)
+    plain = np.full((A.shape[0], w), np.nan, dtype=dtype)
+    _spmm.csr_spmm(A.indptr, A.indices, A.data, X, plain, bounds, panel, 2, False)
+    expected = A.to_scipy().astype(np.complex128).toarray() @ X.astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(plain, expected, rtol=tol, atol=tol)
+    for prefetch in (False, True):
+        Y = _aligned(plain.shape, dtype, offset)
+        Y[...] = np.nan
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, bounds, panel, 2, prefetch,
+                       stream=True)
+        np.testing.assert_array_equal(Y, plain)
+
+
+def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
+    """Results from STREAM_MIN_L3_SHARE of L3 on, of rows averaging at most SHORT_ROW_NNZ
+    nonzeros, ask the kernel for streaming stores (and get the same values)."""
+    A = sp.random(300, 200, density=0.05, format="csr", random_state=3, dtype=np.float32)
+    X = np.random.default_rng(4).standard_normal((200, 64)).astype(np.float32)
+    expected = sparse_matmul(A, X, method="sparse")
+    narrower = sparse_matmul(A, X[:, :63], method="sparse")
+    asked = []
+    real = _spmm.csr_spmm
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["stream"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_spmm, "csr_spmm", spy)
+    monkeypatch.setattr(_hardware, "_current", _profile(l3_bytes=4 * 300 * 64 * 4))
+    for S in (A, CSR(A)):
+        np.testing.assert_array_equal(sparse_matmul(S, X, method="sparse"), expected)
+    # One column short of the bound: plain stores.
+    np.testing.assert_array_equal(sparse_matmul(A, X[:, :63], method="sparse"), narrower)
+    long_rows = sp.random(300, 200, density=0.5, format="csr", random_state=3, dtype=np.float32)
+    sparse_matmul(long_rows, X, method="sparse")
+    assert asked == [True, True, False, False]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_every_panel_choice_against_oracle(monkeypatch, dtype):
+    """One line, several lines and one sweep: what the L3 probe can pick."""
+    rng = np.random.default_rng(8)
+    K, N = 512, 200
+    A = sp.random(300, K, density=0.2, format="csr", random_state=9, dtype=np.float64)
+    A = A.astype(dtype)
+    X = rng.standard_normal((K, N)).astype(dtype)
+    expected = A.astype(np.complex128) @ X.astype(np.complex128)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    panels = set()
+    for l2, l3, fast in ((64 * K, 0, False), (256 * K, 0, False), (64 * K, 1 << 32, True)):
+        hw = _profile(l2_bytes=l2, l3_bytes=l3, fast_l3=fast)
+        monkeypatch.setattr(_hardware, "_current", hw)
+        panels.add(panel_width(A.shape, A.nnz, N, np.dtype(dtype).itemsize, hw))
+        for n_threads in (1, 2):
+            np.testing.assert_allclose(sparse_matmul(A, X, n_threads=n_threads), expected,
+                                       rtol=tol, atol=tol)
+    assert len(panels) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("N", [1, 3, 4, 5, 8, 12, 16, 17, 24, 33])
+def test_packed_single_panel(dtype, N):
+    """``pack``: X read from an aligned copy with padded rows, every width."""
+    A = CSR(rows_of_every_length(60, 200, dtype, np.int32, seed=5))
+    X = np.random.default_rng(6).standard_normal((200, N)).astype(dtype)
+    for n_threads, parts, panel in ((1, 1, N), (2, 5, N), (2, 3, max(1, N // 2))):
+        expected = np.empty((A.shape[0], N), dtype=dtype)
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, expected, 1, panel, 1, False)
+        Y = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, parts, panel, n_threads, False,
+                       pack=True)
+        # The copy changes where X is read from, not how a row is summed.
+        np.testing.assert_array_equal(Y, expected)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(Y, A.to_scipy() @ X, rtol=tol, atol=tol)
+
+
+# -- one-shot products: the kernels check the column indices as they go ------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("max_len", [12, 40, 70])
+@pytest.mark.parametrize("one_shot", [False, True])
+def test_spmv_every_row_length(dtype, itype, max_len, one_shot):
+    """Parts whose rows average under WS_SPMV_VEC_NNZ_<T> (24 float32, 16
+    float64) run the scalar loop with the vector rows called out (max_len 12:
+    no vector rows; 40: float32), others the vector steps inlined with scalar
+    short rows and tails; prepared (unchecked) and one-shot (checked) alike."""
+    A = rows_of_every_length(max_len, 97, dtype, itype, seed=max_len)
+    x = np.random.default_rng(2).standard_normal(97).astype(dtype)
+    expected = A.astype(np.complex128).toarray() @ x.astype(np.complex128)
+    got = sparse_matmul(A if one_shot else CSR(A), x)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("one_shot", [False, True])
+def test_spmv_wide_x_every_row_length(dtype, one_shot):
+    """x beyond L1 (the AVX-512 build gathers rows of 4 nonzeros and more):
+    every row length against scipy, and int64 indices give int32's bits."""
+    n_cols = 20_000
+    A = rows_of_every_length(70, n_cols, dtype, np.int32, seed=7)
+    x = np.random.default_rng(3).standard_normal(n_cols).astype(dtype)
+    got = sparse_matmul(A if one_shot else CSR(A), x)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
+                       shape=A.shape)
+    got64 = sparse_matmul(A64 if one_shot else CSR(A64), x)
+    assert got64.tobytes() == got.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_shot_spmv_wide_x_finds_a_bad_index_anywhere(dtype, itype):
+    A = long_csr(dtype, itype, n_cols=20_000)
+    x = np.ones(20_000, dtype=dtype)
+    np.testing.assert_allclose(sparse_matmul(A, x), A @ x, rtol=1e-4)
+    for B in with_a_bad_index(A, 20_000):
+        with pytest.raises(ValueError, match="not below 20000"):
+            sparse_matmul(B, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("long", [28, 80])
+def test_one_shot_spmv_finds_a_bad_index_in_every_short_row_position(dtype, itype, long):
+    """Rows of 1..23 nonzeros among longer ones: a bad index at every position of
+    the short row is found. Rows of 80 make the part take the checked vector steps
+    (its short rows the checked 16-byte steps and scalar tails); rows of 28 put the
+    part's average on either side of the switches to the vector steps and to the
+    checked blocks (WS_SPMV_VEC_NNZ_<T>, WS_SPMV_CHK_LOOP_NNZ_<T>)."""
+    n_cols = 60
+    for length in range(1, 24):
+        lengths = np.array([long, length, long, long])
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+        indices = np.arange(indptr[-1]) % n_cols
+        data = np.ones(indptr[-1], dtype=dtype)
+        x = np.ones(n_cols, dtype=dtype)
+        A = sp.csr_array((data, indices.astype(itype), indptr), shape=(4, n_cols))
+        np.testing.assert_array_equal(sparse_matmul(A, x, n_threads=1), lengths)
+        for pos in range(indptr[1], indptr[2]):
+            for bad in (n_cols, -1):
+                B = A.copy()
+                B.indices[pos] = bad
+                with pytest.raises(ValueError, match=f"not below {n_cols}"):
+                    sparse_matmul(B, x, n_threads=1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_tokens", [1, 8, 40])
+def test_one_shot_product_finds_a_bad_index_anywhere(dtype, itype, n_tokens):
+    A = long_csr(dtype, itype)
+    X = np.ones((50, n_tokens), dtype=dtype)
+    X = X[:, 0] if n_tokens == 1 else X
+    np.testing.assert_allclose(sparse_matmul(A, X), A @ X, rtol=1e-4)
+    for B in with_a_bad_index(A):
+        with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
+            sparse_matmul(B, X)
+        with pytest.raises(ValueError, match="not below 50"):
+            CSR(B)  # a prepared operand is checked whole, at once
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_kernel_check_cols(dtype, n_threads):
+    """check_cols: 4 for an out-of-range index (in the first of several panels
+    too), 0 for a valid structure; N = 0 checks all the same."""
+    A = long_csr(dtype, np.int32, per_row=40, seed=5)
+    bounds = row_bounds(A.indptr, n_threads, {})
+    for N, panel in ((1, 0), (8, 8), (40, 16), (0, 0)):
+        X = np.ones((50, N), dtype=dtype)
+        Y = np.empty((A.shape[0], N), dtype=dtype)
+
+        def call(ind, X=X, Y=Y, N=N, panel=panel):
+            if N == 1:
+                return _spmm.csr_spmv(A.indptr, ind, A.data, X[:, 0], Y[:, 0].copy(), bounds,
+                                      n_threads, check_cols=50)
+            return _spmm.csr_spmm(A.indptr, ind, A.data, X, Y, bounds, panel, n_threads,
+                                  False, check_cols=50)
+
+        assert call(A.indices) == CSR_OK
+        for pos in (0, A.nnz // 2, A.nnz - 1):
+            bad = A.indices.copy()
+            bad[pos] = 50
+            assert call(bad) == CSR_BAD_INDEX
+    with pytest.raises(ValueError, match="check_cols"):
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, np.ones(50, dtype), np.empty(300, dtype),
+                       bounds, 1, check_cols=49)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_vectors", [1, 2, 4, 8])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_tile_loop_index_check(dtype, itype, n_vectors, prefetch):
+    """One-shot rows one tile wide, averaging at least 32 nonzeros, compare each index
+    in the tile loop: a bad one anywhere in a row (each accumulator set's slot, the
+    last partial set, the prefetch distance's end), too large, negative or at the
+    type's extremes, gives 4; valid indices give bitwise the unchecked product."""
+    rng = np.random.default_rng(11)
+    n_cols = 64
+    lengths = rng.integers(33, 48, size=12)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    indices = np.concatenate([rng.choice(n_cols, n, replace=False) for n in lengths]).astype(itype)
+    data = rng.standard_normal(indptr[-1]).astype(dtype)
+    w = n_vectors * _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    X = rng.standard_normal((n_cols, w)).astype(dtype)
+    bounds = np.array([0, 5, 12], dtype=np.int64)
+
+    def call(ind, check):
+        Y = np.zeros((12, w), dtype=dtype)
+        code = _spmm.csr_spmm(indptr, ind, data, X, Y, bounds, w, 2, prefetch,
+                              check_cols=n_cols if check else 0)
+        return code, Y
+
+    code, Y = call(indices, True)
+    assert code == CSR_OK
+    np.testing.assert_array_equal(Y, call(indices, False)[1])
+    info = np.iinfo(itype)
+    for row in (0, 7, 11):
+        p0, p1 = int(indptr[row]), int(indptr[row + 1])
+        for pos in (p0, p0 + 1, p0 + 2, p0 + 3, p0 + 9, p1 - 9, p1 - 2, p1 - 1):
+            for value in (n_cols, -1, info.max, info.min):
+                bad = indices.copy()
+                bad[pos] = value
+                assert call(bad, True)[0] == CSR_BAD_INDEX, (row, pos, value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_parts", [1, 2, 3, 8, 299, 300, 301, 1000])
+def test_kernel_cuts_the_rows_itself(dtype, itype, n_parts):
+    """An int row_bounds (one-shot products) partitions the rows in the kernel:
+    same result, bitwise, as the balanced_row_bounds array, also with more
+    parts than rows."""
+    A = long_csr(dtype, itype, seed=n_parts)
+    bounds = balanced_row_bounds(A.indptr, n_parts)
+    for N in (1, 8, 40):
+        X = np.random.default_rng(N).standard_normal((50, N)).astype(dtype)
+        Y_int = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        Y_arr = np.full((A.shape[0], N), np.nan, dtype=dtype)
+        if N == 1:
+            y_int, y_arr = Y_int[:, 0].copy(), Y_arr[:, 0].copy()
+            assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_int,
+                                  n_parts, 2, check_cols=50) == CSR_OK
+            assert _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), y_arr,
+                                  bounds, 2) == CSR_OK
+            Y_int[:, 0], Y_arr[:, 0] = y_int, y_arr
+        else:
+            assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_int, n_parts, 16, 2,
+                                  False, check_cols=50) == CSR_OK
+            assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y_arr, bounds, 16, 2,
+                                  False) == CSR_OK
+        np.testing.assert_array_equal(Y_int, Y_arr)
+        np.testing.assert_allclose(Y_int, A @ X, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("row_bounds", [0, -1, True, 2.0, "2", None,
+                                        np.array([0, 300], dtype=np.int32),
+                                        np.array([[0, 300]], dtype=np.int64),
+                                        np.array([0, 0, 300, 300], dtype=np.int64)[::2]])
+def test_kernel_rejects_badrow_bounds(row_bounds):
+    A = long_csr(np.float64, np.int32)
+    X = np.ones((50, 8))
+    with pytest.raises(TypeError, match="row_bounds"):
+        _spmm.csr_spmm(A.indptr, A.indices, A.data, X, np.empty((300, 8)), row_bounds, 8, 1,
+                       False)
+    with pytest.raises(TypeError, match="row_bounds"):
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), np.empty(300),
+                       row_bounds, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_parts", [1, 3])
+def test_spmv_check_in_parts_of_short_rows(dtype, itype, n_parts):
+    """Parts of short rows check their indices per block before use (not in
+    the loop): a bad index in the first, a middle or the last block is found,
+    a valid matrix gives the unchecked kernel's result bitwise."""
+    A = long_csr(dtype, itype, n_rows=4000, per_row=3, seed=11)  # ~6k nonzeros: 3 blocks
+    x = np.random.default_rng(2).standard_normal(50).astype(dtype)
+    y_ref, y = np.empty(4000, dtype), np.empty(4000, dtype)
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y_ref, n_parts, 2) == CSR_OK
+    assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, check_cols=50) == CSR_OK
+    np.testing.assert_array_equal(y, y_ref)
+    for pos in (0, 1, A.nnz // 3, A.nnz // 2, A.nnz - 1):
+        for bad in (50, -1):
+            ind = A.indices.copy()
+            ind[pos] = bad
+            assert (_spmm.csr_spmv(A.indptr, ind, A.data, x, y, n_parts, 2, check_cols=50)
+                    == CSR_BAD_INDEX)
+
+
+def test_kernel_balanced_bounds_rejects_bad_input():
+    indptr = np.array([0, 2, 4, 6], dtype=np.int64)
+    np.testing.assert_array_equal(_spmm.balanced_bounds(indptr, 3, 0), [0, 1, 2, 3])
+    for n_parts in (0, -1):
+        with pytest.raises(ValueError, match="n_parts >= 1"):
+            _spmm.balanced_bounds(indptr, n_parts, 0)
+    with pytest.raises(ValueError, match="non-empty indptr"):
+        _spmm.balanced_bounds(np.array([], dtype=np.int64), 2, 0)
+
+
+def _plain(dtype=np.float64, itype=np.int32):
+    A = rows_of_every_length(6, 9, dtype, itype)
+    return A.indptr, A.indices, A.data, A.shape
+
+
+def test_plain_csr_nnz_takes_only_what_the_kernels_take_as_is():
+    """The fast path's gate: the stored-entry count for plain valid arrays, -1
+    (general path) for anything the kernels would misread or that is corrupt."""
+    for dtype in (np.float32, np.float64, np.complex64, np.complex128):
+        for itype in (np.int32, np.int64):
+            ip, ix, d, (m, n) = _plain(dtype, itype)
+            assert _spmm.plain_csr_nnz(ip, ix, d, m, n) == ip[-1] == 21
+    ip, ix, d, (m, n) = _plain()
+    unaligned = np.frombuffer(b"\0" + d.tobytes(), dtype=d.dtype, count=len(d), offset=1)
+    bad = {
+        "big-endian data": (ip, ix, d.astype(">f8"), m, n),
+        "big-endian indices": (ip, ix.astype(">i4"), d, m, n),
+        "big-endian indptr": (ip.astype(">i4"), ix, d, m, n),
+        "strided indices": (ip, np.repeat(ix, 2)[::2], d, m, n),
+        "unaligned data": (ip, ix, unaligned, m, n),
+        "mixed index types": (ip.astype(np.int64), ix, d, m, n),
+        "int16 indices": (ip.astype(np.int16), ix.astype(np.int16), d, m, n),
+        "int data": (ip, ix, d.astype(np.int64), m, n),
+        "float16 data": (ip, ix, d.astype(np.float16), m, n),
+        "list indices": (ip, list(ix), d, m, n),
+        "ndarray subclass": (ip, ix, d.view(np.matrix), m, n),
+        "2-D data": (ip, ix, d[None, :], m, n),
+        "no columns": (ip, ix, d, m, 0),
+        "negative row count": (ip[:0], ix, d, -1, n),
+        "indptr too short": (ip[:-1], ix, d, m, n),
+        "indptr not from 0": (ip + 1, ix, d, m, n),
+        "indptr decreasing": (np.r_[ip[:3], ip[2] - 1, ip[4:]].astype(np.int32), ix, d, m, n),
+        "indptr beyond indices": (ip, ix[:-1], d, m, n),
+        "indptr beyond data": (ip, ix, d[:-1], m, n),
+    }
+    for what, args in bad.items():
+        assert _spmm.plain_csr_nnz(*args) == -1, what
+
+
+# -- column blocks -----------------------------------------------------------------------------
+def _kb_operands(dtype, itype, n_rows=150, n_cols=900, density=0.3, seed=3):
+    """A CSR with unsorted and duplicate column indices in some rows, plus empty rows."""
+    rng = np.random.default_rng(seed)
+    A = sp.random(n_rows, n_cols, density=density, format="csr", dtype=dtype, random_state=rng)
+    A.indices, A.indptr = A.indices.astype(itype), A.indptr.astype(itype)
+    for i in range(0, n_rows, 3):
+        s = slice(A.indptr[i], A.indptr[i + 1])
+        A.indices[s] = rng.permutation(A.indices[s])
+    for i in range(1, n_rows, 7):  # a duplicate: the row's first column again at its end
+        if A.indptr[i + 1] - A.indptr[i] > 1:
+            A.indices[A.indptr[i + 1] - 1] = A.indices[A.indptr[i]]
+    A.data[::11] = np.array([np.inf, -0.0, np.nan, 1e30], dtype=dtype)[
+        np.arange(len(A.data[::11])) % 4]
+    return A
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("kb", [1, 64, 899, 900, 5000])
+def test_column_blocks_are_the_row_sums_bit_for_bit(dtype, itype, kb):
+    """csr_spmm's kblock sums each row in storage order, as the whole-row kernel does:
+    the same bytes, for tile-wide panels (the rest ignore it), checked or not."""
+    A = _kb_operands(dtype, itype)
+    tile = _spmm.KBLOCK_TILE_VECTORS * _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((A.shape[1], 2 * tile + 5)).astype(dtype)
+    X[7, 3] = np.inf
+    for threads, prefetch, check in [(1, False, 0), (2, True, 0), (3, False, A.shape[1])]:
+        Y0 = np.full((A.shape[0], X.shape[1]), 7, dtype)
+        Y1 = Y0.copy()
+        args = (A.indptr, A.indices, A.data, X)
+        assert _spmm.csr_spmm(*args, Y0, 2 * threads, tile, threads, prefetch,
+                              check_cols=check, pack=True) == CSR_OK
+        assert _spmm.csr_spmm(*args, Y1, 2 * threads, tile, threads, prefetch,
+                              check_cols=check, pack=True, kblock=kb) == CSR_OK
+        assert Y1.tobytes() == Y0.tobytes()
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = A.astype(np.float64) @ X.astype(np.float64)
+    np.testing.assert_allclose(Y1, expected, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-2)
+
+
+def test_column_blocks_check_indices_first():
+    A = _kb_operands(np.float32, np.int32)
+    tile = _spmm.KBLOCK_TILE_VECTORS * _spmm.TILE_VECTOR_BYTES // 4
+    X = np.ones((A.shape[1], tile), np.float32)
+    Y = np.zeros((A.shape[0], tile), np.float32)
+    for bad in (A.shape[1], -1):
+        B = A.copy()
+        B.indices[B.indptr[40] + 1] = bad
+        assert _spmm.csr_spmm(B.indptr, B.indices, B.data, X, Y, 2, tile, 2, False,
+                              check_cols=A.shape[1], kblock=128) == CSR_BAD_INDEX
+
+
+def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
+    """With a small L2 the rule picks blocks for these shapes; sparse_matmul then
+    gives what the kernel gives for tile-wide panels without blocks, one-shot and
+    prepared (other panel widths sum in other orders: only close)."""
+    from wsesparse import _drivers
+    tile_bytes = _hardware.current().kblock_tile_bytes  # the build's tile
+    small = _profile(l2_bytes=256 * tile_bytes)  # kb = 128 columns
+    for dtype in (np.float32, np.float64):
+        monkeypatch.setattr(_hardware, "_current", small)
+        A = _kb_operands(dtype, np.int32, n_rows=130, n_cols=2000, density=0.8)
+        A.data[::11] = 1.5
+        tile = tile_bytes // np.dtype(dtype).itemsize
+        X = np.random.default_rng(5).standard_normal((2000, 2 * tile)).astype(dtype)
+        assert k_block(A.shape, A.nnz, X.shape[1], np.dtype(dtype), small) == 128
+        whole_rows = np.empty((130, 2 * tile), dtype)
+        assert _spmm.csr_spmm(A.indptr, A.indices, A.data, X, whole_rows, 2, tile, 2,
+                              False) == CSR_OK
+        for Y in (sparse_matmul(A, X, method="sparse"),
+                  sparse_matmul(CSR(A), X, method="sparse")):
+            assert Y.tobytes() == whole_rows.tobytes()
+        monkeypatch.setattr(_drivers, "k_block", lambda *args: 0)
+        np.testing.assert_allclose(sparse_matmul(A, X, method="sparse"), whole_rows,
+                                   rtol=1e-4, atol=1e-3)
+        monkeypatch.undo()

@@ -1,0 +1,198 @@
+"""``method=`` of ``sparse_matmul``: "auto", "sparse" and "dense" agree; where "auto" picks
+dense BLAS (each build's table, prepared operands, big dense copies, stored infinities,
+copies that cannot fit); a bad ``method``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from matmul_helpers import KERNEL_DTYPES, assert_matches, random_dense, random_sparse
+from wsesparse import CSR, sparse_matmul
+from wsesparse._kernels import _spmm
+from wsesparse import _hardware
+from wsesparse import _thresholds as th
+from wsesparse._hardware import HardwareProfile
+from wsesparse._thresholds import DENSE_MIN_TOKENS
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
+@pytest.mark.parametrize("density", [0.05, 0.5, 1.0])
+def test_methods_agree(rng, dtype, density):
+    """"auto", "sparse" and "dense" agree with scipy on finite operands, around the
+    dense-dispatch crossover."""
+    A = random_sparse(rng, 60, 50, density, dtype)
+    for n in (1, DENSE_MIN_TOKENS - 1, DENSE_MIN_TOKENS, 100):
+        X = random_dense(rng, (50, n), dtype)
+        expected = A @ X
+        for method in ("auto", "sparse", "dense"):
+            assert_matches(sparse_matmul(A, X, method=method), expected, A, X)
+            assert_matches(sparse_matmul(X.T, A.T, method=method), X.T @ A.T, X.T, A.T)
+
+
+# -- the auto rule -----------------------------------------------------------------------------
+BUILDS = [32, 64]  # tile vector bytes: AVX2 / portable, AVX-512
+
+
+def _build(vector_bytes: int) -> HardwareProfile:
+    """This machine's profile as a kernel build with ``vector_bytes`` tiles would see it."""
+    from dataclasses import replace
+    return replace(_hardware.current(), vector_bytes=vector_bytes)
+
+
+@pytest.mark.parametrize("vector_bytes", BUILDS)
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+@pytest.mark.parametrize("n", [1, 8, 63, 64, 255, 256, 1024])
+@pytest.mark.parametrize("prepared", [False, True])
+def test_auto_dispatch_rule(dtype, n, prepared, vector_bytes):
+    """method="auto" picks dense BLAS exactly where each build's table says."""
+    from wsesparse.matmul import _use_dense
+    dt, hw = np.dtype(dtype), _build(vector_bytes)
+    table = 64 if vector_bytes >= 64 else 32
+    if prepared:
+        threshold = th.DENSE_DENSITY_PREPARED[table][dt][
+            0 if n == 1 else 1 if n < DENSE_MIN_TOKENS else 2 if n < th.DENSE_WIDE_TOKENS else 3]
+    elif n < DENSE_MIN_TOKENS:
+        threshold = None  # never dense
+    else:
+        threshold = (th.DENSE_DENSITY_WIDE if n >= th.DENSE_WIDE_TOKENS
+                     else th.DENSE_DENSITY)[table][dt]
+    if threshold is not None and threshold > 1:
+        threshold = None  # a bucket that never goes dense
+    X = np.ones((100, n), dtype)
+    densities = (0.99, 0.5) if threshold is None else (threshold + 0.01, threshold - 0.01)
+    for density, expect in zip(densities, (threshold is not None, False)):
+        A = CSR(sp.random(100, 100, density=density, format="csr", random_state=0, dtype=dtype))
+        assert _use_dense(A, X, "auto", n, prepared, hw) == expect, (density, n)
+    X[0, 0] = np.inf  # implicit zeros must not meet inf: stay sparse
+    A = CSR(sp.random(100, 100, density=0.99, format="csr", random_state=0, dtype=dtype))
+    assert not _use_dense(A, X, "auto", n, prepared, hw)
+
+
+def test_dispatch_tables_per_build():
+    """Each build reads its own table (AVX-512 tiles vs 32-byte ones): the real types'
+    one-shot crossovers differ, complex ones (no tiles) do not; every table covers every
+    kernel dtype with densities in (0, 1] or the never-dense 1.01."""
+    f32, c64 = np.dtype(np.float32), np.dtype(np.complex64)
+    assert th.dense_threshold(f32, 64, False, 64) == th.DENSE_DENSITY[64][f32] > 1
+    assert th.dense_threshold(f32, 64, False, 32) == th.DENSE_DENSITY[32][f32] == 0.60
+    assert th.dense_threshold(c64, 64, False, 64) == th.dense_threshold(c64, 64, False, 32)
+    assert th.dense_threshold(f32, 64, False, 16) == th.dense_threshold(f32, 64, False, 32)
+    for tables in (th.DENSE_DENSITY, th.DENSE_DENSITY_WIDE, th.DENSE_DENSITY_PREPARED):
+        assert sorted(tables) == [32, 64]
+        for table in tables.values():
+            assert set(table) == set(map(np.dtype, KERNEL_DTYPES))
+            for v in table.values():
+                assert all(0 < x <= 1.01 for x in np.atleast_1d(v))
+    assert _hardware.current().vector_bytes == _spmm.TILE_VECTOR_BYTES
+
+
+@pytest.mark.parametrize("n_threads", [None, 1, 2])
+def test_prepared_csr_goes_dense_at_high_density_even_for_one_token(n_threads, monkeypatch):
+    """A prepared CSR keeps its dense copy, so a dense matrix-vector product pays off; the
+    one-shot call (densify every time) stays sparse. Observed through the cached copy."""
+    A = sp.random(200, 150, density=0.9, format="csr", random_state=1, dtype=np.float64)
+    X = np.random.default_rng(0).standard_normal(150)
+    P = CSR(A)
+    np.testing.assert_allclose(sparse_matmul(P, X, n_threads=n_threads), A @ X,
+                               rtol=1e-12, atol=1e-12)
+    assert P._dense is not None and P._dense.shape == A.shape
+    np.testing.assert_allclose(P @ X, A @ X, rtol=1e-12, atol=1e-12)
+    import wsesparse.matmul as mm
+    calls = []
+    monkeypatch.setattr(mm, "_dense_product", lambda *a, **k: calls.append(a))
+    sparse_matmul(P, X)
+    assert len(calls) == 1          # the prepared operand: dense
+    np.testing.assert_allclose(sparse_matmul(A, X), A @ X, rtol=1e-12, atol=1e-12)
+    assert len(calls) == 1          # the one-shot call: sparse
+
+
+@pytest.mark.parametrize("vector_bytes", BUILDS)
+def test_auto_dispatch_builds_a_big_dense_copy_only_for_wide_products(monkeypatch,
+                                                                       vector_bytes):
+    """Beyond the dense-copy bound auto densifies only from DENSE_WIDE_TOKENS columns on,
+    at the one-shot crossover (measured at 16384^2: the copy costs too much for fewer),
+    except a prepared operand whose own arrays take at least as much as the copy."""
+    from wsesparse.matmul import _use_dense
+    hw = _build(vector_bytes)
+    monkeypatch.setattr(_hardware, "_current", hw)
+    f64 = np.dtype(np.float64)
+    wide, narrow = th.DENSE_WIDE_TOKENS, th.DENSE_WIDE_TOKENS - 1
+    one_shot = th.dense_threshold(f64, wide, False, vector_bytes)
+    # A: 9000 values and indices (108 kB) against an 80 kB copy; B: 6500 (78 kB).
+    A = CSR(sp.random(100, 100, density=0.9, format="csr", random_state=0))
+    B = CSR(sp.random(100, 100, density=0.65, format="csr", random_state=0))
+    assert B.density >= one_shot  # both go dense at N = wide on every build
+    for S in (A, B):
+        for n in (narrow, wide):
+            for prepared in (False, True):
+                expect = S.density >= th.dense_threshold(f64, n, prepared, vector_bytes)
+                assert _use_dense(S, np.ones((100, n)), "auto", n, prepared, hw) == expect
+    monkeypatch.setattr(th, "KEEP_DENSE_BYTES", 100 * 100 * 8 - 1)
+    Xn, Xw = np.ones((100, narrow)), np.ones((100, wide))
+    for S in (A, B):
+        assert not _use_dense(S, Xn, "auto", narrow, False, hw)
+        assert _use_dense(S, Xn, "dense", narrow, False, hw)  # an explicit request goes dense
+        assert _use_dense(S, Xw, "auto", wide, False, hw)
+    # A keeps its copy (its arrays are larger): the prepared crossover still holds.
+    assert _use_dense(A, Xn, "auto", narrow, True, hw) == (
+        A.density >= th.dense_threshold(f64, narrow, True, vector_bytes))
+    assert not _use_dense(B, Xn, "auto", narrow, True, hw)
+    assert _use_dense(B, Xw, "auto", wide, True, hw)
+    # The copy is built for every call at the one-shot crossover, not the prepared one.
+    C = CSR(sp.random(100, 100, density=one_shot - 0.02, format="csr", random_state=0))
+    assert C.density >= th.dense_threshold(f64, wide, True, vector_bytes)
+    assert not _use_dense(C, Xw, "auto", wide, True, hw)
+    for S, keeps in ((A, True), (B, False)):
+        np.testing.assert_allclose(sparse_matmul(S, Xw), S.to_scipy() @ Xw, rtol=1e-12)
+        assert (S._dense is not None) == keeps
+
+
+def test_prepared_csr_with_an_infinite_value_stays_sparse():
+    """A stored inf keeps auto on the sparse path (dense BLAS would spread nan through
+    0 * inf); the finiteness of a prepared CSR is computed once and kept."""
+    A = sp.random(120, 100, density=0.9, format="csr", random_state=2, dtype=np.float64)
+    A.data[5] = np.inf
+    P = CSR(A)
+    X = np.random.default_rng(1).standard_normal((100, 300))
+    assert_matches(sparse_matmul(P, X), A @ X, A, X)
+    assert P._finite is False and P._dense is None
+
+
+def test_dense_dispatch_too_big(monkeypatch, assert_early_memory_error):
+    """method='dense' on a matrix whose dense copy cannot fit fails at once; method='auto'
+    then stays on the sparse kernel instead."""
+    indptr = np.full(2**21, 2)
+    indptr[:3] = (0, 1, 1)
+    W = CSR.from_arrays([2.0, 3.0], [5, 2**21 - 1], indptr, (2**21 - 1, 2**21))
+    x = np.ones((2**21, 1))
+    assert_early_memory_error(lambda: sparse_matmul(W, x, method="dense"), "densified",
+                               f"({2**21 - 1}, {2**21})")
+    # auto: a dense-eligible product (above this build's crossover, N = 300) with room
+    # for the result but, as far as the check knows, not for the dense copy of A.
+    import wsesparse._checks as checks
+    import wsesparse.matmul as mm
+    from wsesparse import _hardware
+    from wsesparse._thresholds import dense_threshold
+    crossover = dense_threshold(np.dtype(np.float64), 300, False, _hardware.current().vector_bytes)
+    assert crossover < 0.9
+    A = sp.random(600, 800, density=crossover + 0.1, format="csr", random_state=5)
+    X = np.random.default_rng(5).standard_normal((800, 300))
+    monkeypatch.setattr(checks, "CHECK_MIN_BYTES", 0)
+    used = []
+    monkeypatch.setattr(mm, "_dense_product", lambda *a, **k: used.append(1))
+    monkeypatch.setattr(checks, "available_memory", lambda: 600 * 800 * 8 - 1)
+    got = sparse_matmul(A, X)
+    assert not used
+    np.testing.assert_allclose(got, A @ X, rtol=1e-10, atol=1e-9)
+    monkeypatch.setattr(checks, "available_memory", lambda: 1 << 40)
+    sparse_matmul(A, X)
+    assert used, "auto should have chosen dense BLAS here; the test no longer tests anything"
+
+
+# -- bad method --------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["blas", "", None, "Dense"])
+def test_bad_method(S, method):
+    with pytest.raises(ValueError, match="method must be 'auto', 'sparse' or 'dense'"):
+        sparse_matmul(S, np.ones((4, 2)), method=method)

@@ -1,0 +1,22 @@
+"""``wafer.GemmReport``: the table and the JSON of an estimate."""
+
+import dataclasses
+import json
+
+import pytest
+import scipy.sparse as sp
+
+from wsesparse import wafer
+
+
+def test_report_table_and_json():
+    m = dataclasses.replace(wafer.WSE2, rows=4, cols=3)
+    W = sp.random(20, 12, density=0.2, format="csr", random_state=2)
+    rep = wafer.estimate_gemm(W, 30, machine=m)
+    text = str(rep)
+    for word in ("cycles", "speedup", "SRAM per core", "imbalance", "bound", "fabric"):
+        assert word in text
+    d = json.loads(rep.to_json())
+    assert d["cycles"] == rep.cycles and len(d["row_nnz"]) == 4 and d["shape"] == [20, 12]
+    assert rep.seconds == pytest.approx(rep.cycles / m.clock_hz)
+    assert rep.speedup == pytest.approx(rep.dense_cycles / rep.cycles)
