@@ -1,8 +1,12 @@
-"""``wsesparse simulate``: estimate a sparse GEMM on a simulated wafer from the shell."""
+"""``wsesparse simulate`` (one sparse GEMM) and ``wsesparse train`` (a whole training run)
+on the simulated wafer, from the shell."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import re
 import time
 from pathlib import Path
 
@@ -128,3 +132,108 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--plot", metavar="FILE", help="write a PNG heatmap of per-row busy cycles")
     p.set_defaults(func=run)
+    register_train(sub)
+
+
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+def parse_count(text: str, name: str) -> float:
+    """Parse ``300e9``, ``300B``, ``1.5T``, ``32M`` or ``2000`` into a positive number.
+
+    Examples
+    --------
+    >>> parse_count("300B", "--tokens"), parse_count("1.5t", "--model"), parse_count("2e6", "x")
+    (300000000000.0, 1500000000000.0, 2000000.0)
+    """
+    t = str(text).strip().lower().replace("_", "").replace(",", "")
+    m = re.fullmatch(r"([0-9.]+(?:e[0-9]+)?)([kmbt]?)", t)
+    try:
+        if not m:
+            raise ValueError
+        value = float(m.group(1)) * _SUFFIX.get(m.group(2), 1.0)
+    except ValueError:
+        raise ValueError(f"{name} must be a number like 300e9, 300B or 1.5T, got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {text!r}")
+    return value
+
+
+def model_config(text: str):
+    """``--model``: a GPT-3 paper model ('125M' ... '175B') or a parameter count ('1T',
+    '120T', '1e12') for ``TransformerConfig.scaled``."""
+    from wsesparse.wafer.transformer import GPT3_TABLE, TransformerConfig
+
+    key = str(text).strip().removeprefix("GPT-3 ").removeprefix("gpt3-")
+    if key in GPT3_TABLE:
+        return TransformerConfig.gpt3(key)
+    n = parse_count(key, "--model")
+    return TransformerConfig.scaled(n, name=f"{key} (scaled GPT-3)")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Run ``wsesparse train`` with parsed arguments."""
+    from wsesparse.wafer.training import estimate_training
+
+    cfg = model_config(args.model)
+    try:
+        engines = [int(t) for t in args.engines.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--engines must be comma-separated ints, got {args.engines!r}") from None
+    if not engines:
+        raise ValueError("--engines needs at least one engine count")
+    machine = PRESETS[args.machine]
+    if args.max_engines is not None:
+        machine = dataclasses.replace(machine, max_engines=args.max_engines)
+    tokens = parse_count(args.tokens, "--tokens")
+    batch = None if args.batch is None else int(parse_count(args.batch, "--batch"))
+    t0 = time.perf_counter()
+    reps = [estimate_training(cfg, tokens=tokens, batch_tokens=batch, engines=e,
+                              sparsity=args.sparsity, machine=machine, psum=args.psum,
+                              dtype=args.dtype) for e in engines]
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reps] if len(reps) > 1 else reps[0].to_dict(),
+                         indent=2))
+        return 0
+    if len(reps) == 1:
+        print(reps[0])
+    else:
+        base = reps[0]
+        print(f"{cfg}\n{machine.name}, sparsity {args.sparsity:g}, {args.psum} partial-sum "
+              f"reading, {tokens:,.4g} tokens, batch {base.batch_tokens:,}")
+        print(f"{'engines':>8} {'days':>10} {'step s':>9} {'speedup':>8} {'efficiency':>10} "
+              f"{'vs dense':>8}  main bound")
+        for r in reps:
+            sp = base.seconds / r.seconds * base.engines
+            bounds = r.bound_seconds()
+            print(f"{r.engines:>8} {r.days:>10.4g} {r.step_seconds:>9.4g} {sp:>7.3g}x "
+                  f"{sp / r.engines:>10.3f} {r.speedup_vs_dense:>7.3g}x  "
+                  f"{max(bounds, key=bounds.get)}")
+    print(f"{'estimator time':<15}  {elapsed:.2f} s")
+    return 0
+
+
+def register_train(sub) -> None:
+    """Add the ``train`` subcommand to ``sub``."""
+    p = sub.add_parser(
+        "train", help="estimate a whole sparse-transformer training run on 1 to 192 engines",
+        description="Weight-streamed training of a GPT-style transformer on a cluster of "
+                    "wafer-scale engines (MemoryX + SwarmX, data parallel): run time, step "
+                    "time, speedup over dense and a per-layer, per-phase breakdown.",
+        epilog="examples: wsesparse train --model 175B --sparsity 0.9 --engines 16; "
+               "wsesparse train --model 1T --sparsity 0.9 --engines 1,16,64,192")
+    p.add_argument("--model", default="175B",
+                   help="GPT-3 paper model (125M, 350M, 760M, 1.3B, 2.7B, 6.7B, 13B, 175B) or a "
+                        "parameter count for a scaled GPT-3 (1T, 120T, 1e12); default 175B")
+    p.add_argument("--tokens", default="300B", help="training tokens (default 300B, GPT-3's)")
+    p.add_argument("--batch", help="global batch in tokens (default: the model's)")
+    p.add_argument("--engines", default="1", help="engine count, or a comma list for a table")
+    p.add_argument("--sparsity", type=float, default=0.0,
+                   help="unstructured sparsity of the transformer weights (default 0)")
+    p.add_argument("--machine", choices=sorted(PRESETS), default="wse2")
+    p.add_argument("--max-engines", type=int, help="override the machine's cluster limit")
+    p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    add_psum_argument(p)
+    p.add_argument("--json", action="store_true", help="print the report(s) as JSON")
+    p.set_defaults(func=run_train)
