@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = {
     "sparsity_to_speedup.py": ["sparsity_to_speedup.png", "speedup_vs_batch.png"],
+    "cluster_scaling.py": ["cluster_scaling.png"],
     "cpu_speedup.py": ["cpu_speedup.png"],
     "load_balancing.py": ["load_balancing.png"],
     "tlr_mvm.py": ["tlr_rank_map.png", "tlr_accuracy_storage.png", "tlr_bandwidth.png"],
