@@ -66,6 +66,11 @@
 
 /* ------------------------------------------------------------------ vectors */
 #ifdef TLR_VECEXT
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__AVX__)
+/* 32-byte vectors without AVX (WSESPARSE_NATIVE=0 builds): GCC notes that such
+ * values would be passed differently between functions; these are all inlined. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float tlr_v8f __attribute__((vector_size(32)));
 typedef double tlr_v4d __attribute__((vector_size(32)));
 
