@@ -19,12 +19,18 @@ U_ij @ V_ij.T with rank k_ij. The bases are stored for the kernel
 Vectors are passed as ``s`` right-hand sides stored one after the other
 (C-contiguous (s, n) for inputs, (s, m) for outputs, (s, K) work arrays).
 
-Forward (Y = A X):  phase 1 yv_j = Vs_j.T x_j   (one AXPY over Kc_j per input entry)
+Forward (Y = A X):  phase 1 yv_j = Vs_j.T x_j   (one pass over the rows of Vs_j)
                     phase 2 yu = yv[perm]
-                    phase 3 y_i = Us_i yu_i     (one AXPY over h_i per rank entry)
-Adjoint (X = A^H Y): phase 1 yu_i = conj(Us_i).T y_i  (dot products)
+                    phase 3 y_i = Us_i yu_i     (one pass over the rows of Us_i.T)
+Adjoint (X = A^H Y): phase 1 yu_i = conj(Us_i).T y_i  (dot products over the rows of Us_i.T)
                      phase 2 yv[perm] = yu
-                     phase 3 x_j = conj(Vs_j) yv_j   (dot products)
+                     phase 3 x_j = conj(Vs_j) yv_j   (dot products over the rows of Vs_j)
+
+The adjoint reads the same stored bases, row by row in the same order as the
+forward product (no transposed or conjugated copy). The block kernels live in
+``_tiles_tlr.h``: they take all s right-hand sides in one pass over a basis,
+with register tiles of several vectors, and do the complex arithmetic as real
+FMAs.
 
 Everything is checked in Python before it gets here; bounds checks are off
 (see setup.py). Each output element is written by exactly one thread in a
@@ -51,36 +57,47 @@ def openmp_enabled():
     return bool(wsesparse_has_openmp())
 
 
-cdef inline value_t _conj(value_t z) noexcept nogil:
-    if value_t is float or value_t is double:
-        return z
+cdef extern from "_tiles_tlr.h" nogil:
+    void tlr_nn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
+                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+    void tlr_nn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
+                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+    void tlr_cn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
+                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+    void tlr_cn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
+                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+
+
+cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
+                     const value_t* a, Py_ssize_t lda, value_t* out, Py_ssize_t ldo,
+                     Py_ssize_t s) noexcept nogil:
+    # out[c, 0:ncols] = sum_t a[c, t] * B[t, 0:ncols] (B row-major nrows x ncols)
+    if value_t is float:
+        tlr_nn_f(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+    elif value_t is double:
+        tlr_nn_d(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+    elif sizeof(value_t) == 8:  # float complex
+        tlr_nn_f(<const float*>B, nrows, ncols, ncols, <const float*>a, lda, <float*>out,
+                 ldo, s, 1)
     else:
-        return z.conjugate()
+        tlr_nn_d(<const double*>B, nrows, ncols, ncols, <const double*>a, lda, <double*>out,
+                 ldo, s, 1)
 
 
-cdef inline void _axpy(value_t* y, const value_t* a, value_t c, Py_ssize_t n) noexcept nogil:
-    # y[0:n] += c * a[0:n]: no reduction, so the compiler vectorises it
-    # without reassociating sums (no -ffast-math needed).
-    cdef Py_ssize_t t
-    for t in range(n):
-        y[t] = y[t] + c * a[t]
-
-
-cdef inline value_t _dotc(const value_t* a, const value_t* b, Py_ssize_t n) noexcept nogil:
-    # sum conj(a) * b with four independent partial sums: a single chain of
-    # complex FMAs is latency-bound at a few GB/s, well below memory speed.
-    cdef value_t s0 = 0, s1 = 0, s2 = 0, s3 = 0
-    cdef Py_ssize_t t = 0
-    while t + 4 <= n:
-        s0 = s0 + _conj(a[t]) * b[t]
-        s1 = s1 + _conj(a[t + 1]) * b[t + 1]
-        s2 = s2 + _conj(a[t + 2]) * b[t + 2]
-        s3 = s3 + _conj(a[t + 3]) * b[t + 3]
-        t += 4
-    while t < n:
-        s0 = s0 + _conj(a[t]) * b[t]
-        t += 1
-    return (s0 + s1) + (s2 + s3)
+cdef inline void _cn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
+                     const value_t* a, Py_ssize_t lda, value_t* out, Py_ssize_t ldo,
+                     Py_ssize_t s) noexcept nogil:
+    # out[c, r] = sum_l conj(B[r, l]) * a[c, l] (dot products over the rows of B)
+    if value_t is float:
+        tlr_cn_f(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+    elif value_t is double:
+        tlr_cn_d(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+    elif sizeof(value_t) == 8:  # float complex
+        tlr_cn_f(<const float*>B, nrows, ncols, ncols, <const float*>a, lda, <float*>out,
+                 ldo, s, 1)
+    else:
+        tlr_cn_d(<const double*>B, nrows, ncols, ncols, <const double*>a, lda, <double*>out,
+                 ldo, s, 1)
 
 
 @cython.boundscheck(False)
@@ -99,41 +116,33 @@ def tlr_matmat(const value_t[::1] U, const value_t[::1] V,
     cdef Py_ssize_t ntr = row_ptr.shape[0] - 1
     cdef Py_ssize_t ntc = col_ptr.shape[0] - 1
     cdef Py_ssize_t s = X.shape[0]
+    cdef Py_ssize_t m = Y.shape[1], n = X.shape[1]
     cdef Py_ssize_t K = perm.shape[0]
-    cdef Py_ssize_t i, j, t, q, c, p, c0, w, k0, kc, r0, h
-    cdef const value_t* blk
+    cdef Py_ssize_t i, j, c, p, c0, w, k0, kc, r0, h
+    if s == 0:
+        return
     with nogil:
-        # Phase 1: per tile column, stacked-V GEMV as w_j AXPYs of length Kc_j.
-        # The row of Vs_j stays in L1 while it is applied to every rhs.
+        # Phase 1: per tile column, yv_j = Vs_j.T x_j for all s vectors in one
+        # pass over Vs_j (register tiles of s vectors times a chunk of a row).
         for j in prange(ntc, num_threads=n_threads, schedule="dynamic"):
             c0 = col_ptr[j]
             w = col_ptr[j + 1] - c0
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
-            for c in range(s):
-                for q in range(kc):
-                    yv[c, k0 + q] = 0
-            for t in range(w):
-                blk = &V[v_off[j] + t * kc]
-                for c in range(s):
-                    _axpy(&yv[c, k0], blk, X[c, c0 + t], kc)
+            if kc > 0:
+                _nn(&V[v_off[j]], w, kc, &X[0, c0], n, &yv[0, k0], K, s)
         # Phase 2: reshuffle from tile-column order to tile-row order.
         for p in prange(K, num_threads=n_threads, schedule="static"):
             for c in range(s):
                 yu[c, p] = yv[c, perm[p]]
-        # Phase 3: per tile row, stacked-U GEMV as Kr_i AXPYs of length h_i.
+        # Phase 3: per tile row, y_i = Us_i yu_i (rows of Us_i.T, same kernel).
         for i in prange(ntr, num_threads=n_threads, schedule="dynamic"):
             r0 = row_ptr[i]
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
             kc = krow_ptr[i + 1] - k0
-            for c in range(s):
-                for t in range(h):
-                    Y[c, r0 + t] = 0
-            for q in range(kc):
-                blk = &U[u_off[i] + q * h]
-                for c in range(s):
-                    _axpy(&Y[c, r0], blk, yu[c, k0 + q], h)
+            # (kc == 0: a tile row of rank 0 everywhere; the kernel writes zeros)
+            _nn(&U[u_off[i]], kc, h, &yu[0, k0], K, &Y[0, r0], m, s)
 
 
 @cython.boundscheck(False)
@@ -145,41 +154,41 @@ def tlr_rmatmat(const value_t[::1] U, const value_t[::1] V,
                 const int64_t[::1] perm,
                 const value_t[:, ::1] Y, value_t[:, ::1] X,
                 value_t[:, ::1] yv, value_t[:, ::1] yu, int n_threads):
-    """X = A^H Y for s right-hand sides, reading the same bases.
+    """X = A^H Y for s right-hand sides, reading the same bases in the same order.
 
     Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays.
     """
     cdef Py_ssize_t ntr = row_ptr.shape[0] - 1
     cdef Py_ssize_t ntc = col_ptr.shape[0] - 1
     cdef Py_ssize_t s = Y.shape[0]
+    cdef Py_ssize_t m = Y.shape[1], n = X.shape[1]
     cdef Py_ssize_t K = perm.shape[0]
-    cdef Py_ssize_t i, j, t, q, c, p, c0, w, k0, kc, r0, h
-    cdef const value_t* blk
+    cdef Py_ssize_t i, j, c, p, c0, w, k0, kc, r0, h
+    if s == 0:
+        return
     with nogil:
-        # Phase 1: per tile row, yu_i = Us_i^H y_i; rows of Us_i.T are contiguous.
+        # Phase 1: per tile row, yu_i = Us_i^H y_i: dot products over the
+        # contiguous rows of Us_i.T (the rows the forward phase 3 reads).
         for i in prange(ntr, num_threads=n_threads, schedule="dynamic"):
             r0 = row_ptr[i]
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
             kc = krow_ptr[i + 1] - k0
-            for q in range(kc):
-                blk = &U[u_off[i] + q * h]
-                for c in range(s):
-                    yu[c, k0 + q] = _dotc(blk, &Y[c, r0], h)
+            if kc > 0:
+                _cn(&U[u_off[i]], kc, h, &Y[0, r0], m, &yu[0, k0], K, s)
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
         for p in prange(K, num_threads=n_threads, schedule="static"):
             for c in range(s):
                 yv[c, perm[p]] = yu[c, p]
-        # Phase 3: per tile column, x_j = conj(Vs_j) yv_j; rows of Vs_j are contiguous.
+        # Phase 3: per tile column, x_j = conj(Vs_j) yv_j: dot products over the
+        # contiguous rows of Vs_j (the rows the forward phase 1 reads).
         for j in prange(ntc, num_threads=n_threads, schedule="dynamic"):
             c0 = col_ptr[j]
             w = col_ptr[j + 1] - c0
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
-            for t in range(w):
-                blk = &V[v_off[j] + t * kc]
-                for c in range(s):
-                    X[c, c0 + t] = _dotc(blk, &yv[c, k0], kc)
+            # (kc == 0: dot products of length 0, the kernel writes zeros)
+            _cn(&V[v_off[j]], w, kc, &yv[0, k0], K, &X[0, c0], n, s)
 
 
 @cython.boundscheck(False)

@@ -1,0 +1,424 @@
+/* Register-tiled kernels of the three-phase TLR-MVM (used by _tlrmvm.pyx).
+ *
+ * Two block kernels cover all four phases that touch the bases (forward phase
+ * 1 and 3, adjoint phase 1 and 3), for s right-hand sides at once:
+ *
+ *   tlr_nn_*  out[c, 0:ncols]  = sum_{t < nrows} a[c, t] * B[t, 0:ncols]
+ *             (the forward GEMV of a stacked basis: one pass over the rows of
+ *             B, each row multiplied by the s scalars a[c, t] held in registers)
+ *   tlr_cn_*  out[c, r]        = sum_{l < ncols} conj(B[r, l]) * a[c, l]
+ *             (the adjoint: dot products over the same contiguous rows of B,
+ *             so the adjoint reads the bases in the order the forward does;
+ *             no transposed copy)
+ *
+ * B is row-major (nrows x ncols, row stride ldb); a and out hold s vectors
+ * with strides lda and ldo. Complex arrays are passed as their real views
+ * (re, im pairs); all counts and strides are in elements of the matrix dtype.
+ *
+ * Complex arithmetic as real FMAs on the interleaved (re, im) vectors, with
+ * no shuffle of the accumulators in the inner loops:
+ *   nn: P[c] += Re(a_ct) * row, Q[c] += Im(a_ct) * swap(row) (swap(row) formed
+ *       once per row vector for all S vectors); out = P + (-1, +1, ...) * Q at
+ *       the end of each panel of TLR_NN_TB rows (the next panel continues P
+ *       from out, Q from 0).
+ *   cn: P += row * a, Q += row * swap(a) lane-wise; at the end
+ *       Re = sum of P's lanes, Im = sum of Q's even lanes - sum of its odd lanes.
+ *
+ * Bitwise reproducibility: every output element is one fixed chain of FMAs
+ * over t (nn, in fixed panels) or per lane over l (cn, then a fixed lane
+ * sum; the tails are computed element-wise with the same operations), whatever the
+ * register tile it falls in, the number of right-hand sides and the number of
+ * threads. So column c of a product with s right-hand sides equals the
+ * product with that column alone, bit for bit. The FMAs are written out
+ * (setup.py builds modules that include a _tiles_*.h header with
+ * -ffp-contract=off). TLR_NN_TB is part of the summation order: it is fixed
+ * at build time, not tuned at run time.
+ */
+#ifndef WSESPARSE_TILES_TLR_H
+#define WSESPARSE_TILES_TLR_H
+
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TLR_INLINE static inline __attribute__((always_inline))
+#define TLR_VECEXT 1
+#else
+#define TLR_INLINE static __forceinline
+#endif
+
+#if defined(TLR_VECEXT) && !defined(TLR_NO_PREFETCH)  /* a hint only: never faults, also past the end of an array */
+#define TLR_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
+#else
+#define TLR_PREFETCH(p) ((void)0)
+#endif
+
+#if defined(TLR_VECEXT) && (defined(__x86_64__) || defined(__i386__)) && defined(__FMA__)
+#include <immintrin.h>
+#define TLR_X86_FMA 1
+#endif
+/* scalar FMA matching one lane of tlr_fma_* */
+#ifdef TLR_X86_FMA
+#define TLR_FMA1(suffix, a, b, c) __builtin_fma##suffix((a), (b), (c))
+#else
+#define TLR_FMA1(suffix, a, b, c) ((a) * (b) + (c))
+#endif
+
+/* ------------------------------------------------------------------ vectors */
+#ifdef TLR_VECEXT
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__AVX__)
+/* 32-byte vectors without AVX (WSESPARSE_NATIVE=0 builds): GCC notes that such
+ * values would be passed differently between functions; these are all inlined. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float tlr_v8f __attribute__((vector_size(32)));
+typedef double tlr_v4d __attribute__((vector_size(32)));
+
+TLR_INLINE tlr_v8f tlr_ld_f(const float *p) { tlr_v8f v; memcpy(&v, p, sizeof v); return v; }
+TLR_INLINE tlr_v4d tlr_ld_d(const double *p) { tlr_v4d v; memcpy(&v, p, sizeof v); return v; }
+TLR_INLINE void tlr_st_f(float *p, tlr_v8f v) { memcpy(p, &v, sizeof v); }
+TLR_INLINE void tlr_st_d(double *p, tlr_v4d v) { memcpy(p, &v, sizeof v); }
+TLR_INLINE tlr_v8f tlr_bc_f(float x) { tlr_v8f v = {x, x, x, x, x, x, x, x}; return v; }
+TLR_INLINE tlr_v4d tlr_bc_d(double x) { tlr_v4d v = {x, x, x, x}; return v; }
+TLR_INLINE tlr_v8f tlr_zero_f(void) { return tlr_bc_f(0.0f); }
+TLR_INLINE tlr_v4d tlr_zero_d(void) { return tlr_bc_d(0.0); }
+TLR_INLINE tlr_v8f tlr_fma_f(tlr_v8f a, tlr_v8f b, tlr_v8f c)
+{
+#ifdef TLR_X86_FMA
+    return (tlr_v8f)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    return a * b + c;
+#endif
+}
+TLR_INLINE tlr_v4d tlr_fma_d(tlr_v4d a, tlr_v4d b, tlr_v4d c)
+{
+#ifdef TLR_X86_FMA
+    return (tlr_v4d)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+#else
+    return a * b + c;
+#endif
+}
+/* (x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...): re <-> im of each complex. */
+TLR_INLINE tlr_v8f tlr_swap_f(tlr_v8f v)
+{
+#if defined(__clang__)
+    return __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+#else
+    typedef int tlr_v8i __attribute__((vector_size(32)));
+    const tlr_v8i m = {1, 0, 3, 2, 5, 4, 7, 6};
+    return __builtin_shuffle(v, m);
+#endif
+}
+TLR_INLINE tlr_v4d tlr_swap_d(tlr_v4d v)
+{
+#if defined(__clang__)
+    return __builtin_shufflevector(v, v, 1, 0, 3, 2);
+#else
+    typedef long long tlr_v4l __attribute__((vector_size(32)));
+    const tlr_v4l m = {1, 0, 3, 2};
+    return __builtin_shuffle(v, m);
+#endif
+}
+TLR_INLINE tlr_v8f tlr_sign_f(void)  /* -1 on the real parts, +1 on the imaginary ones */
+{
+    const tlr_v8f sg = {-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
+    return sg;
+}
+TLR_INLINE tlr_v4d tlr_sign_d(void)
+{
+    const tlr_v4d sg = {-1.0, 1.0, -1.0, 1.0};
+    return sg;
+}
+#define TLR_LANE(v, i) ((v)[i])
+#define TLR_FMAS_f(a, b, c) TLR_FMA1(f, a, b, c)
+#define TLR_FMAS_d(a, b, c) TLR_FMA1(, a, b, c)
+#else  /* plain C fallback (e.g. MSVC): the same operations lane by lane */
+typedef struct { float x[8]; } tlr_v8f;
+typedef struct { double x[4]; } tlr_v4d;
+#define TLR_FALLBACK_OPS(V, R, W, sfx)                                                        \
+    TLR_INLINE V tlr_ld_##sfx(const R *p) { V v; memcpy(&v, p, sizeof v); return v; }         \
+    TLR_INLINE void tlr_st_##sfx(R *p, V v) { memcpy(p, &v, sizeof v); }                      \
+    TLR_INLINE V tlr_bc_##sfx(R a) { V v; int i; for (i = 0; i < W; i++) v.x[i] = a; return v; } \
+    TLR_INLINE V tlr_zero_##sfx(void) { return tlr_bc_##sfx((R)0); }                          \
+    TLR_INLINE V tlr_fma_##sfx(V a, V b, V c)                                                 \
+    { int i; for (i = 0; i < W; i++) c.x[i] = a.x[i] * b.x[i] + c.x[i]; return c; }           \
+    TLR_INLINE V tlr_swap_##sfx(V a)                                                          \
+    { V v; int i; for (i = 0; i < W; i++) v.x[i] = a.x[i ^ 1]; return v; }                    \
+    TLR_INLINE V tlr_sign_##sfx(void)                                                         \
+    { V v; int i; for (i = 0; i < W; i++) v.x[i] = (i & 1) ? (R)1 : (R)-1; return v; }        \
+    TLR_INLINE V tlr_vadd_##sfx(V a, V b)                                                     \
+    { int i; for (i = 0; i < W; i++) a.x[i] = a.x[i] + b.x[i]; return a; }
+TLR_FALLBACK_OPS(tlr_v8f, float, 8, f)
+TLR_FALLBACK_OPS(tlr_v4d, double, 4, d)
+#define TLR_LANE(v, i) ((v).x[i])
+#define TLR_FMAS_f(a, b, c) ((a) * (b) + (c))
+#define TLR_FMAS_d(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* A possibly partial vector: n (< W) reals, the rest zero. */
+#define TLR_LDN(V, R, W, sfx)                                                                  \
+    TLR_INLINE V tlr_ldn_##sfx(const R *p, ptrdiff_t n)                                        \
+    { R buf[W] = {0}; memcpy(buf, p, (size_t)n * sizeof(R)); return tlr_ld_##sfx(buf); }       \
+    TLR_INLINE void tlr_stn_##sfx(R *p, V v, ptrdiff_t n)                                      \
+    { R buf[W]; tlr_st_##sfx(buf, v); memcpy(p, buf, (size_t)n * sizeof(R)); }
+TLR_LDN(tlr_v8f, float, 8, f)
+TLR_LDN(tlr_v4d, double, 4, d)
+
+/* Fixed-order lane sums (the same tree everywhere). */
+TLR_INLINE float tlr_hsum_f(tlr_v8f v)
+{
+    return ((TLR_LANE(v, 0) + TLR_LANE(v, 1)) + (TLR_LANE(v, 2) + TLR_LANE(v, 3)))
+         + ((TLR_LANE(v, 4) + TLR_LANE(v, 5)) + (TLR_LANE(v, 6) + TLR_LANE(v, 7)));
+}
+TLR_INLINE double tlr_hsum_d(tlr_v4d v)
+{
+    return (TLR_LANE(v, 0) + TLR_LANE(v, 1)) + (TLR_LANE(v, 2) + TLR_LANE(v, 3));
+}
+/* sum of even lanes - sum of odd lanes */
+TLR_INLINE float tlr_hdiff_f(tlr_v8f v)
+{
+    return ((TLR_LANE(v, 0) + TLR_LANE(v, 2)) + (TLR_LANE(v, 4) + TLR_LANE(v, 6)))
+         - ((TLR_LANE(v, 1) + TLR_LANE(v, 3)) + (TLR_LANE(v, 5) + TLR_LANE(v, 7)));
+}
+TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
+{
+    return (TLR_LANE(v, 0) + TLR_LANE(v, 2)) - (TLR_LANE(v, 1) + TLR_LANE(v, 3));
+}
+
+/* ------------------------------------------------------------ the kernels
+ * Instantiated for (float, 8 lanes) and (double, 4 lanes); CX = 1 for the
+ * complex dtype of that precision (2 reals per element).
+ *
+ * nn: panels of TLR_NN_TB rows; per panel, chunks of NV vectors (NV*W reals)
+ * of each row times S right-hand sides: S*NV accumulators, which continue
+ * from the values stored in out after the previous panel (the same FMA chain
+ * over t, so the panel height does not change the result).
+ * cn: RR rows of B times S right-hand sides, one vector per row and step.
+ */
+#define TLR_NN_NVMAX 4
+/* Rows of B per panel: the accumulators are stored to out and reloaded between
+ * panels, so the pass over B streams through consecutive rows. */
+#ifndef TLR_NN_TB
+#define TLR_NN_TB 32
+#endif
+
+#define TLR_DEFINE(R, V, W, sfx)                                                               \
+TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,                   \
+                                 const R *a, ptrdiff_t ldar, R *out, ptrdiff_t ldor,           \
+                                 int first, const char *pf, ptrdiff_t pfn,                     \
+                                 const int S, const int NV, const int CX)                      \
+{                                                                                              \
+    /* One panel, NV full vectors of each row: B at the chunk start of the panel's first      \
+       row, a at the panel's first column, out at the chunk start; strides in reals.          \
+       P continues from out (0 in the first panel), Q (complex) starts at 0 per panel:        \
+       P += Re(a) row, Q += Im(a) swap(row), out = P + (-1, 1, ...) Q. */                      \
+    V P[6][TLR_NN_NVMAX], Q[6][TLR_NN_NVMAX];                                                  \
+    const V sg = tlr_sign_##sfx();                                                             \
+    const ptrdiff_t pfper = nrows > 0 ? (pfn + nrows - 1) / nrows : 0;                         \
+    ptrdiff_t t; int c, v;                                                                     \
+    for (c = 0; c < S; c++)                                                                    \
+        for (v = 0; v < NV; v++) {                                                             \
+            P[c][v] = first ? tlr_zero_##sfx() : tlr_ld_##sfx(out + c * ldor + v * W);         \
+            Q[c][v] = tlr_zero_##sfx();                                                        \
+        }                                                                                      \
+    for (t = 0; t < nrows; t++) {                                                              \
+        const R *row = B + t * ldr;                                                            \
+        V b[TLR_NN_NVMAX], bs[TLR_NN_NVMAX];                                                   \
+        /* this call's share of the next panel, in address order, spread over the rows */     \
+        if (pfn > 0) {                                                                         \
+            ptrdiff_t k;                                                                       \
+            for (k = t * pfper; k < (t + 1) * pfper && k < pfn; k++) TLR_PREFETCH(pf + 64 * k); \
+        }                                                                                      \
+        for (v = 0; v < NV; v++) {                                                             \
+            b[v] = tlr_ld_##sfx(row + v * W);                                                  \
+            if (CX) bs[v] = tlr_swap_##sfx(b[v]);                                              \
+        }                                                                                      \
+        for (c = 0; c < S; c++) {                                                              \
+            const R *ac = a + c * ldar + (CX ? 2 * t : t);                                     \
+            const V ar = tlr_bc_##sfx(ac[0]);                                                  \
+            for (v = 0; v < NV; v++) P[c][v] = tlr_fma_##sfx(ar, b[v], P[c][v]);               \
+            if (CX) {                                                                          \
+                const V ai = tlr_bc_##sfx(ac[1]);                                              \
+                for (v = 0; v < NV; v++) Q[c][v] = tlr_fma_##sfx(ai, bs[v], Q[c][v]);          \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    for (c = 0; c < S; c++)                                                                    \
+        for (v = 0; v < NV; v++)                                                               \
+            tlr_st_##sfx(out + c * ldor + v * W, CX ? P[c][v] + sg * Q[c][v] : P[c][v]);       \
+}                                                                                              \
+                                                                                               \
+static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const R *a,          \
+                              ptrdiff_t ldar, R *out, ptrdiff_t ldor, ptrdiff_t rem,           \
+                              ptrdiff_t s, int first, int cx)                                  \
+{                                                                                              \
+    /* The last rem (< W) reals of each row, one element at a time, with the operations      \
+       a vector lane does (so an element's bits do not depend on where it falls). */          \
+    R P[TLR_NN_NVMAX * 8], Q[TLR_NN_NVMAX * 8];                                                \
+    ptrdiff_t c, t, e;                                                                         \
+    for (c = 0; c < s; c++) {                                                                  \
+        R *oc = out + c * ldor;                                                                \
+        for (e = 0; e < rem; e++) { P[e] = first ? (R)0 : oc[e]; Q[e] = 0; }                   \
+        for (t = 0; t < nrows; t++) {                                                          \
+            const R *row = B + t * ldr, *ac = a + c * ldar + (cx ? 2 * t : t);                 \
+            for (e = 0; e < rem; e++) {                                                        \
+                P[e] = TLR_FMAS_##sfx(ac[0], row[e], P[e]);                                    \
+                if (cx) Q[e] = TLR_FMAS_##sfx(ac[1], row[e ^ 1], Q[e]);                        \
+            }                                                                                  \
+        }                                                                                      \
+        for (e = 0; e < rem; e++) oc[e] = cx ? P[e] + ((e & 1) ? Q[e] : -Q[e]) : P[e];         \
+    }                                                                                          \
+}                                                                                              \
+                                                                                               \
+static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,          \
+                         const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s, int cx) \
+{                                                                                              \
+    const ptrdiff_t f = cx ? 2 : 1, L = ncols * f;                                             \
+    const ptrdiff_t lr = ldb * f, la = lda * f, lo = ldo * f;                                  \
+    /* one right-hand side: chunks of 4 vectors (8 or 4 independent FMA chains);              \
+       several: 2 vectors times up to 2 (complex) or 6 (real) right-hand sides; then the      \
+       leftover full vectors one at a time, then the partial one element-wise */              \
+    const int NV = s == 1 ? 4 : 2, SB = cx ? 2 : 6;                                            \
+    const ptrdiff_t Lv = L - L % W;                                                            \
+    ptrdiff_t t0 = 0, l0, c0;                                                                  \
+    do { /* nrows == 0: one pass that writes zeros */                                          \
+        const ptrdiff_t tb = nrows - t0 < TLR_NN_TB ? nrows - t0 : TLR_NN_TB;                  \
+        const int first = t0 == 0;                                                             \
+        /* the next panel is contiguous (rows of B follow each other): its cache lines are    \
+           prefetched in address order while this panel is computed, shared among the chunks  \
+           (the strided chunk accesses alone keep too few lines in flight) */                 \
+        const ptrdiff_t tn = nrows - t0 - tb < TLR_NN_TB ? nrows - t0 - tb : TLR_NN_TB;        \
+        const ptrdiff_t lines = ldb == ncols ? (tn * lr * (ptrdiff_t)sizeof(R) + 63) / 64 : 0; \
+        const ptrdiff_t nch = Lv / (NV * W) + (Lv % (NV * W)) / W;                             \
+        const ptrdiff_t per = nch > 0 ? (lines + nch - 1) / nch : 0;                           \
+        const char *nxt = (const char *)(B + (t0 + tb) * lr);                                  \
+        ptrdiff_t ich = 0;                                                                     \
+        for (l0 = 0; l0 < Lv; ) {                                                              \
+            const int nv = Lv - l0 >= NV * W ? NV : 1;                                         \
+            const ptrdiff_t pf0 = ich * per < lines ? ich * per : lines;                       \
+            const ptrdiff_t pfn0 = (lines - pf0 < per ? lines - pf0 : per);                    \
+            ich++;                                                                             \
+            for (c0 = 0; c0 < s; c0 += SB) {                                                   \
+                const int sb = (int)(s - c0 < SB ? s - c0 : SB);                               \
+                const char *pf = nxt + 64 * pf0;                                               \
+                const ptrdiff_t pfn = c0 == 0 ? pfn0 : 0;                                      \
+                const R *Bc = B + t0 * lr + l0, *ac = a + c0 * la + t0 * f;                    \
+                R *oc = out + c0 * lo + l0;                                                    \
+                /* constant S, NV, CX: each case is its own unrolled copy */                   \
+                switch ((cx ? 64 : 0) + (nv == 4 ? 16 : nv == 2 ? 8 : 0) + sb) {               \
+                TLR_NN_CASES(sfx)                                                              \
+                default: break;                                                                \
+                }                                                                              \
+            }                                                                                  \
+            l0 += nv * W;                                                                      \
+        }                                                                                      \
+        if (Lv < L)                                                                            \
+            tlr_nn_tail_##sfx(B + t0 * lr + Lv, tb, lr, a + t0 * f, la, out + Lv, lo, L - Lv,  \
+                              s, first, cx);                                                   \
+        t0 += tb;                                                                              \
+    } while (t0 < nrows);                                                                      \
+}                                                                                              \
+                                                                                               \
+TLR_INLINE void tlr_cn_blk_##sfx(const R *B, ptrdiff_t ldr, ptrdiff_t L,                       \
+                                 const R *a, ptrdiff_t ldar, R *out, ptrdiff_t ldo,            \
+                                 const int RR, const int S, const int CX)                      \
+{                                                                                              \
+    /* RR rows of B (stride ldr reals) against S vectors (stride ldar reals), L reals long;    \
+       out[c * ldo + r] in elements of the dtype (ldo counts elements). */                     \
+    V P[8][4], Q[8][4];                                                                        \
+    ptrdiff_t l; int r, c;                                                                     \
+    for (r = 0; r < RR; r++)                                                                   \
+        for (c = 0; c < S; c++) { P[r][c] = tlr_zero_##sfx(); Q[r][c] = P[r][c]; }             \
+    for (l = 0; l + W <= L; l += W) {                                                          \
+        V av[4], as[4];                                                                        \
+        for (c = 0; c < S; c++) {                                                              \
+            av[c] = tlr_ld_##sfx(a + c * ldar + l);                                            \
+            if (CX) as[c] = tlr_swap_##sfx(av[c]);                                             \
+        }                                                                                      \
+        for (r = 0; r < RR; r++) {                                                             \
+            const V b = tlr_ld_##sfx(B + r * ldr + l);                                         \
+            for (c = 0; c < S; c++) {                                                          \
+                P[r][c] = tlr_fma_##sfx(b, av[c], P[r][c]);                                    \
+                if (CX) Q[r][c] = tlr_fma_##sfx(b, as[c], Q[r][c]);                            \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    if (l < L) {                                                                               \
+        V av[4], as[4];                                                                        \
+        for (c = 0; c < S; c++) {                                                              \
+            av[c] = tlr_ldn_##sfx(a + c * ldar + l, L - l);                                    \
+            if (CX) as[c] = tlr_swap_##sfx(av[c]);                                             \
+        }                                                                                      \
+        for (r = 0; r < RR; r++) {                                                             \
+            const V b = tlr_ldn_##sfx(B + r * ldr + l, L - l);                                 \
+            for (c = 0; c < S; c++) {                                                          \
+                P[r][c] = tlr_fma_##sfx(b, av[c], P[r][c]);                                    \
+                if (CX) Q[r][c] = tlr_fma_##sfx(b, as[c], Q[r][c]);                            \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    for (c = 0; c < S; c++)                                                                    \
+        for (r = 0; r < RR; r++) {                                                             \
+            if (CX) {                                                                          \
+                out[2 * (c * ldo + r)] = tlr_hsum_##sfx(P[r][c]);                              \
+                out[2 * (c * ldo + r) + 1] = tlr_hdiff_##sfx(Q[r][c]);                         \
+            } else {                                                                           \
+                out[c * ldo + r] = tlr_hsum_##sfx(P[r][c]);                                    \
+            }                                                                                  \
+        }                                                                                      \
+}                                                                                              \
+                                                                                               \
+static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,          \
+                         const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s, int cx) \
+{                                                                                              \
+    const ptrdiff_t f = cx ? 2 : 1, L = ncols * f, lr = ldb * f, la = lda * f;                 \
+    ptrdiff_t r0, c0;                                                                          \
+    /* one right-hand side: more rows at once (independent FMA chains);                       \
+       several: 2 (complex) or 3 (real) rows times up to 2 or 3 vectors */                     \
+    const int RB = s == 1 ? (cx ? 4 : 8) : (cx ? 2 : 3), SB = cx ? 2 : 3;                      \
+    for (r0 = 0; r0 < nrows; r0 += RB) {                                                       \
+        const int rb = (int)(nrows - r0 < RB ? nrows - r0 : RB);                               \
+        for (c0 = 0; c0 < s; c0 += SB) {                                                       \
+            const int sb = (int)(s - c0 < SB ? s - c0 : SB);                                   \
+            const R *Br = B + r0 * lr, *ac = a + c0 * la;                                      \
+            R *oc = out + (c0 * ldo + r0) * f;                                                 \
+            switch ((cx ? 64 : 0) + rb * 8 + sb) {                                             \
+            TLR_CN_CASES(sfx)                                                                  \
+            default: break;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+}
+
+/* switch cases of tlr_nn: real S = 1..6, complex S = 1..2, NV = 1 or 2 (4: s == 1) */
+#define TLR_NN_CASE(sfx, S, NV, CX)                                                            \
+    case (CX ? 64 : 0) + (NV == 4 ? 16 : NV == 2 ? 8 : 0) + S:                                 \
+        tlr_nn_blk_##sfx(Bc, tb, lr, ac, la, oc, lo, first, pf, pfn, S, NV, CX); break;
+#define TLR_NN_CASES(sfx)                                                                      \
+    TLR_NN_CASE(sfx, 1, 4, 0) TLR_NN_CASE(sfx, 1, 4, 1)                                        \
+    TLR_NN_CASE(sfx, 1, 1, 0) TLR_NN_CASE(sfx, 2, 1, 0) TLR_NN_CASE(sfx, 3, 1, 0)              \
+    TLR_NN_CASE(sfx, 4, 1, 0) TLR_NN_CASE(sfx, 5, 1, 0) TLR_NN_CASE(sfx, 6, 1, 0)              \
+    TLR_NN_CASE(sfx, 1, 2, 0) TLR_NN_CASE(sfx, 2, 2, 0) TLR_NN_CASE(sfx, 3, 2, 0)              \
+    TLR_NN_CASE(sfx, 4, 2, 0) TLR_NN_CASE(sfx, 5, 2, 0) TLR_NN_CASE(sfx, 6, 2, 0)              \
+    TLR_NN_CASE(sfx, 1, 1, 1) TLR_NN_CASE(sfx, 2, 1, 1)                                        \
+    TLR_NN_CASE(sfx, 1, 2, 1) TLR_NN_CASE(sfx, 2, 2, 1)
+
+/* switch cases of tlr_cn: real rows 1..8 x vectors 1..4 where used, complex rows 1..4 x 1..3 */
+#define TLR_CN_R(sfx, RR, S) \
+    case RR * 8 + S: tlr_cn_blk_##sfx(Br, lr, L, ac, la, oc, ldo, RR, S, 0); break;
+#define TLR_CN_C(sfx, RR, S) \
+    case 64 + RR * 8 + S: tlr_cn_blk_##sfx(Br, lr, L, ac, la, oc, ldo, RR, S, 1); break;
+#define TLR_CN_CASES(sfx)                                                                    \
+    TLR_CN_R(sfx, 1, 1) TLR_CN_R(sfx, 2, 1) TLR_CN_R(sfx, 3, 1) TLR_CN_R(sfx, 4, 1)          \
+    TLR_CN_R(sfx, 5, 1) TLR_CN_R(sfx, 6, 1) TLR_CN_R(sfx, 7, 1) TLR_CN_R(sfx, 8, 1)          \
+    TLR_CN_R(sfx, 1, 2) TLR_CN_R(sfx, 2, 2) TLR_CN_R(sfx, 3, 2)                              \
+    TLR_CN_R(sfx, 1, 3) TLR_CN_R(sfx, 2, 3) TLR_CN_R(sfx, 3, 3)                              \
+    TLR_CN_R(sfx, 1, 4) TLR_CN_R(sfx, 2, 4) TLR_CN_R(sfx, 3, 4)                              \
+    TLR_CN_C(sfx, 1, 1) TLR_CN_C(sfx, 2, 1) TLR_CN_C(sfx, 3, 1) TLR_CN_C(sfx, 4, 1)          \
+    TLR_CN_C(sfx, 1, 2) TLR_CN_C(sfx, 2, 2)                                                  \
+    TLR_CN_C(sfx, 1, 3) TLR_CN_C(sfx, 2, 3)
+
+TLR_DEFINE(float, tlr_v8f, 8, f)
+TLR_DEFINE(double, tlr_v4d, 4, d)
+
+#endif

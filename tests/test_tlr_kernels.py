@@ -1,0 +1,142 @@
+"""TLR-MVM kernels: forward, adjoint and many right-hand sides against dense products.
+
+Covers the register-tiled kernels of ``_kernels/_tiles_tlr.h``: every dtype, s = 1..70
+right-hand sides (all remainders of the vector tiles), ranks that leave partial vectors
+and zero tile rows/columns, the adjoint identity, and bitwise reproducibility across
+thread counts and across the number of right-hand sides.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wsesparse import TLRMatrix
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+RTOL = {np.float32: 2e-5, np.complex64: 2e-5, np.float64: 1e-13, np.complex128: 1e-13}
+
+
+def _rand(rng, shape, dtype):
+    z = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        z = z + 1j * rng.standard_normal(shape)
+    return z.astype(dtype)
+
+
+def _random_tlr(dtype, m=203, n=171, nb=40, seed=0):
+    """Random factors with uneven ranks: odd ranks, rank-0 tiles, a rank-0 tile row and
+    column, tiles taller than a kernel panel (32 rows) and edge tiles of 3 and 11."""
+    rng = np.random.default_rng(seed)
+    rp = list(range(0, m, nb)) + [m]
+    cp = list(range(0, n, nb)) + [n]
+    tiles = {}
+    for i in range(len(rp) - 1):
+        for j in range(len(cp) - 1):
+            h, w = rp[i + 1] - rp[i], cp[j + 1] - cp[j]
+            if i == 1 or j == 2:
+                continue  # a zero tile row and a zero tile column
+            k = int(rng.integers(0, min(h, w, 13) + 1))
+            if k:
+                tiles[(i, j)] = (_rand(rng, (h, k), dtype), _rand(rng, (w, k), dtype))
+    return TLRMatrix.from_tiles((m, n), nb, tiles, dtype=dtype)
+
+
+@pytest.fixture(scope="module", params=DTYPES, ids=lambda d: np.dtype(d).name)
+def case(request):
+    dtype = request.param
+    T = _random_tlr(dtype)
+    assert (T.ranks[1] == 0).all() and (T.ranks[:, 2] == 0).all()
+    return T, T.toarray().astype(np.complex128), dtype
+
+
+def test_forward_and_adjoint_match_dense_for_s_1_to_70(case):
+    T, D, dtype = case
+    rng = np.random.default_rng(1)
+    m, n = T.shape
+    X = _rand(rng, (n, 70), dtype)
+    Y = _rand(rng, (m, 70), dtype)
+    rtol = RTOL[dtype]
+    for s in range(1, 71):
+        for got, want in ((T @ X[:, :s], D @ X[:, :s]), (T.H @ Y[:, :s], D.conj().T @ Y[:, :s])):
+            assert got.dtype == np.dtype(dtype) and got.shape == want.shape
+            err = np.abs(got - want).max(axis=0)
+            scale = np.abs(D).sum() / min(D.shape) * np.abs(want).max(axis=0) + 1e-30
+            assert (err <= rtol * (np.abs(want).max(axis=0) + scale)).all(), s
+    # one vector
+    np.testing.assert_allclose(T @ X[:, 0], D @ X[:, 0], rtol=rtol * 10, atol=rtol * 100)
+    np.testing.assert_allclose(T.H @ Y[:, 0], D.conj().T @ Y[:, 0], rtol=rtol * 10,
+                               atol=rtol * 100)
+
+
+def test_adjoint_identity(case):
+    """<A x, y> = <x, A^H y> for single vectors and blocks."""
+    T, _, dtype = case
+    rng = np.random.default_rng(2)
+    m, n = T.shape
+    for s in (1, 3, 16):
+        x = _rand(rng, (n, s), dtype)
+        y = _rand(rng, (m, s), dtype)
+        lhs = np.vdot(y, T @ x)          # <A x, y> = y^H (A x)
+        rhs = np.vdot(T.H @ y, x)        # <x, A^H y> = (A^H y)^H x
+        tol = 50 * np.finfo(dtype).eps * np.linalg.norm(T @ x) * np.linalg.norm(y)
+        assert abs(lhs - rhs) <= tol
+
+
+@pytest.mark.parametrize("s", [1, 2, 5, 17, 64])
+def test_bitwise_identical_across_thread_counts(case, s):
+    T, _, dtype = case
+    rng = np.random.default_rng(3)
+    m, n = T.shape
+    X, Y = _rand(rng, (n, s), dtype), _rand(rng, (m, s), dtype)
+    f1, a1 = T.matvec(X, n_threads=1), T.rmatvec(Y, n_threads=1)
+    for nt in (2, 3, 4):
+        assert np.array_equal(T.matvec(X, n_threads=nt), f1)
+        assert np.array_equal(T.rmatvec(Y, n_threads=nt), a1)
+
+
+def test_columns_of_a_block_equal_single_vector_products(case):
+    """Each output element has one fixed summation order: the register tile a vector lands
+    in (its position in a block of s) does not change its bits."""
+    T, _, dtype = case
+    rng = np.random.default_rng(4)
+    m, n = T.shape
+    X, Y = _rand(rng, (n, 13), dtype), _rand(rng, (m, 13), dtype)
+    F, A = T @ X, T.H @ Y
+    for c in (0, 1, 5, 12):
+        assert np.array_equal(F[:, c], T @ X[:, c])
+        assert np.array_equal(A[:, c], T.H @ Y[:, c])
+        assert np.array_equal(F[:, c:c + 3], T @ X[:, c:c + 3])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n,nb", [(1, 1, 1), (7, 300, 300), (300, 7, 64), (97, 65, 97)])
+def test_odd_shapes_and_long_rows(dtype, m, n, nb):
+    """Single-element tiles, rows of 300 (many vector chunks plus a partial one), one tile."""
+    rng = np.random.default_rng(5)
+    k = min(m, n, 5)
+    A = (_rand(rng, (m, k), dtype) @ _rand(rng, (k, n), dtype)).astype(dtype)
+    T = TLRMatrix.from_dense(A, nb=nb, tol=1e-5 if np.finfo(dtype).eps < 1e-10 else 1e-3)
+    D = T.toarray().astype(np.complex128)
+    rtol = RTOL[dtype] * 10
+    for s in (1, 2, 3, 7):
+        X, Y = _rand(rng, (n, s), dtype), _rand(rng, (m, s), dtype)
+        np.testing.assert_allclose(T @ X, D @ X, rtol=rtol, atol=rtol * np.abs(D).sum())
+        np.testing.assert_allclose(T.H @ Y, D.conj().T @ Y, rtol=rtol,
+                                   atol=rtol * np.abs(D).sum())
+
+
+def test_all_zero_ranks_give_zeros():
+    T = TLRMatrix.from_tiles((50, 40), 16, {}, dtype=np.complex64)
+    assert T.ranks.sum() == 0
+    assert not (T @ np.ones((40, 3), np.complex64)).any()
+    assert not (T.H @ np.ones(50, np.complex64)).any()
+
+
+def test_bench_rhs_rates_smoke(capsys):
+    bench_tlr = pytest.importorskip("benchmarks.bench_tlr")
+    T = _random_tlr(np.complex64, m=90, n=70, nb=32)
+    out = bench_tlr.rhs_rates(T, sizes=(1, 3), rounds=2)
+    assert set(out) == {("forward", 1), ("adjoint", 1), ("forward", 3), ("adjoint", 3)}
+    assert all(0 < b <= md for b, md in out.values())
+    assert "GFLOP/s" in capsys.readouterr().out
