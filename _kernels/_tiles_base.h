@@ -21,13 +21,23 @@
 
 /* The end of the block of rows from i (before r1) holding about
  * WS_CHECK_BLOCK nonzeros, at least one row: the first j > i with
- * indptr[j] - indptr[i] >= WS_CHECK_BLOCK, or r1. By bisection (a walk row
- * by row cost a short-row product more than the check itself). */
+ * indptr[j] - indptr[i] >= WS_CHECK_BLOCK, or r1. By galloping from i (steps
+ * 1, 2, 4, ...) and then bisection within the last step: a walk row by row
+ * cost a short-row product more than the check itself, and a bisection over
+ * all of i:r1 read indptr far from i, a cache miss per probe (one-shot SpMV
+ * of a 1000^2-grid Poisson matrix, one thread, medians: 5.3 -> 4.85 ms; unchecked
+ * 3.6, scipy 3.95). */
 #define WS_DEFINE_BLOCK_END(I)                                                    \
 static inline ptrdiff_t ws_block_end_##I(const I *indptr, ptrdiff_t i, ptrdiff_t r1) \
 {                                                                                 \
     const ptrdiff_t target = (ptrdiff_t)indptr[i] + WS_CHECK_BLOCK;               \
-    ptrdiff_t lo = i + 1, hi = r1;                                                \
+    ptrdiff_t lo = i + 1, hi = r1, step = 1;                                      \
+    while (lo + step < hi && (ptrdiff_t)indptr[lo + step] < target) {             \
+        lo += step;                                                               \
+        step *= 2;                                                                \
+    }                                                                             \
+    if (lo + step < hi)                                                           \
+        hi = lo + step + 1;                                                       \
     while (lo < hi) {                                                             \
         const ptrdiff_t mid = lo + (hi - lo) / 2;                                 \
         if ((ptrdiff_t)indptr[mid] < target) lo = mid + 1; else hi = mid;         \

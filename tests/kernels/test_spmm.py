@@ -576,3 +576,28 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
         np.testing.assert_allclose(sparse_matmul(A, X, method="sparse"), whole_rows,
                                    rtol=1e-4, atol=1e-3)
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_checked_spmv_finds_a_bad_index_in_every_block(itype):
+    """Short rows are checked block by block (about WS_CHECK_BLOCK nonzeros, blocks found
+    by galloping from the block's first row): a bad index anywhere is found, at block
+    edges too, and valid input gives the unchecked kernel's bits."""
+    rng = np.random.default_rng(0)
+    n_rows, per_row, n_cols = 20_000, 5, 3000
+    indptr = (np.arange(n_rows + 1) * per_row).astype(itype)
+    indices = rng.integers(0, n_cols, n_rows * per_row).astype(itype)
+    data = rng.standard_normal(n_rows * per_row)
+    x = rng.standard_normal(n_cols)
+    y0, y1 = np.empty(n_rows), np.empty(n_rows)
+    for parts, threads in ((1, 1), (8, 2)):
+        assert _spmm.csr_spmv(indptr, indices, data, x, y0, parts, threads) == 0
+        assert _spmm.csr_spmv(indptr, indices, data, x, y1, parts, threads,
+                              check_cols=n_cols) == 0
+        assert y0.tobytes() == y1.tobytes()
+        for q in (0, 2047, 2048, 2049, 4095, 50_001, len(indices) - 1):
+            for bad in (n_cols, -1):
+                spoilt = indices.copy()
+                spoilt[q] = bad
+                assert _spmm.csr_spmv(indptr, spoilt, data, x, y1, parts, threads,
+                                      check_cols=n_cols) != 0, (q, bad)
