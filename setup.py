@@ -10,7 +10,7 @@ Environment switches (read at build time):
     do not tune for the build machine (no ``-march=native``); use this when
     the built package is copied to other machines.
 ``WSESPARSE_SANITIZE=address,undefined``
-    build with the given GCC/Clang sanitizers (debug aid; see the README).
+    build with the given GCC/Clang sanitizers (debug aid; see docs/development.md).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def read_bandwidth(Py_ssize_t nbytes, int repeats=5):
     """GB/s at which one core reads a freshly touched buffer of ``nbytes``
     (best of ``repeats`` passes), or -1.0 if ``nbytes`` is under one 64-byte
     line or the buffer cannot be allocated. Used to tell whether data beyond
-    L2 comes from a fast L3 (csr._panel_width)."""
+    L2 comes from a fast L3 (_hardware.probe_fast_l3, for _drivers.panel_width)."""
     if nbytes < 0:
         raise ValueError(f"nbytes must be nonnegative, got {nbytes}")
     if repeats < 1:
