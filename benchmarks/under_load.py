@@ -74,6 +74,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--scale", type=float, default=1.0, help="matrix sides times this")
     args = p.parse_args(argv)
+    if args.busy < 0 or args.rounds < 1 or not args.seconds > 0 or not args.scale > 0:
+        p.error(f"need --busy >= 0, --rounds >= 1, --seconds > 0 and --scale > 0, got "
+                f"{args.busy}, {args.rounds}, {args.seconds}, {args.scale}")
     import scipy.sparse as sp
     rng = np.random.default_rng(0)
     cases = []

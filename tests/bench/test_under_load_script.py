@@ -21,3 +21,16 @@ def test_under_load_script_reports_quiet_and_loaded(capsys):
         for name in ("wsesparse", "wsesparse, rule off", "scipy"):
             assert f" {name} " in row
         assert row.count("x)") >= 3
+
+
+def test_under_load_script_rejects_bad_options(capsys):
+    import pytest
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "under_load.py"
+    spec = importlib.util.spec_from_file_location("under_load_script_bad", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for bad in (["--rounds", "0"], ["--seconds", "0"], ["--busy", "-1"], ["--scale", "-2"]):
+        with pytest.raises(SystemExit) as exc:
+            mod.main(bad)
+        assert exc.value.code == 2
+        assert "need --busy >= 0, --rounds >= 1" in capsys.readouterr().err

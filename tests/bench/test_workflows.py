@@ -43,3 +43,29 @@ def test_bench_cli_runs_the_workflows(capsys):
 
 def test_only_selects():
     assert [r.name for r in wf.run_workflows(0.01, 1, 5, only=("lsqr",))] == ["lsqr"]
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(scale=0), ValueError, "scale must be a positive finite number, got 0"),
+    (dict(scale=float("nan")), ValueError, "scale must be"),
+    (dict(rounds=0), ValueError, "rounds must be a positive int, got 0"),
+    (dict(iterations=1.5), TypeError, "iterations must be a positive int"),
+    (dict(only=("cg", "gmres")), ValueError, "only must be a tuple of names among cg"),
+    (dict(only="cg"), ValueError, "only must be a tuple of names"),
+])
+def test_run_workflows_rejects_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        wf.run_workflows(**kwargs)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: wf.poisson_2d(0), "g must be a positive int, got 0"),
+    (lambda: wf.graph_laplacian(1, 4), "n_nodes must be"),
+    (lambda: wf.graph_laplacian(10, 0), "degree must be a positive int"),
+    (lambda: wf.rectangular_system(10, 20, 3), "n must be"),
+    (lambda: wf.rectangular_system(10, 5, -1), "per_row must be"),
+    (lambda: wf.tfidf_like(100, 0, 5), "n_terms must be a positive int"),
+])
+def test_problem_generators_reject_bad_sizes(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

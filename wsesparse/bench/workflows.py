@@ -27,6 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
+from wsesparse._checks import check_int, check_real
+
 
 def poisson_2d(g: int) -> sp.csr_array:
     """The 5-point Laplacian on a ``g`` x ``g`` grid (``g**2`` unknowns), float64 CSR.
@@ -37,6 +39,7 @@ def poisson_2d(g: int) -> sp.csr_array:
     >>> A.shape, A.nnz, float(A.sum())
     ((9, 9), 33, 12.0)
     """
+    g = check_int(g, "g", minimum=1)
     T = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(g, g))
     I = sp.eye_array(g)
     A = (sp.kron(I, T) + sp.kron(T, I)).tocsr()
@@ -53,6 +56,8 @@ def graph_laplacian(n_nodes: int, degree: int, seed: int = 0) -> sp.csr_array:
     >>> L.shape, bool(abs(L.sum(axis=1)).max() < 1e-12)
     ((100, 100), True)
     """
+    n_nodes = check_int(n_nodes, "n_nodes", minimum=2)
+    degree = check_int(degree, "degree", minimum=1)
     rng = np.random.default_rng(seed)
     m = n_nodes * degree // 2
     rows = rng.integers(0, n_nodes, m)
@@ -67,6 +72,9 @@ def graph_laplacian(n_nodes: int, degree: int, seed: int = 0) -> sp.csr_array:
 def rectangular_system(m: int, n: int, per_row: int, seed: int = 0) -> sp.csr_array:
     """An ``m`` x ``n`` sparse matrix with ``per_row`` random entries per row plus a
     diagonal (full column rank), float64 CSR."""
+    m = check_int(m, "m", minimum=1)
+    n = check_int(n, "n", minimum=1, maximum=m)
+    per_row = check_int(per_row, "per_row", minimum=0)
     rng = np.random.default_rng(seed)
     rows = np.repeat(np.arange(m), per_row)
     cols = rng.integers(0, n, m * per_row)
@@ -76,6 +84,9 @@ def rectangular_system(m: int, n: int, per_row: int, seed: int = 0) -> sp.csr_ar
 
 def tfidf_like(n_docs: int, n_terms: int, per_doc: int, seed: int = 0):
     """Rows of l2-normalised TF-IDF-like features (Zipf term frequencies) and labels."""
+    n_docs = check_int(n_docs, "n_docs", minimum=2)
+    n_terms = check_int(n_terms, "n_terms", minimum=1)
+    per_doc = check_int(per_doc, "per_doc", minimum=1)
     rng = np.random.default_rng(seed)
     terms = np.minimum(rng.zipf(1.3, n_docs * per_doc) - 1, n_terms - 1)
     rows = np.repeat(np.arange(n_docs), per_doc)
@@ -89,6 +100,9 @@ def tfidf_like(n_docs: int, n_terms: int, per_doc: int, seed: int = 0):
     score = X @ w
     y = (score > np.median(score)).astype(np.int64)
     return X, y
+
+
+WORKFLOWS = ("cg", "minres", "eigsh", "lsqr", "logreg")
 
 
 @dataclass
@@ -147,6 +161,12 @@ def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
     >>> [r.name for r in rs], rs[0].difference < 1e-10
     (['cg'], True)
     """
+    scale = check_real(scale, "scale", minimum=0, inclusive=(False, True))
+    rounds = check_int(rounds, "rounds", minimum=1)
+    iterations = check_int(iterations, "iterations", minimum=1)
+    if isinstance(only, str) or not set(only) <= set(WORKFLOWS):
+        raise ValueError(f"only must be a tuple of names among {', '.join(WORKFLOWS)}, "
+                         f"got {only!r}")
     results = []
     want = (lambda name: not only or name in only)
     g = max(4, int(1000 * scale))
