@@ -1,8 +1,9 @@
 """asv benchmarks of the solver workflows users run (``wsesparse/bench/workflows.py``).
 
 Each ``time_*`` runs a fixed number of iterations of a scipy routine with the product either
-scipy's own (``op="scipy"``) or a prepared ``wsesparse.CSR`` handed to the routine as its
-LinearOperator (``op="wsesparse"``). Sizes are a quarter of ``wsesparse bench --workflows``'
+scipy's own (``op="scipy"``), routed by ``wsesparse.accelerated()`` around the unmodified call
+(``op="accelerated"``), or a prepared ``wsesparse.CSR`` handed to the routine as its
+LinearOperator inside the same block (``op="csr"``), as ``wsesparse bench --workflows`` does. Sizes are a quarter of ``wsesparse bench --workflows``'
 defaults (Poisson 500x500, a 50,000-node graph of degree 20, lsqr 50,000 x 12,500) so that
 every setup and call takes about a second at most.
 """
@@ -23,20 +24,34 @@ except ImportError:  # `asv run --python=same` from a source tree built in place
 from wsesparse import CSR
 from wsesparse.bench.workflows import graph_laplacian, poisson_2d, rectangular_system
 
-OPS = ["scipy", "wsesparse"]
+OPS = ["scipy", "accelerated", "csr"]
 
 
 def _operand(A, op):
-    return A if op == "scipy" else CSR(A)
+    return CSR(A) if op == "csr" else A
 
 
-class Krylov:
+class _Block:
+    """``wsesparse.accelerated()`` held from setup to teardown for the routed ops."""
+
+    def setup(self, op):
+        self._block = wsesparse.accelerated() if op != "scipy" else None
+        if self._block is not None:
+            self._block.__enter__()
+
+    def teardown(self, op):
+        if self._block is not None:
+            self._block.__exit__(None, None, None)
+
+
+class Krylov(_Block):
     """cg and minres, 100 iterations, on the 2-D Poisson matrix (250,000 unknowns)."""
 
     params = [OPS]
     param_names = ["op"]
 
     def setup(self, op):
+        super().setup(op)
         self.A = _operand(poisson_2d(500), op)
         self.b = np.ones(500 * 500)
 
@@ -47,7 +62,7 @@ class Krylov:
         sla.minres(self.A, self.b, rtol=1e-30, maxiter=100)
 
 
-class Eigsh:
+class Eigsh(_Block):
     """eigsh, 4 largest eigenvalues (to 1e-8) of a 50,000-node graph Laplacian."""
 
     params = [OPS]
@@ -55,6 +70,7 @@ class Eigsh:
     timeout = 120
 
     def setup(self, op):
+        super().setup(op)
         self.L = _operand(graph_laplacian(50_000, 20), op)
         self.v0 = np.random.default_rng(1).standard_normal(50_000)
 
@@ -62,13 +78,14 @@ class Eigsh:
         sla.eigsh(self.L, k=4, which="LA", v0=self.v0, ncv=20, tol=1e-8)
 
 
-class Lsqr:
+class Lsqr(_Block):
     """lsqr, 100 iterations, 50,000 x 12,500 with 11 nonzeros per row."""
 
     params = [OPS]
     param_names = ["op"]
 
     def setup(self, op):
+        super().setup(op)
         self.R = _operand(rectangular_system(50_000, 12_500, 10), op)
         self.c = np.ones(50_000)
 

@@ -560,6 +560,93 @@ def test_nesting_and_the_plain_switch():
     assert not on()
 
 
+def _blas_threads():
+    """{library path: threads} of the BLAS libraries threadpoolctl finds."""
+    from threadpoolctl import threadpool_info
+    return {d["filepath"]: d["num_threads"] for d in threadpool_info()
+            if d["user_api"] == "blas"}
+
+
+@pytest.fixture
+def blas_at_two():
+    """BLAS libraries at 2 threads for the test (so a limit of 1 shows), restored after."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        if not before:
+            pytest.skip("threadpoolctl finds no BLAS library in this process")
+        yield before
+
+
+def test_blas_threads_limited_while_on_and_restored(blas_at_two):
+    before = blas_at_two
+    with wsesparse.accelerated():
+        assert set(_blas_threads().values()) == {1}
+        with wsesparse.accelerated(blas_threads=None):  # the outer block's limit holds
+            assert set(_blas_threads().values()) == {1}
+        with wsesparse.accelerated(blas_threads=2):  # the first holder's count applies
+            assert set(_blas_threads().values()) == {1}
+        assert set(_blas_threads().values()) == {1}
+    assert _blas_threads() == before
+
+    with wsesparse.accelerated(blas_threads=None):
+        assert _blas_threads() == before
+    with wsesparse.accelerated(blas_threads=np.int64(2)):
+        assert set(_blas_threads().values()) == {2}
+    assert _blas_threads() == before
+
+    accelerate.enable()
+    accelerate.enable(blas_threads=None)  # (a switch: the first enable's setting stays)
+    assert set(_blas_threads().values()) == {1}
+    with wsesparse.accelerated():
+        pass
+    assert set(_blas_threads().values()) == {1}
+    accelerate.disable()
+    assert _blas_threads() == before
+    accelerate.enable(blas_threads=None)
+    assert _blas_threads() == before
+    accelerate.disable()
+
+    with pytest.raises(KeyError):
+        with wsesparse.accelerated():
+            raise KeyError("x")
+    assert _blas_threads() == before and not accelerate.is_enabled()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])
+def test_bad_blas_threads(bad, blas_at_two):
+    with pytest.raises((TypeError, ValueError), match="blas_threads"):
+        with wsesparse.accelerated(blas_threads=bad):
+            pass
+    with pytest.raises((TypeError, ValueError), match="blas_threads"):
+        accelerate.enable(blas_threads=bad)
+    assert not accelerate.is_enabled() and _blas_threads() == blas_at_two
+
+
+def test_blas_limit_with_threads_entering_and_leaving(blas_at_two):
+    n_threads, rounds = 6, 30
+    barrier = threading.Barrier(n_threads)
+    errors = []
+
+    def worker(seed):
+        r = np.random.default_rng(seed)
+        try:
+            barrier.wait()
+            for _ in range(rounds):
+                with wsesparse.accelerated(blas_threads=None if r.random() < 0.3 else 1):
+                    pass
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert _blas_threads() == blas_at_two and accelerate._blas_holders == 0
+
+
 def test_exceptions_and_decorator_use_restore():
     with pytest.raises(KeyError):
         with wsesparse.accelerated():

@@ -36,6 +36,15 @@ reference-counted: each ``with accelerated():`` block, in any thread, holds it
 on until it exits, :func:`enable` holds it on until :func:`disable`; when the
 last holder lets go, scipy's class attributes are put back exactly as they
 were (absent ones removed again). Guide and measured overhead: docs/accelerate.md.
+
+BLAS threads: by default the switch also limits the BLAS libraries loaded in
+the process (numpy's and scipy's OpenBLAS, MKL, BLIS: threadpoolctl's
+``user_api="blas"``) to one thread while it is on (``blas_threads``; ``None``
+leaves them alone). OpenBLAS's idle threads busy-wait (about 0.1 s after each
+call, with no yield) on the cores the next product needs, so in a solver loop
+(a product between ``np.dot``/``norm`` calls) they hold a core against the
+product's threads; the vector operations between the products are
+memory-bound and lose little on one thread. Measurements: docs/accelerate.md.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wsesparse._checks import KERNEL_DTYPES, result_dtype
+from wsesparse._checks import KERNEL_DTYPES, check_int, result_dtype
 from wsesparse.matmul import sparse_matmul
 
 __all__ = ["accelerated", "enable", "disable", "is_enabled"]
@@ -63,6 +72,11 @@ _switched_on = False  # enable() without disable()
 # While on: (class, name, the class's own attribute or _ABSENT) for each hook.
 _saved: list[tuple[type, str, object]] | None = None
 _ABSENT = object()
+# The BLAS thread limit: held by blocks and enable() that asked for one; the
+# first holder's count applies until the last holder lets go.
+_blas_holders = 0
+_blas_limits = None   # threadpoolctl's limiter while held
+_switched_on_blas = False  # enable() holds one of the _blas_holders
 
 
 def _targets() -> list[tuple[type, str]]:
@@ -132,24 +146,69 @@ def _update() -> None:
         _uninstall()
 
 
-def enable() -> None:
+def _check_blas_threads(blas_threads):
+    return check_int(blas_threads, "blas_threads", minimum=1, allow_none=True)
+
+
+def _hold_blas(n: int | None) -> bool:
+    """Take a hold on the BLAS limit of ``n`` threads (under ``_lock``); False for None."""
+    global _blas_holders, _blas_limits
+    if n is None:
+        return False
+    if _blas_holders == 0:
+        from threadpoolctl import threadpool_limits
+        _blas_limits = threadpool_limits(limits=n, user_api="blas")
+    _blas_holders += 1
+    return True
+
+
+def _release_blas() -> None:
+    """Let go of one hold (under ``_lock``); the last one restores the BLAS libraries."""
+    global _blas_holders, _blas_limits
+    _blas_holders -= 1
+    if _blas_holders == 0:
+        limits, _blas_limits = _blas_limits, None
+        limits.restore_original_limits()
+
+
+def enable(blas_threads: int | None = 1) -> None:
     """Route scipy's CSR/CSC products through the kernels until :func:`disable`.
 
     Idempotent (a switch, not a counter); ``accelerated()`` blocks open
     meanwhile keep it on after ``disable()`` until they exit.
+
+    Parameters
+    ----------
+    blas_threads : int or None, default 1
+        Threads for the process's BLAS libraries until :func:`disable` (see
+        :func:`accelerated`); ``None`` leaves them as they are. A second
+        ``enable()`` keeps the first one's setting.
+
+    Examples
+    --------
+    >>> from wsesparse import accelerate
+    >>> accelerate.enable(); accelerate.is_enabled()
+    True
+    >>> accelerate.disable(); accelerate.is_enabled()
+    False
     """
-    global _switched_on
+    global _switched_on, _switched_on_blas
+    blas_threads = _check_blas_threads(blas_threads)
     with _lock:
+        if not _switched_on:
+            _switched_on_blas = _hold_blas(blas_threads)
         _switched_on = True
         _update()
 
 
 def disable() -> None:
-    """Undo :func:`enable`: scipy's own products again, once no
-    ``accelerated()`` block is open either. Idempotent."""
-    global _switched_on
+    """Undo :func:`enable`: scipy's own products (and BLAS thread counts) again,
+    once no ``accelerated()`` block is open either. Idempotent."""
+    global _switched_on, _switched_on_blas
     with _lock:
-        _switched_on = False
+        if _switched_on and _switched_on_blas:
+            _release_blas()
+        _switched_on = _switched_on_blas = False
         _update()
 
 
@@ -159,7 +218,7 @@ def is_enabled() -> bool:
 
 
 @contextlib.contextmanager
-def accelerated() -> Iterator[None]:
+def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
     """Route scipy's CSR/CSC products with dense operands through the kernels
     while the block runs (also usable as a decorator).
 
@@ -168,6 +227,21 @@ def accelerated() -> Iterator[None]:
     :func:`~wsesparse.accelerate.enable` was called, until
     :func:`~wsesparse.accelerate.disable`); then scipy's classes are exactly as
     before. See the module ``wsesparse.accelerate`` for what is routed.
+
+    Parameters
+    ----------
+    blas_threads : int or None, default 1
+        Threads for the BLAS libraries loaded in the process (threadpoolctl's
+        ``user_api="blas"``: numpy's and scipy's OpenBLAS, MKL, ...) while
+        the block runs; ``None`` leaves them as they are. Idle OpenBLAS
+        threads busy-wait on the cores the kernels' threads need: in a CG loop
+        on 2 cores the product otherwise gets one thread and CG runs 1.1x
+        scipy instead of 1.3x (docs/accelerate.md). The limit is process-wide
+        too: it holds from the first block that asks for one until the last
+        such block (or ``enable``) lets go, at the first one's count.
+        Taking it costs about 1 ms, so open the block around a loop rather
+        than around each product. Code in the block that spends its time in
+        BLAS-3 (dense matrix products) should pass ``None``.
 
     Examples
     --------
@@ -183,16 +257,22 @@ def accelerated() -> Iterator[None]:
     (False, True)
     """
     global _held
+    blas_threads = _check_blas_threads(blas_threads)
     with _lock:
+        blas = _hold_blas(blas_threads)
         _held += 1
         try:
             _update()
         except BaseException:
             _held -= 1
+            if blas:
+                _release_blas()
             raise
     try:
         yield
     finally:
         with _lock:
             _held -= 1
+            if blas:
+                _release_blas()
             _update()

@@ -27,6 +27,7 @@ def test_every_workflow_gives_scipy_s_answer():
     for r in results:
         assert r.scipy_s > 0 and r.wsesparse_s > 0
         assert r.difference < 1e-9, r
+        assert (r.prepared_s > 0) == (r.name != "logreg"), r  # logreg: accelerated() only
     table = wf.format_results(results)
     assert table.splitlines()[0].split()[:3] == ["workflow", "scipy", "s"]
     assert len(table.splitlines()) == len(results) + 1
@@ -39,6 +40,15 @@ def test_bench_cli_runs_the_workflows(capsys):
     out = capsys.readouterr().out
     for name in ("cg", "minres", "eigsh", "lsqr"):
         assert any(line.startswith(name) for line in out.splitlines()), name
+
+
+def test_the_timed_blocks_leave_scipy_and_blas_as_they_were():
+    from threadpoolctl import threadpool_info
+
+    from wsesparse import accelerate
+    before = threadpool_info()
+    wf.run_workflows(0.01, 1, 5, only=("cg",))
+    assert not accelerate.is_enabled() and threadpool_info() == before
 
 
 def test_only_selects():

@@ -12,9 +12,11 @@ routed through wsesparse, and reports both times and how far the answers differ:
 * ``logreg``: scikit-learn ``LogisticRegression`` fit and predict on TF-IDF-like features
   (left out when scikit-learn is not installed).
 
-"wsesparse" means the prepared operand ``wsesparse.CSR`` handed to the routine (a
-LinearOperator) where the routine takes one, and ``wsesparse.accelerated()`` around
-the call where the routine only takes arrays (scikit-learn).
+"accelerated" is the unmodified call on the scipy matrix inside ``with
+wsesparse.accelerated():`` (every product a checked one-shot ``sparse_matmul``, BLAS
+limited to one thread); "CSR" hands the prepared operand ``wsesparse.CSR`` (a
+LinearOperator) to the routine inside the same block, where the routine takes one
+(not scikit-learn).
 """
 
 from __future__ import annotations
@@ -107,18 +109,24 @@ WORKFLOWS = ("cg", "minres", "eigsh", "lsqr", "logreg")
 
 @dataclass
 class WorkflowResult:
-    """One workflow: seconds with scipy and with wsesparse, and the answers' difference."""
+    """One workflow: seconds with scipy, with ``accelerated()`` and with a prepared ``CSR``
+    (``nan`` where the routine takes no LinearOperator), and the answers' difference."""
 
     name: str
     problem: str
     scipy_s: float
-    wsesparse_s: float
-    difference: float  # max |a - b| / max |a| over the compared answer
+    wsesparse_s: float  # the scipy call inside ``with wsesparse.accelerated():``
+    difference: float  # max |a - b| / max |a| over the compared answers
     note: str = ""
+    prepared_s: float = float("nan")  # ``CSR(A)`` handed to the routine, in the same block
 
     @property
     def speedup(self) -> float:
         return self.scipy_s / self.wsesparse_s
+
+    @property
+    def prepared_speedup(self) -> float:
+        return self.scipy_s / self.prepared_s
 
 
 def _timed(fn: Callable[[], object]) -> tuple[float, object]:
@@ -133,19 +141,36 @@ def _rel_diff(a, b) -> float:
     return float(np.abs(a - b).max()) / scale
 
 
+def _best_of(candidates: dict[str, Callable[[], object]], rounds: int):
+    """Best seconds and last output of each candidate, run in turn ``rounds`` times
+    (alternating, so that drift on a shared machine hits all alike)."""
+    best = dict.fromkeys(candidates, np.inf)
+    outs = {}
+    for _ in range(rounds):
+        for label, fn in candidates.items():
+            t, outs[label] = _timed(fn)
+            best[label] = min(best[label], t)
+    return best, outs
+
+
+def _in_block(fn: Callable[[], object]) -> object:
+    from wsesparse import accelerated
+    with accelerated():
+        return fn()
+
+
 def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds: int):
-    """Best times of ``run`` on scipy's ``A`` and on ``CSR(A)``, and how far their first
-    outputs (the solution or eigenvalues) differ."""
+    """Best times of ``run`` on scipy's ``A`` plain, under ``accelerated()``, and on
+    ``CSR(A)`` under ``accelerated()``, and how far their first outputs (the solution or
+    eigenvalues) differ from scipy's."""
     from wsesparse import CSR
     P = CSR(A)
-    best = {"scipy": np.inf, "wsesparse": np.inf}
-    outs = {}
-    for _ in range(rounds):  # alternate, so drift on a shared machine hits both
-        for label, op in (("scipy", A), ("wsesparse", P)):
-            t, outs[label] = _timed(lambda op=op: run(op))
-            best[label] = min(best[label], t)
-    return WorkflowResult(name, problem, best["scipy"], best["wsesparse"],
-                          _rel_diff(outs["scipy"][0], outs["wsesparse"][0]))
+    best, outs = _best_of({"scipy": lambda: run(A),
+                           "accelerated": lambda: _in_block(lambda: run(A)),
+                           "csr": lambda: _in_block(lambda: run(P))}, rounds)
+    diff = max(_rel_diff(outs["scipy"][0], outs[k][0]) for k in ("accelerated", "csr"))
+    return WorkflowResult(name, problem, best["scipy"], best["accelerated"], diff,
+                          prepared_s=best["csr"])
 
 
 def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
@@ -211,10 +236,6 @@ def _logreg(scale: float, rounds: int) -> list[WorkflowResult]:
         from sklearn.linear_model import LogisticRegression
     except ImportError:
         return []
-    try:
-        from wsesparse import accelerated
-    except ImportError:
-        return []
     n_docs, n_terms = max(100, int(50_000 * scale)), max(50, int(20_000 * scale))
     X, y = tfidf_like(n_docs, n_terms, 100)
 
@@ -223,26 +244,30 @@ def _logreg(scale: float, rounds: int) -> list[WorkflowResult]:
         clf.fit(X, y)
         return clf.coef_.ravel(), clf.predict_proba(X)[:, 1]
 
-    best = {"scipy": np.inf, "wsesparse": np.inf}
-    outs = {}
-    for _ in range(rounds):
-        t, outs["scipy"] = _timed(fit_predict)
-        best["scipy"] = min(best["scipy"], t)
-        with accelerated():
-            t, outs["wsesparse"] = _timed(fit_predict)
-        best["wsesparse"] = min(best["wsesparse"], t)
+    best, outs = _best_of({"scipy": fit_predict,
+                           "wsesparse": lambda: _in_block(fit_predict)}, rounds)
     return [WorkflowResult("logreg", f"TF-IDF-like {n_docs}x{n_terms}, 50 lbfgs iterations",
                            best["scipy"], best["wsesparse"],
                            _rel_diff(outs["scipy"][1], outs["wsesparse"][1]),
-                           "accelerated(); difference of the predicted probabilities")]
+                           "difference of the predicted probabilities")]
 
 
 def format_results(results: list[WorkflowResult]) -> str:
-    """The results as a table, one line per workflow."""
-    lines = [f"{'workflow':<8} {'scipy s':>9} {'wsesparse s':>12} {'speedup':>8} "
-             f"{'difference':>11}  problem"]
+    """The results as a table, one line per workflow.
+
+    Examples
+    --------
+    >>> print(format_results([WorkflowResult("cg", "Poisson", 2.0, 1.0, 0.0, prepared_s=0.8)]))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    workflow   scipy s  accelerated s  speedup  CSR s  speedup  difference  problem
+    cg           2.000          1.000    2.00x  0.800    2.50x     0.0e+00  Poisson
+    """
+    lines = [f"{'workflow':<8} {'scipy s':>9} {'accelerated s':>14} {'speedup':>8} "
+             f"{'CSR s':>7} {'speedup':>8} {'difference':>11}  problem"]
     for r in results:
-        lines.append(f"{r.name:<8} {r.scipy_s:>9.3f} {r.wsesparse_s:>12.3f} "
-                     f"{r.speedup:>7.2f}x {r.difference:>11.1e}  {r.problem}"
+        csr = (f"{'-':>7} {'-':>8}" if np.isnan(r.prepared_s)
+               else f"{r.prepared_s:>7.3f} {r.prepared_speedup:>7.2f}x")
+        lines.append(f"{r.name:<8} {r.scipy_s:>9.3f} {r.wsesparse_s:>14.3f} "
+                     f"{r.speedup:>7.2f}x {csr} {r.difference:>11.1e}  {r.problem}"
                      + (f" ({r.note})" if r.note else ""))
     return "\n".join(lines)
