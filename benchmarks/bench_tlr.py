@@ -25,6 +25,7 @@ except ImportError:  # `asv run --python=same` / `python benchmarks/bench_tlr.py
 
 from wsesparse import TLRMatrix
 from wsesparse._timing import best_time
+from wsesparse.bench import format_rates, tlr_rates
 from wsesparse.datasets import seismic_slice
 
 
@@ -123,63 +124,6 @@ def compare_allocations(A: np.ndarray, nb: int, tol: float) -> None:
           f"{S.ranks.sum()} ({t_svd:.1f} s), per-tile tol {uniform}")
 
 
-def dense_gemm_flops(dtype=np.complex64, size: int = 2048, repeats: int = 5) -> float:
-    """Rate of the dense GEMM (numpy/BLAS) ``(size x size) @ (size x size)`` in flop/s
-    (8 real flops per complex multiply-add, 2 per real one)."""
-    rng = np.random.default_rng(1)
-    A = rng.standard_normal((size, size)).astype(dtype)
-    B = rng.standard_normal((size, size)).astype(dtype)
-    _, t = best_time(lambda: A @ B, repeats)
-    return (8 if np.dtype(dtype).kind == "c" else 2) * size ** 3 / t
-
-
-def rhs_rates(T: TLRMatrix, sizes=(1, 4, 16, 64), rounds: int = 20) -> dict:
-    """Forward ``T @ X`` and adjoint ``T.H @ Y`` for blocks of s right-hand sides.
-
-    The calls are interleaved (one of each per round, so a busy moment of a shared
-    machine hits all of them) and each is reported as best and median over the rounds:
-    seconds, GB/s of bases (``T.nbytes`` per product, whatever s) and GFLOP/s (8 real
-    flops per complex multiply-add, 2 per real one, over the stored bases per vector).
-    Returns ``{(kind, s): (best, median)}`` in seconds.
-    """
-    m, n = T.shape
-    rng = np.random.default_rng(0)
-
-    def block(rows, s):
-        z = rng.standard_normal((rows, s))
-        if T.dtype.kind == "c":
-            z = z + 1j * rng.standard_normal((rows, s))
-        return z.astype(T.dtype)
-
-    ops = {}
-    for s in sizes:
-        X, Y = block(n, s), block(m, s)
-        if s == 1:
-            X, Y = X[:, 0], Y[:, 0]
-        ops[("forward", s)] = (lambda X=X: T @ X)
-        ops[("adjoint", s)] = (lambda Y=Y: T.H @ Y)
-    times = {k: [] for k in ops}
-    for f in ops.values():
-        f()
-    for _ in range(rounds):
-        for k, f in ops.items():
-            t = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t)
-    flops_per_vec = (8 if T.dtype.kind == "c" else 2) * (T.U.size + T.V.size)
-    out = {}
-    t1 = float(np.median(times[("forward", sizes[0])]))
-    print(f"right-hand sides ({rounds} interleaved rounds; best / median):")
-    for (kind, s), ts in times.items():
-        b, md = float(np.min(ts)), float(np.median(ts))
-        out[(kind, s)] = (b, md)
-        print(f"  {kind:7s} s={s:<3d} {b * 1e3:9.3f} / {md * 1e3:9.3f} ms  "
-              f"{T.nbytes / b / 1e9:6.1f} / {T.nbytes / md / 1e9:6.1f} GB/s of bases  "
-              f"{flops_per_vec * s / b / 1e9:6.1f} / {flops_per_vec * s / md / 1e9:6.1f} GFLOP/s  "
-              f"{md / t1:6.2f}x forward s={sizes[0]}")
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--nx", type=int, default=99, help="grid side (matrix is nx^2 x nx^2)")
@@ -241,12 +185,10 @@ def main() -> None:
     print(f"STREAM triad: {triad / 1e9:.2f} GB/s; TLR-MVM reaches {bw / triad:.0%} of it "
           f"({T.mvm_bytes() / t_cold / triad:.0%} with cold caches)")
 
-    rates = rhs_rates(T, rounds=args.rounds)
-    gemm = dense_gemm_flops(T.dtype)
-    fl = 8 * (T.U.size + T.V.size) * 64
-    print(f"dense {T.dtype} GEMM 2048^3 (numpy/BLAS): {gemm / 1e9:.1f} GFLOP/s; TLR 64 rhs reaches "
-          f"{fl / rates[('forward', 64)][0] / gemm:.0%} (forward) and "
-          f"{fl / rates[('adjoint', 64)][0] / gemm:.0%} (adjoint) of it")
+    # The right-hand side table of `wsesparse bench --tlr` (forward, adjoint, s = 1..64,
+    # interleaved with a triad pass and the dense GEMM of the s = 64 product's size).
+    print("right-hand sides:")
+    print(format_rates(tlr_rates(T, rounds=args.rounds)))
 
     for systems in (1, 48):
         est = estimate_tlrmvm(T, WSE2, systems=systems)

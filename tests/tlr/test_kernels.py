@@ -131,12 +131,3 @@ def test_all_zero_ranks_give_zeros():
     assert T.ranks.sum() == 0
     assert not (T @ np.ones((40, 3), np.complex64)).any()
     assert not (T.H @ np.ones(50, np.complex64)).any()
-
-
-def test_bench_rhs_rates_smoke(capsys):
-    bench_tlr = pytest.importorskip("benchmarks.bench_tlr")
-    T = _random_tlr(np.complex64, m=90, n=70, nb=32)
-    out = bench_tlr.rhs_rates(T, sizes=(1, 3), rounds=2)
-    assert set(out) == {("forward", 1), ("adjoint", 1), ("forward", 3), ("adjoint", 3)}
-    assert all(0 < b <= md for b, md in out.values())
-    assert "GFLOP/s" in capsys.readouterr().out

@@ -24,26 +24,29 @@ ones are listed as "not installed" and left out. Importing this package does no 
 Modules: ``peers`` (loading the optional libraries, one call per library), ``points`` (one
 point of the grid: timing, checks against scipy), ``bandwidth`` (the STREAM-like triad,
 SpMV bytes), ``tables`` (the printed table and summary), ``cli`` (options, the run,
-``register`` for ``wsesparse bench``). The random operands come from
+``register`` for ``wsesparse bench``), ``tlr`` (the ``--tlr`` section: TLR-MVM rates, the
+numpy three-phase comparison). The random operands come from
 :mod:`wsesparse.datasets`, the timing loop from ``wsesparse._timing``; both are re-exported
 here, as is everything ``benchmarks/`` imports from this package.
 """
 
 from wsesparse._timing import MAX_REPEATS, best_time
 from wsesparse.bench.bandwidth import (spmv_bytes, triad_bandwidth, triad_bandwidth_kernel,
-                                       triad_bandwidth_torch)
+                                       triad_bandwidth_torch, triad_kernel_pass)
 from wsesparse.bench.cli import (DESCRIPTION, add_arguments, finish_args, main, parse_args,
                                  print_load_average, register, run)
 from wsesparse.bench.peers import PEER_ORDER, PEERS, load_peers, make_calls
 from wsesparse.bench.points import (DENSE_LIMIT_BYTES, TOLERANCE, check, check_reference,
                                     retime, run_point)
 from wsesparse.bench.tables import format_row, header, summary
+from wsesparse.bench.tlr import format_rates, run_tlr, tlr_rates
 from wsesparse.datasets import random_csr, random_dense
 
 __all__ = [
     "DENSE_LIMIT_BYTES", "DESCRIPTION", "MAX_REPEATS", "PEERS", "PEER_ORDER", "TOLERANCE",
-    "add_arguments", "best_time", "check", "check_reference", "finish_args", "format_row",
-    "header", "load_peers", "main", "make_calls", "parse_args", "print_load_average",
-    "random_csr", "random_dense", "register", "retime", "run", "run_point", "spmv_bytes",
-    "summary", "triad_bandwidth", "triad_bandwidth_kernel", "triad_bandwidth_torch",
+    "add_arguments", "best_time", "check", "check_reference", "finish_args", "format_rates",
+    "format_row", "header", "load_peers", "main", "make_calls", "parse_args",
+    "print_load_average", "random_csr", "random_dense", "register", "retime", "run",
+    "run_point", "run_tlr", "spmv_bytes", "summary", "tlr_rates", "triad_bandwidth",
+    "triad_bandwidth_kernel", "triad_bandwidth_torch", "triad_kernel_pass",
 ]

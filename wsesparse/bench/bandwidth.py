@@ -102,6 +102,43 @@ def triad_bandwidth_kernel(n_threads: int, n_elems: int = 20_000_000, repeats: i
                       repeats if warmup else repeats + 1, warmup=warmup)
 
 
+def triad_kernel_pass(n_threads: int, n_elems: int = 20_000_000):
+    """One pass of the OpenMP triad as a call, to time it beside other work in rounds
+    (``wsesparse bench --tlr``).
+
+    Parameters
+    ----------
+    n_threads : int
+        OpenMP threads.
+    n_elems : int
+        Array length.
+
+    Returns
+    -------
+    (step, check, nbytes) or None
+        ``step()`` runs one pass, ``check()`` raises AssertionError unless the last pass
+        wrote ``b + s*c``, ``nbytes`` is what one pass moves; None where the kernels are
+        built without the triad.
+
+    Examples
+    --------
+    >>> step, check, nbytes = triad_kernel_pass(1, n_elems=1000)
+    >>> step(); check(); nbytes
+    24000
+    """
+    try:
+        from wsesparse._kernels import _tlrmvm
+        triad = _tlrmvm.stream_triad
+    except (ImportError, AttributeError):
+        return None
+    a, b, c = _triad_arrays(n_elems)
+
+    def check():
+        assert float(a[0]) == 7.0 and float(a[-1]) == 7.0
+
+    return (lambda: triad(a, b, c, _SCALAR, n_threads)), check, _BYTES_PER_ELEM * n_elems
+
+
 def triad_bandwidth_torch(torch, n_elems: int = 20_000_000, repeats: int = 5) -> float:
     """The same triad as one fused multi-threaded pass, ``torch.add(b, c, alpha=s, out=a)``,
     in GB/s.

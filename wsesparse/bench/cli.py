@@ -8,7 +8,7 @@ import csv
 import os
 import time
 
-from wsesparse._checks import check_int
+from wsesparse._checks import check_int, check_real
 from wsesparse._progress import Progress, add_progress_argument, progress_enabled
 from wsesparse.bench.bandwidth import (triad_bandwidth, triad_bandwidth_kernel,
                                        triad_bandwidth_torch)
@@ -30,6 +30,17 @@ def _floats(s):
 
 def _ints(s):
     return [int(x) for x in s.split(",") if x]
+
+
+def _grid(s):
+    """``"49x51"`` -> (49, 51); ``"none"`` -> None."""
+    if s.strip().lower() == "none":
+        return None
+    try:
+        nx, ny = (int(v) for v in s.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NXxNY (as 49x51) or none, got {s!r}")
+    return nx, ny
 
 
 DESCRIPTION = ("Time wsesparse.sparse_matmul against scipy, sparse_dot_mkl, python-graphblas, "
@@ -54,10 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="timed calls after the warm-up (fewer for slow points, more for fast ones)")
     p.add_argument("--budget", type=float, default=0.6,
                    help="seconds of timed calls per library and point (adaptive repeats)")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=int, default=None,
                    help="split the budget into this many rounds over all libraries in turn "
                         "(best time over the rounds), so that noise from other work on the "
-                        "machine does not hit one library alone")
+                        "machine does not hit one library alone (default 3; --tlr: 20)")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for every library (default: all cores)")
     p.add_argument("--max-call", type=float, default=10.0,
@@ -78,6 +89,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "a 200,000-node graph)")
     p.add_argument("--iterations", type=int, default=300,
                    help="--workflows: solver iterations (cg, minres, lsqr)")
+    p.add_argument("--tlr", action="store_true",
+                   help="time TLR-MVM instead of the product grid: forward and adjoint for "
+                        "1, 4, 16, 64 right-hand sides next to the triad and a dense GEMM, and "
+                        "a cache-resident operator against numpy (see wsesparse/bench/tlr.py)")
+    p.add_argument("--nx", type=int, default=99,
+                   help="--tlr: side of the seismic slice's grid (99: 9801 x 9801)")
+    p.add_argument("--nb", type=int, default=256, help="--tlr: tile size")
+    p.add_argument("--tol", type=float, default=1e-3, help="--tlr: compression accuracy")
+    p.add_argument("--cache-grid", type=_grid, default=(49, 51), metavar="NXxNY",
+                   help="--tlr: grid of the cache-resident operator timed against numpy "
+                        "(49x51: 2499 x 2499; 'none' skips it)")
     add_progress_argument(p)
 
 
@@ -97,12 +119,25 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     Raises
     ------
     ValueError
-        For a ``--dtypes`` entry without a kernel, or ``--rounds`` below 1.
+        For a ``--dtypes`` entry without a kernel, ``--rounds`` below 1, ``--tlr`` with
+        ``--workflows``, or (with ``--tlr``) a non-positive ``--nx``, ``--nb``,
+        ``--threads`` or ``--cache-grid`` or ``--tol`` outside (0, 1).
     """
     if args.dtypes and any(d not in TOLERANCE for d in args.dtypes):
         raise ValueError(f"--dtypes must be among {', '.join(TOLERANCE)}, got "
                          f"{','.join(args.dtypes)}")
-    check_int(getattr(args, "rounds", 1), "--rounds", minimum=1)
+    if getattr(args, "rounds", None) is None:
+        args.rounds = 20 if getattr(args, "tlr", False) else 3
+    check_int(args.rounds, "--rounds", minimum=1)
+    if getattr(args, "tlr", False) and getattr(args, "workflows", False):
+        raise ValueError("--tlr and --workflows are two sections: give one of them")
+    if getattr(args, "tlr", False):
+        check_int(args.nx, "--nx", minimum=1)
+        check_int(args.threads, "--threads", minimum=1, allow_none=True)
+        check_int(args.nb, "--nb", minimum=1)
+        check_real(args.tol, "--tol", minimum=0, maximum=1, inclusive=(False, False))
+        for g in args.cache_grid or ():
+            check_int(g, "--cache-grid", minimum=1)
     if args.quick:
         args.sizes, args.tokens, args.densities = [4096], [1, 64], [0.1, 0.01]
         args.dtypes, args.repeats = ["float32", "float64"], 3
@@ -158,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
         finish_args(args)
     if getattr(args, "workflows", False):
         return _run_workflows(args)
+    if getattr(args, "tlr", False):
+        return _run_tlr(args)
     mods, missing = load_peers(args.threads)
     import numpy as np
     import wsesparse as wse
@@ -228,6 +265,15 @@ def _run_workflows(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_tlr(args: argparse.Namespace) -> int:
+    from wsesparse.bench.tlr import run_tlr
+    print_load_average()
+    run_tlr(nx=args.nx, nb=args.nb, tol=args.tol, rounds=args.rounds, n_threads=args.threads,
+            triad_elems=None if args.no_triad else 20_000_000, cache_grid=args.cache_grid,
+            out=lambda s: print(s, flush=True))
+    return 0
+
+
 def main(argv=None, prog: str | None = None, epilog: str | None = None) -> int:
     """Standalone entry point (what ``benchmarks/peers.py`` runs).
 
@@ -262,6 +308,7 @@ def register(sub) -> None:
                "  wsesparse bench --quick                      # under 30 s\n"
                "  wsesparse bench --sizes 4096 --tokens 1,64 --densities 0.01 --csv peers.csv\n"
                "  wsesparse bench --workflows --scale 0.5      # cg, minres, eigsh, lsqr loops\n"
+               "  wsesparse bench --tlr --nx 40                # TLR-MVM rates, a quick size\n"
                "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE wsesparse bench   # full grid, ~1 h",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
