@@ -158,27 +158,52 @@ static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                            
 /*
  * ws_rest_<T>_<I>_<W>(indices, data, p0, p1, X, ldx, y): y[0:W] = the sum
  * over p0 <= p < p1 of data[p] * X[indices[p], 0:W], for the last W (fewer
- * than one vector) columns; one chain per column, in stored order. W is a
- * compile-time constant so that the accumulators are registers: with a
- * run-time width they lived in memory and N = 4 float32 took 3x the time of
- * N = 8 (K = 4096, density 0.001).
+ * than one vector) columns. W is a compile-time constant so that the
+ * accumulators are registers: with a run-time width they lived in memory and
+ * N = 4 float32 took 3x the time of N = 8 (K = 4096, density 0.001). C
+ * chains per column (nonzero p goes to chain p % C, each summed in stored
+ * order, then (c0 + c1) + (c2 + c3)): with one chain a nonzero cost an FMA
+ * latency whatever W, and N = 2-7 float32 all took the time of N = 14
+ * (docs/tuning.md, "Narrow products"). Four chains where W <= 3, two above
+ * (W x C accumulators stay within the 16 vector registers).
  */
 #define WS_DEFINE_REST(T, I, W)                                                   \
 static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,       \
                                            ptrdiff_t p0, ptrdiff_t p1,            \
                                            const T *X, ptrdiff_t ldx, T *y)       \
 {                                                                                 \
-    T acc[W];                                                                     \
-    _Pragma("GCC unroll 8")                                                       \
-    for (int c = 0; c < W; ++c) acc[c] = 0;                                       \
-    for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
-        const T *x = X + (ptrdiff_t)indices[p] * ldx;                             \
-        const T v = data[p];                                                      \
+    enum { C = W <= 3 ? 4 : 2 };                                                  \
+    T acc[C][W];                                                                  \
+    _Pragma("GCC unroll 4")                                                       \
+    for (int k = 0; k < C; ++k) {                                                 \
         _Pragma("GCC unroll 8")                                                   \
-        for (int c = 0; c < W; ++c) acc[c] = WS_FMA_##T(v, x[c], acc[c]);         \
+        for (int c = 0; c < W; ++c) acc[k][c] = 0;                                \
+    }                                                                             \
+    ptrdiff_t p = p0;                                                             \
+    for (; p + C <= p1; p += C) {                                                 \
+        _Pragma("GCC unroll 4")                                                   \
+        for (int k = 0; k < C; ++k) {                                             \
+            const T *x = X + (ptrdiff_t)indices[p + k] * ldx;                     \
+            const T v = data[p + k];                                              \
+            _Pragma("GCC unroll 8")                                               \
+            for (int c = 0; c < W; ++c) acc[k][c] = WS_FMA_##T(v, x[c], acc[k][c]); \
+        }                                                                         \
+    }                                                                             \
+    /* The last < C nonzeros, chain k for p + k (k a constant once unrolled: */   \
+    /* a run-time index would put the accumulators in memory). */                \
+    _Pragma("GCC unroll 4")                                                       \
+    for (int k = 0; k < C - 1; ++k) {                                             \
+        if (p + k < p1) {                                                         \
+            const T *x = X + (ptrdiff_t)indices[p + k] * ldx;                     \
+            const T v = data[p + k];                                              \
+            _Pragma("GCC unroll 8")                                               \
+            for (int c = 0; c < W; ++c) acc[k][c] = WS_FMA_##T(v, x[c], acc[k][c]); \
+        }                                                                         \
     }                                                                             \
     _Pragma("GCC unroll 8")                                                       \
-    for (int c = 0; c < W; ++c) y[c] = acc[c];                                    \
+    for (int c = 0; c < W; ++c)                                                   \
+        y[c] = C == 4 ? (acc[0][c] + acc[1][c]) + (acc[2][c] + acc[C - 1][c])     \
+                      : acc[0][c] + acc[1][c];                                    \
 }
 
 /* Rows exactly one tile wide (nt = NV * VL: N = 8, 16, 32, 64 float32 with
