@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from wsesparse._checks import (KERNEL_DTYPES, check_allocation, check_array_allocation,
+from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, check_allocation, check_array_allocation,
                                check_int, check_numeric_dtype, describe)
 from wsesparse._kernels import _tlrmvm
 from wsesparse._threads import resolve_n_threads
@@ -375,11 +375,14 @@ class TLRMatrix:
         vec = arr.ndim == 1
         X = arr.reshape(n_in, -1)
         s = X.shape[1]
-        # The kernel's copy of x, its output and two work arrays of K per rhs.
-        check_allocation(s * (n_in + n_out + 2 * int(self.kcol_ptr[-1])) * rt.itemsize,
-                         f"{'T.H' if adjoint else 'T'} @ {name} for {name} of shape {arr.shape} "
-                         f"(result of shape {(n_out, s) if not vec else (n_out,)} and dtype {rt}, "
-                         "work arrays)")
+        # The kernel's copy of x, its output and two work arrays of K per rhs
+        # (the message only where checked: formatting it cost 10 us a call).
+        nbytes = s * (n_in + n_out + 2 * int(self.kcol_ptr[-1])) * rt.itemsize
+        if nbytes >= CHECK_MIN_BYTES:
+            check_allocation(nbytes,
+                             f"{'T.H' if adjoint else 'T'} @ {name} for {name} of shape "
+                             f"{arr.shape} (result of shape {(n_out, s) if not vec else (n_out,)} "
+                             f"and dtype {rt}, work arrays)")
         if s == 0:
             return np.zeros((n_out, 0) if not vec else (n_out,), dtype=rt)
         if self.dtype.kind != "c" and rt.kind == "c":
