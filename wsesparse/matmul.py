@@ -367,10 +367,10 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
             or not B.flags.c_contiguous or B.size == 0):
         return None
     n_tokens = 1 if B.ndim == 1 else B.shape[1]
-    if n_tokens >= th.DENSE_MIN_TOKENS:
-        return None  # the dense-dispatch rules: general path
     hw = _hardware.current()
     if type(A) is CSR:
+        if n_tokens >= th.DENSE_MIN_TOKENS:
+            return None  # the dense-dispatch rules of a prepared operand: general path
         nnz = int(indptr[-1])
         # A.density (without its property calls): nnz > 0 implies a nonempty shape.
         if (nnz <= 0 or dtype.char not in "fdFD"
@@ -381,6 +381,13 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     else:
         nnz = _spmm.plain_csr_nnz(indptr, indices, data, shape[0], shape[1])
         bounds = None  # used once: the kernel cuts the rows and checks the column indices
+        # From DENSE_MIN_TOKENS columns on, a one-shot product below the one-shot
+        # crossover stays sparse whatever else _use_dense weighs: take it here rather
+        # than build a CSR on the general path (docs/tuning.md, "One-shot wide products").
+        if (n_tokens >= th.DENSE_MIN_TOKENS and nnz > 0
+                and nnz / (shape[0] * shape[1])
+                >= th.dense_threshold(dtype, n_tokens, False, hw.vector_bytes)):
+            return None
     if nnz <= 0:
         return None
     out_shape = shape[:1] + B.shape[1:]

@@ -196,3 +196,36 @@ def test_dense_dispatch_too_big(monkeypatch, assert_early_memory_error):
 def test_bad_method(S, method):
     with pytest.raises(ValueError, match="method must be 'auto', 'sparse' or 'dense'"):
         sparse_matmul(S, np.ones((4, 2)), method=method)
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+@pytest.mark.parametrize("n", [DENSE_MIN_TOKENS, th.DENSE_WIDE_TOKENS, 300])
+def test_wide_one_shot_below_the_crossover_takes_the_fast_path(dtype, n, monkeypatch):
+    """A scipy CSR times >= DENSE_MIN_TOKENS columns at a density below the one-shot
+    crossover stays sparse whatever else _use_dense weighs, so it is computed on the fast
+    path (no CSR built, indices checked in the kernel) with the prepared product's bits;
+    at or above the crossover the general path decides (dense here: finite operands)."""
+    import wsesparse.matmul as mm
+    dt, hw = np.dtype(dtype), _hardware.current()
+    threshold = th.dense_threshold(dt, n, False, hw.vector_bytes)
+    rng = np.random.default_rng(n)
+    X = random_dense(rng, (120, n), dtype)
+    built = []
+    real_as_csr = mm._as_csr
+    monkeypatch.setattr(mm, "_as_csr", lambda *a: built.append(1) or real_as_csr(*a))
+    low = sp.random(150, 120, density=min(0.05, threshold / 2), format="csr",
+                    random_state=1, dtype=dtype)
+    Y = sparse_matmul(low, X)
+    assert not built
+    assert Y.tobytes() == sparse_matmul(CSR(low), X, method="sparse").tobytes()
+    assert_matches(Y, low @ X, low, X)
+    bad = low.copy()
+    bad.indices[bad.nnz // 2] = 120  # checked by the kernel on the fast path
+    with pytest.raises(ValueError, match="not below 120"):
+        sparse_matmul(bad, X)
+    if threshold < 0.95:
+        high = sp.random(150, 120, density=min(1.0, threshold + 0.05), format="csr",
+                         random_state=2, dtype=dtype)
+        Y = sparse_matmul(high, X)
+        assert built  # the general path's rules
+        assert_matches(Y, high @ X, high, X)
