@@ -90,6 +90,30 @@ class SparseMatmul:
         self.P @ self.X
 
 
+class ThreadScaling:
+    """Prepared products on 1, 2, 4, 8, 16 threads and all cores (``method="sparse"``):
+    the thread scaling of ``benchmarks/scaling.py`` tracked commit by commit. Counts above
+    the machine's cores are skipped. 16384^2, density 0.001 (SpMV from DRAM) and 0.01.
+    """
+
+    params = ([1, 2, 4, 8, 16, "all"], [0.01, 0.001], [1, 8, 64])
+    param_names = ["threads", "density", "n_tokens"]
+    timeout = 120
+
+    def setup(self, threads, density, n_tokens):
+        from wsesparse._hardware import available_cores
+        cores = available_cores()
+        self.n = cores if threads == "all" else threads
+        if self.n > cores:
+            raise NotImplementedError(f"{threads} threads on {cores} cores")  # asv: skipped
+        self.P = prepared("ThreadScaling", 16384, 16384, density, "float32")
+        self.X = (random_vector(16384, "float32") if n_tokens == 1
+                  else random_dense(16384, n_tokens, "float32"))
+
+    def time_prepared(self, threads, density, n_tokens):
+        sparse_matmul(self.P, self.X, n_threads=self.n, method="sparse")
+
+
 class SparseMatmulComplex:
     """Complex products (the TLR/seismic use case) at one density."""
 

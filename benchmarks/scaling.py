@@ -1,14 +1,16 @@
-"""Thread scaling of the sparse kernels: 1 thread vs all cores, prepared CSR.
+"""Thread scaling of the sparse kernels: 1, 2, 4, 8, ... threads up to all cores, prepared CSR.
 
-Prints GFLOP/s (2*nnz*N / t, best of adaptive repeats) with ``n_threads=1`` and with
-``n_threads=T`` (default: all cores) and the speedup, per point of the grid, with
-``method="sparse"`` so the AXPY kernels are measured (never the dense dispatch). The two
-thread counts are timed alternately at each point, so a load that comes and goes on a
-shared machine hits both about equally.
+Prints GFLOP/s (2*nnz*N / t, best of adaptive repeats) for each thread count (default: 1
+and the powers of two up to all cores, and all cores) and the speedup of the largest count
+over one thread, per point of the grid, with ``method="sparse"`` so that the AXPY kernels
+are measured (never the dense dispatch). The thread counts are timed in turn at each point,
+round after round, so a load that comes and goes on a shared machine hits all of them about
+equally. The last lines give the median speedup over one thread for each count.
 
 Example::
 
     python benchmarks/scaling.py --sizes 4096 --tokens 1,8,64,256 --densities 0.01,0.001
+    python benchmarks/scaling.py --threads 1,16      # two counts only
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ except ImportError:  # run from a source checkout that is built in place but not
 import numpy as np
 
 from wsesparse import CSR, sparse_matmul
+from wsesparse._hardware import available_cores
 from wsesparse._timing import best_time
 from wsesparse.datasets import random_csr, random_dense
 
@@ -39,17 +42,24 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=_list(int), default=[1, 8, 64, 256, 1024])
     p.add_argument("--densities", type=_list(float), default=[0.1, 0.01, 0.001])
     p.add_argument("--dtypes", type=_list(str), default=["float32", "float64"])
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                   help="the multi-threaded count (default: all cores)")
+    p.add_argument("--threads", type=_list(int), default=None,
+                   help="thread counts (default: 1, 2, 4, ... and all cores)")
     p.add_argument("--budget", type=float, default=0.5,
                    help="seconds of timed calls per thread count, per round")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per point")
     args = p.parse_args(argv)
+    counts = sorted(set(args.threads or default_counts(available_cores())))
+    if not counts or counts[0] < 1 or args.rounds < 1 or not args.budget > 0:
+        p.error("need --threads >= 1, --rounds >= 1 and --budget > 0")
+    if counts[0] != 1:
+        counts = [1] + counts  # the speedups are over one thread
 
-    T = args.threads
+    T = counts[-1]
     print(f"{'M':>6} {'N':>5} {'density':>7} {'dtype':>8} {'nnz':>10} | "
-          f"{'1 thread':>9} {f'{T} threads':>10} | speedup   (GFLOP/s, prepared CSR)")
-    speedups = []
+          + " ".join(f"{f'{n} thr':>8}" for n in counts)
+          + f" | {f'{T}/1':>7}   (GFLOP/s, prepared CSR)")
+    speedups: dict[int, list[float]] = {n: [] for n in counts[1:]}
+    worst = None
     for M in args.sizes:
         for dtype in args.dtypes:
             for density in args.densities:
@@ -58,23 +68,40 @@ def main(argv=None) -> int:
                     X = random_dense(M, N, dtype)
                     X = X[:, 0].copy() if N == 1 else X
                     flops = 2.0 * A.nnz * N
-                    best = {1: np.inf, T: np.inf}
+                    best = dict.fromkeys(counts, np.inf)
                     for _ in range(args.rounds):
-                        for n in (1, T):
+                        for n in counts:
                             _, t = best_time(lambda n=n: sparse_matmul(A, X, n_threads=n,
                                                                        method="sparse"),
                                              budget=args.budget)
                             best[n] = min(best[n], t)
+                    for n in counts[1:]:
+                        speedups[n].append(best[1] / best[n])
                     s = best[1] / best[T]
-                    speedups.append((s, M, N, density, dtype))
+                    if worst is None or s < worst[0]:
+                        worst = (s, M, N, density, dtype)
                     print(f"{M:>6} {N:>5} {density:>7g} {dtype:>8} {A.nnz:>10} | "
-                          f"{flops / best[1] / 1e9:>9.1f} {flops / best[T] / 1e9:>10.1f} | "
-                          f"{s:>6.2f}x", flush=True)
-    if speedups:
-        lo = min(speedups)
-        print(f"min speedup {lo[0]:.2f}x at M={lo[1]} N={lo[2]} density={lo[3]:g} {lo[4]}; "
-              f"median {float(np.median([s[0] for s in speedups])):.2f}x")
+                          + " ".join(f"{flops / best[n] / 1e9:>8.1f}" for n in counts)
+                          + f" | {s:>6.2f}x", flush=True)
+    if worst is not None and T > 1:
+        print(f"min {T}-thread speedup {worst[0]:.2f}x at M={worst[1]} N={worst[2]} "
+              f"density={worst[3]:g} {worst[4]}")
+        for n in counts[1:]:
+            print(f"median speedup over 1 thread, {n} threads: "
+                  f"{float(np.median(speedups[n])):.2f}x")
     return 0
+
+
+def default_counts(cores: int) -> list[int]:
+    """1, 2, 4, ... below ``cores``, and ``cores``.
+
+    Examples
+    --------
+    >>> default_counts(16), default_counts(6), default_counts(1)
+    ([1, 2, 4, 8, 16], [1, 2, 4, 6], [1])
+    """
+    return sorted({1 << k for k in range(max(cores, 1).bit_length()) if 1 << k < cores}
+                  | {max(cores, 1)})
 
 
 if __name__ == "__main__":
