@@ -55,7 +55,7 @@ def _list(cast):
     return lambda s: [cast(v) for v in s.split(",") if v]
 
 
-def time_phases(A, X: np.ndarray, n_threads: int, rounds: int = 15) -> dict[str, float]:
+def phase_times(A, X: np.ndarray, n_threads: int, rounds: int = 15) -> dict[str, float]:
     """Median milliseconds of each phase of ``sparse_matmul(A, X)`` on ``n_threads``.
 
     ``A`` is a scipy CSR matrix with sorted int32/int64 indices, ``X`` a C-contiguous
@@ -65,7 +65,7 @@ def time_phases(A, X: np.ndarray, n_threads: int, rounds: int = 15) -> dict[str,
     --------
     >>> import scipy.sparse as sp
     >>> A = sp.random(300, 200, density=0.05, format="csr", random_state=0)
-    >>> t = time_phases(A, np.ones(200), 1, rounds=2)
+    >>> t = phase_times(A, np.ones(200), 1, rounds=2)
     >>> sorted(t) == sorted(PHASES) and t["call"] > 0
     True
     """
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
                 X = random_dense(n, N, dtype=dtype, seed=1)
                 X = X[:, 0].copy() if N == 1 else X
                 for t in threads:
-                    med = time_phases(A, X, t, args.rounds)
+                    med = phase_times(A, X, t, args.rounds)
                     print(f"{n:>6} {N:>5} {density:>8g} {t:>4} "
                           + " ".join(f"{med[name]:>11.3f}" for name in PHASES)
                           + f"  {med['call'] / med['prepared']:>6.2f}", flush=True)

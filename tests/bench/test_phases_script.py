@@ -17,17 +17,17 @@ def _load(name="phases_script"):
 
 
 @pytest.mark.parametrize("N", [1, 8, 64])
-def test_time_phases_covers_every_phase(N):
+def test_phase_times_covers_every_phase(N):
     mod = _load()
     A = sp.random(400, 300, density=0.05, format="csr", random_state=0, dtype=np.float32)
     X = np.ones((300, N), np.float32) if N > 1 else np.ones(300, np.float32)
-    t = mod.time_phases(A, X, 1, rounds=2)
+    t = mod.phase_times(A, X, 1, rounds=2)
     assert sorted(t) == sorted(mod.PHASES)
     assert all(t[k] > 0 for k in mod.PHASES if k != "glue")
     assert t["glue"] == pytest.approx(t["call"] - t["indptr"] - t["alloc"] - t["kernel"])
 
 
-def test_time_phases_refuses_a_call_off_the_sparse_path(monkeypatch):
+def test_phase_times_refuses_a_call_off_the_sparse_path(monkeypatch):
     mod = _load()
     A = sp.random(200, 200, density=0.05, format="csr", random_state=0)
     real = mod.sparse_matmul
@@ -38,7 +38,7 @@ def test_time_phases_refuses_a_call_off_the_sparse_path(monkeypatch):
 
     monkeypatch.setattr(mod, "sparse_matmul", other_path)
     with pytest.raises(ValueError, match="dense dispatch"):
-        mod.time_phases(A, np.ones((200, 8)), 1, rounds=1)
+        mod.phase_times(A, np.ones((200, 8)), 1, rounds=1)
 
 
 def test_main_prints_a_row_per_point_and_thread_count(capsys):
