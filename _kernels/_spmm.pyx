@@ -24,7 +24,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from _codes cimport WS_CSR_BAD_INDEX, WS_CSR_OK
-from _csr_check cimport _check, _csr_check, _out_of_range
+from _csr_check cimport (PARALLEL_INDPTR_ROWS as _PARALLEL_INDPTR_ROWS, _check, _csr_check,
+                         _out_of_range)
 from _operands cimport _ROW_COST, _bounds_into, _index_type, _parts, _value_type
 from _tiles cimport *
 from _types cimport index_t, value_t
@@ -49,6 +50,8 @@ KBLOCK_TILE_VECTORS = _KB_NV
 
 # Per row in balanced_bounds (_operands.pxd).
 ROW_COST = _ROW_COST
+# Rows from which plain_csr_nnz checks indptr with its n_threads (_csr_check.pxd).
+PARALLEL_INDPTR_ROWS = _PARALLEL_INDPTR_ROWS
 
 
 cdef inline void _row_tile(const index_t* indices, const value_t* data,
@@ -536,7 +539,7 @@ cdef inline bint _plain(object a, int ndim) noexcept:
 
 
 def plain_csr_nnz(object indptr, object indices, object data, Py_ssize_t n_rows,
-                  Py_ssize_t n_cols):
+                  Py_ssize_t n_cols, int n_threads=1):
     """Stored entries of the CSR arrays of an (n_rows, n_cols) matrix, or -1.
 
     -1 unless the arrays are what the kernels take as they are (1-D,
@@ -546,7 +549,8 @@ def plain_csr_nnz(object indptr, object indices, object data, Py_ssize_t n_rows,
     ending within ``indices`` and ``data``). The column indices are not checked: a one-shot
     product has the kernel check them (``check_cols``). For ``sparse_matmul``'s
     fast path, which leaves everything else (conversions, error messages) to
-    its general path.
+    its general path. ``n_threads`` look at an ``indptr`` of at least
+    ``PARALLEL_INDPTR_ROWS`` rows.
     """
     if (not (_plain(indptr, 1) and _plain(indices, 1) and _plain(data, 1))
             or n_rows < 0 or n_cols <= 0):  # n_rows = -1 would read indptr[0] of an empty array
@@ -561,12 +565,13 @@ def plain_csr_nnz(object indptr, object indices, object data, Py_ssize_t n_rows,
     cdef void* ip = cnp.PyArray_DATA(<cnp.ndarray>indptr)
     cdef Py_ssize_t n_indices = cnp.PyArray_DIM(<cnp.ndarray>indices, 0)
     cdef Py_ssize_t nnz
-    if it == cnp.NPY_INT32:
-        if _check(<int32_t*>ip, n_rows, NULL, n_indices, n_cols, 1, False):
-            return -1
-        nnz = (<int32_t*>ip)[n_rows]
-    else:
-        if _check(<int64_t*>ip, n_rows, NULL, n_indices, n_cols, 1, False):
-            return -1
-        nnz = (<int64_t*>ip)[n_rows]
+    cdef int code
+    with nogil:
+        if it == cnp.NPY_INT32:
+            code = _check(<int32_t*>ip, n_rows, NULL, n_indices, n_cols, n_threads, False)
+        else:
+            code = _check(<int64_t*>ip, n_rows, NULL, n_indices, n_cols, n_threads, False)
+    if code:
+        return -1
+    nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
     return nnz if nnz <= cnp.PyArray_DIM(<cnp.ndarray>data, 0) else -1

@@ -379,7 +379,10 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
             return None
         bounds = A._bounds
     else:
-        nnz = _spmm.plain_csr_nnz(indptr, indices, data, shape[0], shape[1])
+        # (indptr is checked by several threads from PARALLEL_INDPTR_ROWS rows on)
+        nnz = _spmm.plain_csr_nnz(indptr, indices, data, shape[0], shape[1],
+                                  1 if shape[0] < _spmm.PARALLEL_INDPTR_ROWS
+                                  else resolve_n_threads(n_threads, shape[0]))
         bounds = None  # used once: the kernel cuts the rows and checks the column indices
         # From DENSE_MIN_TOKENS columns on, a one-shot product below the one-shot
         # crossover stays sparse whatever else _use_dense weighs: take it here rather

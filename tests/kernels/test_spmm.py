@@ -497,6 +497,26 @@ def test_plain_csr_nnz_takes_only_what_the_kernels_take_as_is():
         assert _spmm.plain_csr_nnz(*args) == -1, what
 
 
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_threads", [1, 2, 3, 8])
+def test_plain_csr_nnz_checks_a_long_indptr_with_threads(itype, n_threads):
+    """From PARALLEL_INDPTR_ROWS rows on, indptr is checked in one chunk per thread: a
+    decrease is found wherever it is, at the chunk edges too, and a valid one passes."""
+    m = _spmm.PARALLEL_INDPTR_ROWS + 5
+    ip = np.arange(m + 1, dtype=itype)
+    ix = np.zeros(m, itype)
+    d = np.ones(m)
+    assert _spmm.plain_csr_nnz(ip, ix, d, m, 4, n_threads) == m
+    chunk = -(-m // n_threads)
+    spots = {1, m - 1, m}
+    for k in range(1, n_threads):
+        spots |= {k * chunk - 1, k * chunk, k * chunk + 1}
+    for i in sorted(q for q in spots if 0 < q <= m):
+        bad = ip.copy()
+        bad[i] = bad[i - 1] - 1  # indptr[i] < indptr[i - 1]
+        assert _spmm.plain_csr_nnz(bad, ix, d, m, 4, n_threads) == -1, i
+
+
 # -- column blocks -----------------------------------------------------------------------------
 def _kb_operands(dtype, itype, n_rows=150, n_cols=900, density=0.3, seed=3):
     """A CSR with unsorted and duplicate column indices in some rows, plus empty rows."""
