@@ -235,8 +235,9 @@ def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
         ``user_api="blas"``: numpy's and scipy's OpenBLAS, MKL, ...) while
         the block runs; ``None`` leaves them as they are. Idle OpenBLAS
         threads busy-wait on the cores the kernels' threads need: in a CG loop
-        on 2 cores the product otherwise gets one thread and CG runs 1.1x
-        scipy instead of 1.3x (docs/accelerate.md). The limit is process-wide
+        on 2 cores the product otherwise gets one thread, and CG with a
+        prepared ``CSR`` ran 1.03x scipy instead of 1.17-1.26x
+        (docs/accelerate.md). The limit is process-wide
         too: it holds from the first block that asks for one until the last
         such block (or ``enable``) lets go, at the first one's count.
         Taking it costs about 1 ms, so open the block around a loop rather
