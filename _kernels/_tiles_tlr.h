@@ -17,10 +17,11 @@
  *
  * Complex arithmetic as real FMAs on the interleaved (re, im) vectors, with
  * no shuffle of the accumulators in the inner loops:
- *   nn: P[c] += Re(a_ct) * row, Q[c] += Im(a_ct) * swap(row) (swap(row) formed
- *       once per row vector for all S vectors); out = P + (-1, +1, ...) * Q at
- *       the end of each panel of TLR_NN_TB rows (the next panel continues P
- *       from out, Q from 0).
+ *   nn: P[c] += Re(a_ct) * row, Q[c] += Im(a_ct) * row; out = P + (-1, +1,
+ *       ...) * swap(Q) at the end of each panel of TLR_NN_TB rows (the next
+ *       panel continues P from out, Q from 0). (Swapping each row instead, as
+ *       before, gives the same products in the same chains: the same bits,
+ *       and one shuffle per row vector more; docs/tuning.md, "TLR tiles".)
  *   cn: P += row * a, Q += row * swap(a) lane-wise; at the end
  *       Re = sum of P's lanes, Im = sum of Q's even lanes - sum of its odd lanes.
  *
@@ -201,6 +202,11 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #ifndef TLR_NN_TB
 #define TLR_NN_TB 32
 #endif
+/* Complex right-hand sides per register tile of tlr_nn (2 x 2 vectors each: 3 x 2 x 2
+ * accumulators, 2 row vectors and 2 broadcasts fill AVX2's 16 registers). */
+#ifndef TLR_NN_SB_CX
+#define TLR_NN_SB_CX 3
+#endif
 
 #define TLR_DEFINE(R, V, W, sfx)                                                               \
 TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,                   \
@@ -211,7 +217,7 @@ TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,    
     /* One panel, NV full vectors of each row: B at the chunk start of the panel's first      \
        row, a at the panel's first column, out at the chunk start; strides in reals.          \
        P continues from out (0 in the first panel), Q (complex) starts at 0 per panel:        \
-       P += Re(a) row, Q += Im(a) swap(row), out = P + (-1, 1, ...) Q. */                      \
+       P += Re(a) row, Q += Im(a) row, out = P + (-1, 1, ...) swap(Q). */                      \
     V P[6][TLR_NN_NVMAX], Q[6][TLR_NN_NVMAX];                                                  \
     const V sg = tlr_sign_##sfx();                                                             \
     const ptrdiff_t pfper = nrows > 0 ? (pfn + nrows - 1) / nrows : 0;                         \
@@ -223,29 +229,29 @@ TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,    
         }                                                                                      \
     for (t = 0; t < nrows; t++) {                                                              \
         const R *row = B + t * ldr;                                                            \
-        V b[TLR_NN_NVMAX], bs[TLR_NN_NVMAX];                                                   \
+        V b[TLR_NN_NVMAX];                                                                     \
         /* this call's share of the next panel, in address order, spread over the rows */     \
         if (pfn > 0) {                                                                         \
             ptrdiff_t k;                                                                       \
             for (k = t * pfper; k < (t + 1) * pfper && k < pfn; k++) TLR_PREFETCH(pf + 64 * k); \
         }                                                                                      \
-        for (v = 0; v < NV; v++) {                                                             \
-            b[v] = tlr_ld_##sfx(row + v * W);                                                  \
-            if (CX) bs[v] = tlr_swap_##sfx(b[v]);                                              \
-        }                                                                                      \
+        for (v = 0; v < NV; v++) b[v] = tlr_ld_##sfx(row + v * W);                             \
         for (c = 0; c < S; c++) {                                                              \
             const R *ac = a + c * ldar + (CX ? 2 * t : t);                                     \
             const V ar = tlr_bc_##sfx(ac[0]);                                                  \
             for (v = 0; v < NV; v++) P[c][v] = tlr_fma_##sfx(ar, b[v], P[c][v]);               \
             if (CX) {                                                                          \
                 const V ai = tlr_bc_##sfx(ac[1]);                                              \
-                for (v = 0; v < NV; v++) Q[c][v] = tlr_fma_##sfx(ai, bs[v], Q[c][v]);          \
+                for (v = 0; v < NV; v++) Q[c][v] = tlr_fma_##sfx(ai, b[v], Q[c][v]);           \
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
+    /* Q holds Im(a) row unswapped: its lanes are swapped once here, not per row (the */      \
+    /* same products in the same chains, so the same bits as swapping each row). */           \
     for (c = 0; c < S; c++)                                                                    \
         for (v = 0; v < NV; v++)                                                               \
-            tlr_st_##sfx(out + c * ldor + v * W, CX ? P[c][v] + sg * Q[c][v] : P[c][v]);       \
+            tlr_st_##sfx(out + c * ldor + v * W,                                               \
+                         CX ? P[c][v] + sg * tlr_swap_##sfx(Q[c][v]) : P[c][v]);               \
 }                                                                                              \
                                                                                                \
 static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const R *a,          \
@@ -278,7 +284,7 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     /* one right-hand side: chunks of 4 vectors (8 or 4 independent FMA chains);              \
        several: 2 vectors times up to 2 (complex) or 6 (real) right-hand sides; then the      \
        leftover full vectors one at a time, then the partial one element-wise */              \
-    const int NV = s == 1 ? 4 : 2, SB = cx ? 2 : 6;                                            \
+    const int NV = s == 1 ? 4 : 2, SB = cx ? TLR_NN_SB_CX : 6;                                 \
     const ptrdiff_t Lv = L - L % W;                                                            \
     ptrdiff_t t0 = 0, l0, c0;                                                                  \
     do { /* nrows == 0: one pass that writes zeros */                                          \
@@ -390,7 +396,7 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     }                                                                                          \
 }
 
-/* switch cases of tlr_nn: real S = 1..6, complex S = 1..2, NV = 1 or 2 (4: s == 1) */
+/* switch cases of tlr_nn: real S = 1..6, complex S = 1..3, NV = 1 or 2 (4: s == 1) */
 #define TLR_NN_CASE(sfx, S, NV, CX)                                                            \
     case (CX ? 64 : 0) + (NV == 4 ? 16 : NV == 2 ? 8 : 0) + S:                                 \
         tlr_nn_blk_##sfx(Bc, tb, lr, ac, la, oc, lo, first, pf, pfn, S, NV, CX); break;
@@ -400,8 +406,8 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     TLR_NN_CASE(sfx, 4, 1, 0) TLR_NN_CASE(sfx, 5, 1, 0) TLR_NN_CASE(sfx, 6, 1, 0)              \
     TLR_NN_CASE(sfx, 1, 2, 0) TLR_NN_CASE(sfx, 2, 2, 0) TLR_NN_CASE(sfx, 3, 2, 0)              \
     TLR_NN_CASE(sfx, 4, 2, 0) TLR_NN_CASE(sfx, 5, 2, 0) TLR_NN_CASE(sfx, 6, 2, 0)              \
-    TLR_NN_CASE(sfx, 1, 1, 1) TLR_NN_CASE(sfx, 2, 1, 1)                                        \
-    TLR_NN_CASE(sfx, 1, 2, 1) TLR_NN_CASE(sfx, 2, 2, 1)
+    TLR_NN_CASE(sfx, 1, 1, 1) TLR_NN_CASE(sfx, 2, 1, 1) TLR_NN_CASE(sfx, 3, 1, 1)              \
+    TLR_NN_CASE(sfx, 1, 2, 1) TLR_NN_CASE(sfx, 2, 2, 1) TLR_NN_CASE(sfx, 3, 2, 1)
 
 /* switch cases of tlr_cn: real rows 1..8 x vectors 1..4 where used, complex rows 1..4 x 1..3 */
 #define TLR_CN_R(sfx, RR, S) \
