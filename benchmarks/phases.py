@@ -46,6 +46,7 @@ from wsesparse._drivers import product_into
 from wsesparse._hardware import available_cores
 from wsesparse._kernels import _spmm
 from wsesparse._outputs import empty_output
+from wsesparse._timing import thread_counts
 from wsesparse.datasets import random_csr, random_dense
 
 PHASES = ("call", "prepared", "indptr", "alloc", "kernel", "kernel prep", "glue")
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
     cores = available_cores()
-    threads = args.threads or sorted({min(1 << k, cores) for k in range(cores.bit_length())})
+    threads = args.threads or thread_counts(cores)
     if any(t < 1 for t in threads):
         p.error("--threads must be positive")
     dtype = np.dtype(args.dtype)

@@ -28,7 +28,7 @@ import numpy as np
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._hardware import available_cores
-from wsesparse._timing import best_time
+from wsesparse._timing import best_time, thread_counts
 from wsesparse.datasets import random_csr, random_dense
 
 
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
                    help="seconds of timed calls per thread count, per round")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per point")
     args = p.parse_args(argv)
-    counts = sorted(set(args.threads or default_counts(available_cores())))
+    counts = sorted(set(args.threads or thread_counts(available_cores())))
     if not counts or counts[0] < 1 or args.rounds < 1 or not args.budget > 0:
         p.error("need --threads >= 1, --rounds >= 1 and --budget > 0")
     if counts[0] != 1:
@@ -90,18 +90,6 @@ def main(argv=None) -> int:
             print(f"median speedup over 1 thread, {n} threads: "
                   f"{float(np.median(speedups[n])):.2f}x")
     return 0
-
-
-def default_counts(cores: int) -> list[int]:
-    """1, 2, 4, ... below ``cores``, and ``cores``.
-
-    Examples
-    --------
-    >>> default_counts(16), default_counts(6), default_counts(1)
-    ([1, 2, 4, 8, 16], [1, 2, 4, 6], [1])
-    """
-    return sorted({1 << k for k in range(max(cores, 1).bit_length()) if 1 << k < cores}
-                  | {max(cores, 1)})
 
 
 if __name__ == "__main__":

@@ -10,3 +10,11 @@ def test_best_time_single_call_threshold():
     calls.clear()
     best_time(lambda: calls.append(1) or sum(range(20000)), repeats=3, budget=1e-9)
     assert len(calls) == 1                           # default 2 * budget: the warm-up only
+
+
+def test_thread_counts():
+    from wsesparse._timing import thread_counts
+    assert thread_counts(16) == [1, 2, 4, 8, 16]
+    assert thread_counts(6) == [1, 2, 4, 6]
+    assert thread_counts(1) == [1]
+    assert thread_counts(0) == [1]  # (an unknown core count: one thread)

@@ -62,3 +62,16 @@ def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = No
         if i + 1 >= repeats and spent > budget / 2:
             break
     return result, best
+
+
+def thread_counts(cores: int) -> list[int]:
+    """The thread counts a scaling measurement visits: 1, 2, 4, ... below ``cores``, and
+    ``cores`` (``benchmarks/scaling.py``, ``benchmarks/phases.py``).
+
+    Examples
+    --------
+    >>> thread_counts(16), thread_counts(6), thread_counts(1)
+    ([1, 2, 4, 8, 16], [1, 2, 4, 6], [1])
+    """
+    cores = max(int(cores), 1)
+    return sorted({1 << k for k in range(cores.bit_length()) if 1 << k < cores} | {cores})

@@ -1,49 +1,37 @@
 """benchmarks/phases.py: every phase of a one-shot product timed, the table printed."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-
-def _load(name="phases_script"):
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "phases.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from benchmarks import phases
 
 
 @pytest.mark.parametrize("N", [1, 8, 64])
 def test_phase_times_covers_every_phase(N):
-    mod = _load()
     A = sp.random(400, 300, density=0.05, format="csr", random_state=0, dtype=np.float32)
     X = np.ones((300, N), np.float32) if N > 1 else np.ones(300, np.float32)
-    t = mod.phase_times(A, X, 1, rounds=2)
-    assert sorted(t) == sorted(mod.PHASES)
-    assert all(t[k] > 0 for k in mod.PHASES if k != "glue")
+    t = phases.phase_times(A, X, 1, rounds=2)
+    assert sorted(t) == sorted(phases.PHASES)
+    assert all(t[k] > 0 for k in phases.PHASES if k != "glue")
     assert t["glue"] == pytest.approx(t["call"] - t["indptr"] - t["alloc"] - t["kernel"])
 
 
 def test_phase_times_refuses_a_call_off_the_sparse_path(monkeypatch):
-    mod = _load()
     A = sp.random(200, 200, density=0.05, format="csr", random_state=0)
-    real = mod.sparse_matmul
+    real = phases.sparse_matmul
 
     def other_path(S, X, **kw):  # (as the dense dispatch would: other bits)
         Y = real(S, X, **kw)
-        return Y if isinstance(S, mod.CSR) else Y * (1 + 1e-12)
+        return Y if isinstance(S, phases.CSR) else Y * (1 + 1e-12)
 
-    monkeypatch.setattr(mod, "sparse_matmul", other_path)
+    monkeypatch.setattr(phases, "sparse_matmul", other_path)
     with pytest.raises(ValueError, match="dense dispatch"):
-        mod.phase_times(A, np.ones((200, 8)), 1, rounds=1)
+        phases.phase_times(A, np.ones((200, 8)), 1, rounds=1)
 
 
 def test_main_prints_a_row_per_point_and_thread_count(capsys):
-    mod = _load()
-    assert mod.main(["--sizes", "256", "--tokens", "1,8", "--densities", "0.05",
+    assert phases.main(["--sizes", "256", "--tokens", "1,8", "--densities", "0.05",
                      "--threads", "1,2", "--rounds", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].split()[:4] == ["M=K", "N", "density", "thr"]
@@ -51,8 +39,7 @@ def test_main_prints_a_row_per_point_and_thread_count(capsys):
 
 
 def test_main_rejects_bad_options(capsys):
-    mod = _load("phases_script_bad")
     for bad in (["--rounds", "0"], ["--threads", "0"]):
         with pytest.raises(SystemExit) as exc:
-            mod.main(bad)
+            phases.main(bad)
         assert exc.value.code == 2

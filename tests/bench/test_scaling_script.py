@@ -1,22 +1,12 @@
 """benchmarks/scaling.py runs and reports rates per thread count and speedups (tiny grid)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-
-def _load(name="scaling_script"):
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "scaling.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from benchmarks import scaling
 
 
 def test_scaling_script_prints_every_point_and_thread_count(capsys):
-    mod = _load()
-    assert mod.main(["--sizes", "256", "--tokens", "1,16", "--densities", "0.05",
+    assert scaling.main(["--sizes", "256", "--tokens", "1,16", "--densities", "0.05",
                      "--dtypes", "float64", "--threads", "2,3", "--budget", "0.01",
                      "--rounds", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -31,17 +21,9 @@ def test_scaling_script_prints_every_point_and_thread_count(capsys):
     assert [line.split(",")[1].split()[0] for line in out[-2:]] == ["2", "3"]
 
 
-def test_default_counts():
-    mod = _load()
-    assert mod.default_counts(16) == [1, 2, 4, 8, 16]
-    assert mod.default_counts(6) == [1, 2, 4, 6]
-    assert mod.default_counts(1) == [1]
-
-
 @pytest.mark.parametrize("bad", [["--threads", "0"], ["--rounds", "0"], ["--budget", "0"]])
 def test_bad_options(bad, capsys):
-    mod = _load("scaling_script_bad")
     with pytest.raises(SystemExit) as exc:
-        mod.main(bad)
+        scaling.main(bad)
     assert exc.value.code == 2
     assert "need --threads >= 1" in capsys.readouterr().err

@@ -1,22 +1,20 @@
 """benchmarks/under_load.py runs beside a busy process and reports every point (tiny grid)."""
 
-import importlib.util
-from pathlib import Path
+import pytest
+
+from benchmarks import under_load
 
 
 def test_under_load_script_reports_quiet_and_loaded(capsys):
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "under_load.py"
-    spec = importlib.util.spec_from_file_location("under_load_script", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     from wsesparse import _threads
     before = _threads.LOAD_AWARE
-    assert mod.main(["--busy", "1", "--seconds", "0.02", "--rounds", "1", "--scale", "0.05"]) == 0
+    assert under_load.main(["--busy", "1", "--seconds", "0.02", "--rounds", "1",
+                            "--scale", "0.05"]) == 0
     assert _threads.LOAD_AWARE == before  # the switch is restored
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("1 rounds of 0.02 s") and "1 busy processes" in out[0]
     rows = out[1:]
-    assert len(rows) == len(mod.GRID)
+    assert len(rows) == len(under_load.GRID)
     for row in rows:
         for name in ("wsesparse", "wsesparse, rule off", "scipy"):
             assert f" {name} " in row
@@ -24,13 +22,8 @@ def test_under_load_script_reports_quiet_and_loaded(capsys):
 
 
 def test_under_load_script_rejects_bad_options(capsys):
-    import pytest
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "under_load.py"
-    spec = importlib.util.spec_from_file_location("under_load_script_bad", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     for bad in (["--rounds", "0"], ["--seconds", "0"], ["--busy", "-1"], ["--scale", "-2"]):
         with pytest.raises(SystemExit) as exc:
-            mod.main(bad)
+            under_load.main(bad)
         assert exc.value.code == 2
         assert "need --busy >= 0, --rounds >= 1" in capsys.readouterr().err
