@@ -167,6 +167,14 @@ static inline ptrdiff_t ws_span##SUFFIX##_##T##_##I(                            
  * (docs/tuning.md, "Narrow products"). Four chains where W <= 3, two above
  * (W x C accumulators stay within the 16 vector registers).
  */
+/* Nonzero q into the W accumulators a[] of its chain (in ws_rest). */
+#define WS_REST_NZ(T, W, a, q)                                                    \
+    {                                                                             \
+        const T *x_ = X + (ptrdiff_t)indices[q] * ldx;                            \
+        const T v_ = data[q];                                                     \
+        _Pragma("GCC unroll 8")                                                   \
+        for (int c = 0; c < W; ++c) (a)[c] = WS_FMA_##T(v_, x_[c], (a)[c]);      \
+    }
 #define WS_DEFINE_REST(T, I, W)                                                   \
 static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,       \
                                            ptrdiff_t p0, ptrdiff_t p1,            \
@@ -182,23 +190,13 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
     ptrdiff_t p = p0;                                                             \
     for (; p + C <= p1; p += C) {                                                 \
         _Pragma("GCC unroll 4")                                                   \
-        for (int k = 0; k < C; ++k) {                                             \
-            const T *x = X + (ptrdiff_t)indices[p + k] * ldx;                     \
-            const T v = data[p + k];                                              \
-            _Pragma("GCC unroll 8")                                               \
-            for (int c = 0; c < W; ++c) acc[k][c] = WS_FMA_##T(v, x[c], acc[k][c]); \
-        }                                                                         \
+        for (int k = 0; k < C; ++k) WS_REST_NZ(T, W, acc[k], p + k)               \
     }                                                                             \
     /* The last < C nonzeros, chain k for p + k (k a constant once unrolled: */   \
     /* a run-time index would put the accumulators in memory). */                \
     _Pragma("GCC unroll 4")                                                       \
     for (int k = 0; k < C - 1; ++k) {                                             \
-        if (p + k < p1) {                                                         \
-            const T *x = X + (ptrdiff_t)indices[p + k] * ldx;                     \
-            const T v = data[p + k];                                              \
-            _Pragma("GCC unroll 8")                                               \
-            for (int c = 0; c < W; ++c) acc[k][c] = WS_FMA_##T(v, x[c], acc[k][c]); \
-        }                                                                         \
+        if (p + k < p1) WS_REST_NZ(T, W, acc[k], p + k)                           \
     }                                                                             \
     _Pragma("GCC unroll 8")                                                       \
     for (int c = 0; c < W; ++c)                                                   \
