@@ -92,7 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tlr", action="store_true",
                    help="time TLR-MVM instead of the product grid: forward and adjoint for "
                         "1, 4, 16, 64 right-hand sides next to the triad and a dense GEMM, and "
-                        "a cache-resident operator against numpy (see wsesparse/bench/tlr.py)")
+                        "a cache-resident operator against numpy (see wsesparse/bench/tlr_numpy.py)")
     p.add_argument("--nx", type=int, default=99,
                    help="--tlr: side of the seismic slice's grid (99: 9801 x 9801)")
     p.add_argument("--nb", type=int, default=256, help="--tlr: tile size")

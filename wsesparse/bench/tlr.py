@@ -20,14 +20,14 @@ products, is timed against :class:`NumpyThreePhase`, the same three phases in pl
 (one BLAS GEMV per tile column and per tile row) built from the same factors; its result is
 checked against ``T @ x`` before any timing.
 
-``benchmarks/bench_tlr.py`` uses the same functions.
+The operators and the timing loop are in :mod:`wsesparse.bench.tlr_setup`, the numpy
+comparison in :mod:`wsesparse.bench.tlr_numpy`; ``benchmarks/bench_tlr.py`` uses the same
+functions.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -35,239 +35,15 @@ import numpy as np
 
 from wsesparse._checks import check_int, check_real
 from wsesparse.bench.bandwidth import triad_kernel_pass
+from wsesparse.bench.tlr_numpy import (NumpyComparison, NumpyThreePhase, compare_numpy,
+                                       rounding_bound)
+from wsesparse.bench.tlr_setup import (CACHE_GRID, RHS, ROUNDS, SETTLE, _flops_per_madd, _pair,
+                                       _random, _threads, interleaved, seismic_operator)
 from wsesparse.tlr import TLRMatrix
 
 __all__ = ["CACHE_GRID", "RHS", "ROUNDS", "SETTLE", "NumpyComparison", "NumpyThreePhase",
            "TLRRates", "compare_numpy", "format_rates", "interleaved", "rounding_bound", "run_tlr",
            "seismic_operator", "tlr_rates"]
-
-RHS = (1, 4, 16, 64)
-ROUNDS = 20
-CACHE_GRID = (49, 51)     # seismic_slice(nx=49, ny=51): 2499 x 2499
-SETTLE = 0.15            # s: pause at a switch between OpenMP and OpenBLAS (see interleaved)
-
-
-def _flops_per_madd(dtype) -> int:
-    return 8 if np.dtype(dtype).kind == "c" else 2
-
-
-def _threads(n_threads: int | None) -> int:
-    """``n_threads`` checked, or the cores this process may use."""
-    if n_threads is not None:
-        return check_int(n_threads, "n_threads", minimum=1)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def _random(rng, shape, dtype) -> np.ndarray:
-    z = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        z = z + 1j * rng.standard_normal(shape)
-    return z.astype(dtype)
-
-
-def seismic_operator(nx: int, ny: int | None = None, nb: int = 256, tol: float = 1e-3,
-                     frequency: float = 10.0, dtype=np.complex64,
-                     n_threads: int | None = None) -> tuple[TLRMatrix, float, float]:
-    """A Hilbert-ordered seismic slice compressed to a :class:`~wsesparse.TLRMatrix`.
-
-    Parameters
-    ----------
-    nx, ny : int
-        The source grid (default ``ny = nx``); the matrix is ``nx*ny`` square.
-    nb : int
-        Tile size.
-    tol : float
-        Whole-matrix relative accuracy of the compression, in (0, 1).
-    frequency : float
-        Frequency of the slice in Hz (ranks grow with it).
-    dtype : dtype
-        Of the slice and the bases.
-    n_threads : int, optional
-        Threads compressing tiles; default all cores.
-
-    Returns
-    -------
-    T : TLRMatrix
-    t_slice, t_compress : float
-        Seconds spent building the dense slice and compressing it.
-
-    Examples
-    --------
-    >>> T, _, _ = seismic_operator(12, nb=64)
-    >>> T.shape, T.dtype
-    ((144, 144), dtype('complex64'))
-    """
-    from wsesparse.datasets import seismic_slice
-
-    nx = check_int(nx, "nx", minimum=1)
-    ny = nx if ny is None else check_int(ny, "ny", minimum=1)
-    check_int(nb, "nb", minimum=1)
-    t = time.perf_counter()
-    A = seismic_slice(nx=nx, ny=ny, frequency=frequency, order="hilbert", dtype=dtype)
-    t_slice = time.perf_counter() - t
-    t = time.perf_counter()
-    T = TLRMatrix.from_dense(A, nb=nb, tol=tol, n_threads=n_threads)
-    return T, t_slice, time.perf_counter() - t
-
-
-class NumpyThreePhase:
-    """The three-phase TLR-MVM ``y = T @ x`` in plain numpy, from the factors of ``T``.
-
-    Built from the tiles' factors (:meth:`TLRMatrix.tile`), not from ``T``'s kernel layout:
-    per tile column j the bases ``V_ij.T`` of all tile rows i stacked into one
-    ``(sum_i k_ij, w_j)`` array, per tile row i the bases ``U_ij`` of all tile columns
-    stacked into one ``(h_i, sum_j k_ij)`` array (both C-contiguous copies). A product is
-
-    1. for each tile column j, one GEMV of its stacked ``V`` bases with ``x_j``, giving the
-       coefficients of all its tiles (tile-column order);
-    2. the reshuffle of those coefficients into tile-row order (one fancy-indexed copy);
-    3. for each tile row i, one GEMV of its stacked ``U`` bases with its coefficients,
-       which sums the tiles of the row.
-
-    Parameters
-    ----------
-    T : TLRMatrix
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from wsesparse import TLRMatrix
-    >>> rng = np.random.default_rng(0)
-    >>> A = rng.standard_normal((300, 8)) @ rng.standard_normal((8, 250))
-    >>> T = TLRMatrix.from_dense(A, nb=64, tol=1e-8)
-    >>> x = rng.standard_normal(250)
-    >>> bool(np.allclose(NumpyThreePhase(T)(x), T @ x))
-    True
-    """
-
-    def __init__(self, T: TLRMatrix):
-        if not isinstance(T, TLRMatrix):
-            raise TypeError(f"T must be a TLRMatrix, got {type(T).__name__}")
-        R = np.asarray(T.ranks)
-        ntr, ntc = R.shape
-        self.shape, self.dtype = T.shape, T.dtype
-        self.row_ptr, self.col_ptr = np.asarray(T.row_ptr), np.asarray(T.col_ptr)
-        self.v = [np.ascontiguousarray(np.concatenate(
-            [T.tile(i, j)[1] for i in range(ntr)], axis=1).T) for j in range(ntc)]
-        self.u = [np.ascontiguousarray(np.concatenate(
-            [T.tile(i, j)[0] for j in range(ntc)], axis=1)) for i in range(ntr)]
-        # Phase 1 leaves the coefficients of tile (i, j) at v_start[i, j] (tile-column
-        # order: j major); phase 3 wants them in tile-row order (i major).
-        col_major = R.T.ravel()
-        v_start = (np.cumsum(col_major) - col_major).reshape(ntc, ntr).T
-        self.perm = np.concatenate(
-            [np.arange(v_start[i, j], v_start[i, j] + R[i, j]) for i in range(ntr)
-             for j in range(ntc)]).astype(np.int64)
-        self.k_col = np.concatenate([[0], np.cumsum(R.sum(axis=0))])
-        self.k_row = np.concatenate([[0], np.cumsum(R.sum(axis=1))])
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """``T @ x`` for ``x`` of shape (n,) or (n, s), in the result type of ``T.dtype`` and
-        ``x.dtype`` (numpy's promotion; the benchmarks pass ``x`` of ``T.dtype``)."""
-        x = np.asarray(x)
-        if x.ndim not in (1, 2) or x.shape[0] != self.shape[1]:
-            raise ValueError(f"x must have {self.shape[1]} rows, got shape {x.shape}")
-        cp, rp, kc, kr = self.col_ptr, self.row_ptr, self.k_col, self.k_row
-        yv = np.empty((int(kc[-1]),) + x.shape[1:], dtype=np.result_type(self.dtype, x))
-        for j, v in enumerate(self.v):                       # phase 1
-            np.matmul(v, x[cp[j]:cp[j + 1]], out=yv[kc[j]:kc[j + 1]])
-        yu = yv[self.perm]                                   # phase 2
-        y = np.empty((self.shape[0],) + x.shape[1:], dtype=yv.dtype)
-        for i, u in enumerate(self.u):                       # phase 3
-            np.matmul(u, yu[kr[i]:kr[i + 1]], out=y[rp[i]:rp[i + 1]])
-        return y
-
-
-def rounding_bound(T: TLRMatrix) -> float:
-    """Relative difference two orders of summation of ``T @ x`` may show from rounding.
-
-    ``32 * eps * sqrt(L)`` with ``L`` the longest inner product of the three phases (the
-    widest tile plus the largest sum of ranks of a tile row): rounding errors of random
-    sign grow as ``sqrt(L)``, and 32 leaves room for unlucky vectors.
-
-    Parameters
-    ----------
-    T : TLRMatrix
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> from wsesparse import TLRMatrix
-    >>> import numpy as np
-    >>> T = TLRMatrix.from_tiles((4, 4), 2, {(0, 0): (np.ones((2, 1)), np.ones((2, 1)))})
-    >>> bool(rounding_bound(T) < 1e-13)
-    True
-    """
-    inner = int(np.diff(T.col_ptr).max()) + int(np.asarray(T.ranks).sum(axis=1).max())
-    return 32 * float(np.finfo(T.dtype).eps) * math.sqrt(max(inner, 1))
-
-
-def _relative_difference(a: np.ndarray, b: np.ndarray) -> float:
-    ref = float(np.linalg.norm(b))
-    return float(np.linalg.norm(a - b)) / (ref if ref > 0 else 1.0)
-
-
-def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int = 1,
-                pause_after: dict[str, float] | None = None) -> dict[str, tuple[float, float]]:
-    """Time several calls in rounds: one warm-up each, then every call in turn per round.
-
-    Parameters
-    ----------
-    calls : dict of str to callable
-        What to time, by name; called without arguments.
-    rounds : int
-        Timed rounds (positive).
-    inner : int
-        Back-to-back calls per timing (positive); each sample is their mean (for calls too
-        short to time one by one).
-    pause_after : dict of str to float, optional
-        Seconds to sleep (untimed) after the named calls' samples; the call timed next then
-        gets one untimed call first. For switches between thread pools: idle OpenBLAS
-        threads busy-wait about 0.1 s after a call (OpenMP's more briefly), taking the cores
-        of the other pool's next call; the pause lets them sleep, the untimed call wakes
-        the next pool's threads.
-
-    Returns
-    -------
-    dict of str to (float, float)
-        ``(best, median)`` seconds per call over the rounds, by name.
-
-    Examples
-    --------
-    >>> t = interleaved({"a": lambda: sum(range(100)), "b": lambda: None}, rounds=3,
-    ...                 pause_after={"b": 0.001})
-    >>> sorted(t), all(0 <= best <= med for best, med in t.values())
-    (['a', 'b'], True)
-    """
-    rounds = check_int(rounds, "rounds", minimum=1)
-    inner = check_int(inner, "inner", minimum=1)
-    pause_after = dict(pause_after or {})
-    for k, v in pause_after.items():
-        if k not in calls:
-            raise ValueError(f"pause_after names {k!r}, which is not among the calls")
-        check_real(v, f"pause_after[{k!r}]", minimum=0)
-    samples: dict[str, list[float]] = {k: [] for k in calls}
-    for f in calls.values():
-        f()
-    paused = False
-    for _ in range(rounds):
-        for k, f in calls.items():
-            if paused:
-                f()
-            t = time.perf_counter()
-            for _ in range(inner):
-                f()
-            samples[k].append((time.perf_counter() - t) / inner)
-            paused = k in pause_after
-            if paused:
-                time.sleep(pause_after[k])
-    return {k: (float(np.min(v)), float(np.median(v))) for k, v in samples.items()}
 
 
 @dataclass
@@ -429,9 +205,6 @@ def tlr_rates(T: TLRMatrix, sizes=RHS, rounds: int = ROUNDS, n_threads: int | No
     return out
 
 
-def _pair(v: tuple[float, float], fmt: str) -> str:
-    return f"{fmt % v[0]} / {fmt % v[1]}"
-
 
 def format_rates(r: TLRRates) -> str:
     """The table of :func:`tlr_rates` and its ratios, as printed by ``wsesparse bench --tlr``.
@@ -501,107 +274,6 @@ def format_rates(r: TLRRates) -> str:
         lines.append(f"  forward s={s0} GB/s as % of the triad's: {_pair(pct, '%.0f%%')}")
     return "\n".join(lines)
 
-
-@dataclass
-class NumpyComparison:
-    """What :func:`compare_numpy` measured; times are ``(best, median)`` seconds per call.
-
-    Attributes
-    ----------
-    shape : (int, int)
-    nbytes : int
-        Bytes of the stored bases.
-    wsesparse, numpy : (float, float)
-        ``T @ x`` and :class:`NumpyThreePhase` on the same ``x``.
-    difference : float
-        ``||numpy - T @ x|| / ||T @ x||``, checked to be at most ``bound``.
-    bound : float
-        :func:`rounding_bound` of ``T``.
-    rounds, inner, n_threads : int
-    """
-
-    shape: tuple[int, int]
-    nbytes: int
-    wsesparse: tuple[float, float]
-    numpy: tuple[float, float]
-    difference: float
-    bound: float
-    rounds: int
-    inner: int
-    n_threads: int
-
-    @property
-    def speedup(self) -> tuple[float, float]:
-        """numpy time / wsesparse time, ``(of best times, of median times)``."""
-        return tuple(a / b for a, b in zip(self.numpy, self.wsesparse))
-
-    def format(self) -> str:
-        """Three lines: both times and the speedup."""
-        ms = lambda v: _pair(tuple(t * 1e3 for t in v), "%.3f")  # noqa: E731
-        return "\n".join([
-            f"  wsesparse T @ x          {ms(self.wsesparse)} ms",
-            f"  numpy three-phase        {ms(self.numpy)} ms"
-            f"  (same result: relative difference {self.difference:.1e} <= {self.bound:.1e})",
-            f"  speedup over numpy       {_pair(self.speedup, '%.2fx')}"])
-
-
-def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = None,
-                  inner: int = 10, seed: int = 0, settle: float = SETTLE) -> NumpyComparison:
-    """``T @ x`` against :class:`NumpyThreePhase` of the same factors, in interleaved rounds.
-
-    The numpy result is checked against ``T @ x`` first (relative difference at most
-    :func:`rounding_bound`); each round times ``inner`` back-to-back calls of each, so the
-    bases of a small ``T`` stay in cache as in an iterative solver's loop, with a pause of
-    ``settle`` seconds after each (numpy's GEMVs run on OpenBLAS's threads, ``T @ x`` on
-    OpenMP's; see :func:`interleaved`).
-
-    Parameters
-    ----------
-    T : TLRMatrix
-    rounds, inner : int
-        Interleaved rounds and calls per timing (positive).
-    n_threads : int, optional
-        Threads of ``T @ x`` and of BLAS (positive); default the cores this process may use.
-    seed : int
-        Of the random ``x``.
-    settle : float
-        Seconds of pause after each timing (nonnegative).
-
-    Returns
-    -------
-    NumpyComparison
-
-    Raises
-    ------
-    AssertionError
-        If the two results differ by more than rounding.
-
-    Examples
-    --------
-    >>> T, _, _ = seismic_operator(12, nb=64)
-    >>> c = compare_numpy(T, rounds=2, inner=1, settle=0)
-    >>> bool(c.difference <= c.bound), len(c.format().splitlines())
-    (True, 3)
-    """
-    from threadpoolctl import threadpool_limits
-
-    rounds = check_int(rounds, "rounds", minimum=1)
-    inner = check_int(inner, "inner", minimum=1)
-    n_threads = _threads(n_threads)
-    settle = check_real(settle, "settle", minimum=0)
-    three = NumpyThreePhase(T)
-    x = _random(np.random.default_rng(seed), T.shape[1], T.dtype)
-    with threadpool_limits(limits=n_threads, user_api="blas"):
-        diff = _relative_difference(three(x), T.matvec(x, n_threads=n_threads))
-        bound = rounding_bound(T)
-        if not diff <= bound:
-            raise AssertionError(f"numpy three-phase differs from T @ x by {diff:.3e} "
-                                 f"(relative), more than rounding ({bound:.3e})")
-        times = interleaved({"wsesparse": lambda: T.matvec(x, n_threads=n_threads),
-                             "numpy": lambda: three(x)}, rounds, inner,
-                            pause_after={"wsesparse": settle, "numpy": settle})
-    return NumpyComparison(T.shape, T.nbytes, times["wsesparse"], times["numpy"], diff, bound,
-                           rounds, inner, n_threads)
 
 
 def run_tlr(nx: int = 99, ny: int | None = None, nb: int = 256, tol: float = 1e-3,

@@ -1,0 +1,162 @@
+"""The operators and the timing loop of ``wsesparse bench --tlr``.
+
+:func:`seismic_operator` builds the compressed seismic slice the section times;
+:func:`interleaved` times several calls in rounds (every candidate once per round, so a busy
+moment of a shared machine hits all alike), with pauses where the timed code switches between
+OpenMP and OpenBLAS threads. :mod:`wsesparse.bench.tlr` (the rates) and
+:mod:`wsesparse.bench.tlr_numpy` (the cache-resident comparison) use both.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import numpy as np
+
+from wsesparse._checks import check_int, check_real
+from wsesparse.tlr import TLRMatrix
+
+__all__ = ["CACHE_GRID", "RHS", "ROUNDS", "SETTLE", "interleaved", "seismic_operator"]
+
+RHS = (1, 4, 16, 64)
+ROUNDS = 20
+CACHE_GRID = (49, 51)     # seismic_slice(nx=49, ny=51): 2499 x 2499
+SETTLE = 0.15            # s: pause at a switch between OpenMP and OpenBLAS (see interleaved)
+
+
+
+def _flops_per_madd(dtype) -> int:
+    return 8 if np.dtype(dtype).kind == "c" else 2
+
+
+def _threads(n_threads: int | None) -> int:
+    """``n_threads`` checked, or the cores this process may use."""
+    if n_threads is not None:
+        return check_int(n_threads, "n_threads", minimum=1)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _random(rng, shape, dtype) -> np.ndarray:
+    z = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        z = z + 1j * rng.standard_normal(shape)
+    return z.astype(dtype)
+
+
+def seismic_operator(nx: int, ny: int | None = None, nb: int = 256, tol: float = 1e-3,
+                     frequency: float = 10.0, dtype=np.complex64,
+                     n_threads: int | None = None) -> tuple[TLRMatrix, float, float]:
+    """A Hilbert-ordered seismic slice compressed to a :class:`~wsesparse.TLRMatrix`.
+
+    Parameters
+    ----------
+    nx, ny : int
+        The source grid (default ``ny = nx``); the matrix is ``nx*ny`` square.
+    nb : int
+        Tile size.
+    tol : float
+        Whole-matrix relative accuracy of the compression, in (0, 1).
+    frequency : float
+        Frequency of the slice in Hz (ranks grow with it).
+    dtype : dtype
+        Of the slice and the bases.
+    n_threads : int, optional
+        Threads compressing tiles; default all cores.
+
+    Returns
+    -------
+    T : TLRMatrix
+    t_slice, t_compress : float
+        Seconds spent building the dense slice and compressing it.
+
+    Examples
+    --------
+    >>> T, _, _ = seismic_operator(12, nb=64)
+    >>> T.shape, T.dtype
+    ((144, 144), dtype('complex64'))
+    """
+    from wsesparse.datasets import seismic_slice
+
+    nx = check_int(nx, "nx", minimum=1)
+    ny = nx if ny is None else check_int(ny, "ny", minimum=1)
+    check_int(nb, "nb", minimum=1)
+    t = time.perf_counter()
+    A = seismic_slice(nx=nx, ny=ny, frequency=frequency, order="hilbert", dtype=dtype)
+    t_slice = time.perf_counter() - t
+    t = time.perf_counter()
+    T = TLRMatrix.from_dense(A, nb=nb, tol=tol, n_threads=n_threads)
+    return T, t_slice, time.perf_counter() - t
+
+
+
+def _pair(v: tuple[float, float], fmt: str) -> str:
+    return f"{fmt % v[0]} / {fmt % v[1]}"
+
+
+def _relative_difference(a: np.ndarray, b: np.ndarray) -> float:
+    ref = float(np.linalg.norm(b))
+    return float(np.linalg.norm(a - b)) / (ref if ref > 0 else 1.0)
+
+
+
+def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int = 1,
+                pause_after: dict[str, float] | None = None) -> dict[str, tuple[float, float]]:
+    """Time several calls in rounds: one warm-up each, then every call in turn per round.
+
+    Parameters
+    ----------
+    calls : dict of str to callable
+        What to time, by name; called without arguments.
+    rounds : int
+        Timed rounds (positive).
+    inner : int
+        Back-to-back calls per timing (positive); each sample is their mean (for calls too
+        short to time one by one).
+    pause_after : dict of str to float, optional
+        Seconds to sleep (untimed) after the named calls' samples; the call timed next then
+        gets one untimed call first. For switches between thread pools: idle OpenBLAS
+        threads busy-wait about 0.1 s after a call (OpenMP's more briefly), taking the cores
+        of the other pool's next call; the pause lets them sleep, the untimed call wakes
+        the next pool's threads.
+
+    Returns
+    -------
+    dict of str to (float, float)
+        ``(best, median)`` seconds per call over the rounds, by name.
+
+    Examples
+    --------
+    >>> t = interleaved({"a": lambda: sum(range(100)), "b": lambda: None}, rounds=3,
+    ...                 pause_after={"b": 0.001})
+    >>> sorted(t), all(0 <= best <= med for best, med in t.values())
+    (['a', 'b'], True)
+    """
+    rounds = check_int(rounds, "rounds", minimum=1)
+    inner = check_int(inner, "inner", minimum=1)
+    pause_after = dict(pause_after or {})
+    for k, v in pause_after.items():
+        if k not in calls:
+            raise ValueError(f"pause_after names {k!r}, which is not among the calls")
+        check_real(v, f"pause_after[{k!r}]", minimum=0)
+    samples: dict[str, list[float]] = {k: [] for k in calls}
+    for f in calls.values():
+        f()
+    paused = False
+    for _ in range(rounds):
+        for k, f in calls.items():
+            if paused:
+                f()
+            t = time.perf_counter()
+            for _ in range(inner):
+                f()
+            samples[k].append((time.perf_counter() - t) / inner)
+            paused = k in pause_after
+            if paused:
+                time.sleep(pause_after[k])
+    return {k: (float(np.min(v)), float(np.median(v))) for k, v in samples.items()}
+
