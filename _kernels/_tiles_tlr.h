@@ -43,9 +43,11 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TLR_INLINE static inline __attribute__((always_inline))
+#define TLR_NOINLINE static __attribute__((noinline))
 #define TLR_VECEXT 1
 #else
 #define TLR_INLINE static __forceinline
+#define TLR_NOINLINE static __declspec(noinline)
 #endif
 
 #if defined(TLR_VECEXT) && !defined(TLR_NO_PREFETCH)  /* a hint only: never faults, also past the end of an array */
@@ -202,6 +204,14 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #ifndef TLR_NN_TB
 #define TLR_NN_TB 32
 #endif
+/* One right-hand side: rows of B added TLR_NN_RB at a time (tlr_nn_rows) where a row has at
+ * most TLR_NN_ROWS_MAX reals (its accumulators, out and a copy on the stack, stay in L1). */
+#ifndef TLR_NN_RB
+#define TLR_NN_RB 4
+#endif
+#ifndef TLR_NN_ROWS_MAX
+#define TLR_NN_ROWS_MAX 2048
+#endif
 /* Complex right-hand sides per register tile of tlr_nn (2 x 2 vectors each: 3 x 2 x 2
  * accumulators, 2 row vectors and 2 broadcasts fill AVX2's 16 registers). */
 #ifndef TLR_NN_SB_CX
@@ -276,11 +286,97 @@ static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const 
     }                                                                                          \
 }                                                                                              \
                                                                                                \
-static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,          \
-                         const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s, int cx) \
+TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, const R *a, R *out,     \
+                                R *q, const R *pf, const int RB, const int CX)                 \
 {                                                                                              \
+    /* s == 1: RB consecutive rows of B (a: their RB coefficients) added into out (P) and q   \
+       (Q, unswapped; complex) one vector at a time, each row read in address order. */        \
+    V ar[4], ai[4];                                                                            \
+    ptrdiff_t l; int r;                                                                        \
+    for (r = 0; r < RB; r++) {                                                                 \
+        ar[r] = tlr_bc_##sfx(a[CX ? 2 * r : r]);                                               \
+        ai[r] = CX ? tlr_bc_##sfx(a[2 * r + 1]) : ar[r];                                       \
+    }                                                                                          \
+    for (l = 0; l < Lv; l += W) {                                                              \
+        if (pf && !(l & W)) /* a cache line of each of the next RB rows per two vectors */     \
+            for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
+        V p = tlr_ld_##sfx(out + l), qq = CX ? tlr_ld_##sfx(q + l) : p;                        \
+        for (r = 0; r < RB; r++) {                                                             \
+            const V b = tlr_ld_##sfx(B + r * lr + l);                                          \
+            p = tlr_fma_##sfx(ar[r], b, p);                                                    \
+            if (CX) qq = tlr_fma_##sfx(ai[r], b, qq);                                          \
+        }                                                                                      \
+        tlr_st_##sfx(out + l, p);                                                              \
+        if (CX) tlr_st_##sfx(q + l, qq);                                                       \
+    }                                                                                          \
+}                                                                                              \
+                                                                                               \
+TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,    \
+                                   const R *a, R *out, int cx, int pf)                         \
+{                                                                                              \
+    /* s == 1, rows of at most TLR_NN_ROWS_MAX reals: B streamed row after row, TLR_NN_RB     \
+       rows at a time, with the accumulators in out and q (in L1) instead of registers. The   \
+       same FMA chains over t and the same folds of Q into out after every TLR_NN_TB rows as  \
+       tlr_nn_blk and tlr_nn_tail, so the same bits as the register tiles (which re-walk a    \
+       panel of rows once per chunk of columns). docs/tuning.md, "TLR tiles". */              \
+    R q[TLR_NN_ROWS_MAX];                                                                      \
+    const V sg = tlr_sign_##sfx();                                                             \
+    const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W;                                            \
+    ptrdiff_t t0 = 0, t, l, e;                                                                 \
+    memset(out, 0, (size_t)L * sizeof(R));                                                     \
+    do { /* nrows == 0: zeros */                                                               \
+        const ptrdiff_t tb = nrows - t0 < TLR_NN_TB ? nrows - t0 : TLR_NN_TB;                  \
+        if (cx) memset(q, 0, (size_t)L * sizeof(R));                                           \
+        for (t = t0; t < t0 + tb; ) {                                                          \
+            const ptrdiff_t rb = t0 + tb - t < TLR_NN_RB ? t0 + tb - t : TLR_NN_RB;            \
+            const R *Bt = B + t * lr, *at = a + t * f, *pn = pf ? Bt + rb * lr : NULL;         \
+            switch ((cx ? 8 : 0) + (int)rb) {                                                  \
+            case 1: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 1, 0); break;                      \
+            case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 2, 0); break;                      \
+            case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 3, 0); break;                      \
+            case 4: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 4, 0); break;                      \
+            case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 1, 1); break;                      \
+            case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 2, 1); break;                     \
+            case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 3, 1); break;                     \
+            case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 4, 1); break;                     \
+            default: break;                                                                    \
+            }                                                                                  \
+            /* the last L - Lv (< W) reals as tlr_nn_tail does them (Q of the swapped row) */  \
+            for (e = Lv; e < L; e++) {                                                         \
+                ptrdiff_t r;                                                                   \
+                R P = out[e], Q = cx ? q[e] : (R)0;                                            \
+                for (r = 0; r < rb; r++) {                                                     \
+                    P = TLR_FMAS_##sfx(at[r * f], Bt[r * lr + e], P);                          \
+                    if (cx) Q = TLR_FMAS_##sfx(at[r * f + 1], Bt[r * lr + (e ^ 1)], Q);        \
+                }                                                                              \
+                out[e] = P;                                                                    \
+                if (cx) q[e] = Q;                                                              \
+            }                                                                                  \
+            t += rb;                                                                           \
+        }                                                                                      \
+        if (cx) {                                                                              \
+            for (l = 0; l < Lv; l += W)                                                        \
+                tlr_st_##sfx(out + l, tlr_ld_##sfx(out + l)                                    \
+                                      + sg * tlr_swap_##sfx(tlr_ld_##sfx(q + l)));             \
+            for (e = Lv; e < L; e++) out[e] = out[e] + ((e & 1) ? q[e] : -q[e]);               \
+        }                                                                                      \
+        t0 += tb;                                                                              \
+    } while (t0 < nrows);                                                                      \
+}                                                                                              \
+                                                                                               \
+static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,          \
+                         const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s, int cx, \
+                         int pf)                                                               \
+{                                                                                              \
+    /* pf: one right-hand side (tlr_nn_rows) software-prefetches the next rows of B (worth it \
+       from DRAM, 5-15 % slower from L3: the caller decides by the size of all the bases); a  \
+       hint only, the results do not depend on it. The register tiles always prefetch. */    \
     const ptrdiff_t f = cx ? 2 : 1, L = ncols * f;                                             \
     const ptrdiff_t lr = ldb * f, la = lda * f, lo = ldo * f;                                  \
+    if (s == 1 && L <= TLR_NN_ROWS_MAX) {                                                      \
+        tlr_nn_rows_##sfx(B, nrows, L, lr, a, out, cx, pf);                                    \
+        return;                                                                                \
+    }                                                                                          \
     /* one right-hand side: chunks of 4 vectors (8 or 4 independent FMA chains);              \
        several: 2 vectors times up to 2 (complex) or 6 (real) right-hand sides; then the      \
        leftover full vectors one at a time, then the partial one element-wise */              \

@@ -59,9 +59,11 @@ def openmp_enabled():
 
 cdef extern from "_tiles_tlr.h" nogil:
     void tlr_nn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
+                  int pf)
     void tlr_nn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
+                  int pf)
     void tlr_cn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
                   const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
     void tlr_cn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
@@ -70,18 +72,18 @@ cdef extern from "_tiles_tlr.h" nogil:
 
 cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
                      const value_t* a, Py_ssize_t lda, value_t* out, Py_ssize_t ldo,
-                     Py_ssize_t s) noexcept nogil:
+                     Py_ssize_t s, int pf) noexcept nogil:
     # out[c, 0:ncols] = sum_t a[c, t] * B[t, 0:ncols] (B row-major nrows x ncols)
     if value_t is float:
-        tlr_nn_f(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+        tlr_nn_f(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0, pf)
     elif value_t is double:
-        tlr_nn_d(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+        tlr_nn_d(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0, pf)
     elif sizeof(value_t) == 8:  # float complex
         tlr_nn_f(<const float*>B, nrows, ncols, ncols, <const float*>a, lda, <float*>out,
-                 ldo, s, 1)
+                 ldo, s, 1, pf)
     else:
         tlr_nn_d(<const double*>B, nrows, ncols, ncols, <const double*>a, lda, <double*>out,
-                 ldo, s, 1)
+                 ldo, s, 1, pf)
 
 
 cdef inline void _cn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
@@ -108,11 +110,13 @@ def tlr_matmat(const value_t[::1] U, const value_t[::1] V,
                const int64_t[::1] krow_ptr, const int64_t[::1] kcol_ptr,
                const int64_t[::1] perm,
                const value_t[:, ::1] X, value_t[:, ::1] Y,
-               value_t[:, ::1] yv, value_t[:, ::1] yu, int n_threads):
+               value_t[:, ::1] yv, value_t[:, ::1] yu, int n_threads, bint prefetch=True):
     """Y = A X for s right-hand sides.
 
-    X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays.
+    X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays. prefetch:
+    software prefetch of the bases (for bases read from DRAM; no effect on the result).
     """
+    cdef int pf = 1 if prefetch else 0
     cdef Py_ssize_t ntr = row_ptr.shape[0] - 1
     cdef Py_ssize_t ntc = col_ptr.shape[0] - 1
     cdef Py_ssize_t s = X.shape[0]
@@ -130,7 +134,7 @@ def tlr_matmat(const value_t[::1] U, const value_t[::1] V,
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
             if kc > 0:
-                _nn(&V[v_off[j]], w, kc, &X[0, c0], n, &yv[0, k0], K, s)
+                _nn(&V[v_off[j]], w, kc, &X[0, c0], n, &yv[0, k0], K, s, pf)
         # Phase 2: reshuffle from tile-column order to tile-row order.
         for p in prange(K, num_threads=n_threads, schedule="static"):
             for c in range(s):
@@ -142,7 +146,7 @@ def tlr_matmat(const value_t[::1] U, const value_t[::1] V,
             k0 = krow_ptr[i]
             kc = krow_ptr[i + 1] - k0
             # (kc == 0: a tile row of rank 0 everywhere; the kernel writes zeros)
-            _nn(&U[u_off[i]], kc, h, &yu[0, k0], K, &Y[0, r0], m, s)
+            _nn(&U[u_off[i]], kc, h, &yu[0, k0], K, &Y[0, r0], m, s, pf)
 
 
 @cython.boundscheck(False)

@@ -13,6 +13,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, check_allocation, check_array_allocation,
                                check_int, check_numeric_dtype, describe)
+from wsesparse import _hardware
 from wsesparse._kernels import _tlrmvm
 from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import io as tlr_io
@@ -22,6 +23,14 @@ from wsesparse.tlr._validate import (check_magnitude, check_shape, kernel_dtype,
 from wsesparse.tlr.compression import compress_tiles
 
 __all__ = ["TLRMatrix"]
+
+
+def _prefetch_bases(nbytes: int) -> bool:
+    """Whether the forward kernel prefetches bases of ``nbytes``: where they exceed half the
+    L3 (or the L3 is unknown) they come from DRAM and the prefetch pays; from L3 it cost
+    5-15 % (docs/tuning.md, "TLR tiles")."""
+    l3 = _hardware.current().l3_bytes
+    return l3 <= 0 or nbytes > l3 // 2
 
 
 class TLRMatrix:
@@ -408,9 +417,13 @@ class TLRMatrix:
         yu = np.empty((s, K), dtype=dtype)
         work = (self._u_size + self._v_size) * s
         nt = resolve_n_threads(n_threads, work)
-        f = _tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat
-        f(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
-          self.kcol_ptr, self.perm, XT, YT, yv, yu, nt)
+        if adjoint:
+            _tlrmvm.tlr_rmatmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
+                                self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu, nt)
+        else:
+            _tlrmvm.tlr_matmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
+                               self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu, nt,
+                               _prefetch_bases(U.nbytes + V.nbytes))
         return YT.T
 
     def matvec(self, x, n_threads: int | None = None) -> np.ndarray:
