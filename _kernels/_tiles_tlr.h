@@ -44,10 +44,12 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define TLR_INLINE static inline __attribute__((always_inline))
 #define TLR_NOINLINE static __attribute__((noinline))
+#define TLR_ALIGNED __attribute__((aligned(64)))
 #define TLR_VECEXT 1
 #else
 #define TLR_INLINE static __forceinline
 #define TLR_NOINLINE static __declspec(noinline)
+#define TLR_ALIGNED __declspec(align(64))
 #endif
 
 #if defined(TLR_VECEXT) && !defined(TLR_NO_PREFETCH)  /* a hint only: never faults, also past the end of an array */
@@ -312,14 +314,17 @@ TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, const R 
 }                                                                                              \
                                                                                                \
 TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,    \
-                                   const R *a, R *out, int cx, int pf)                         \
+                                   const R *a, R *dst, int cx, int pf)                         \
 {                                                                                              \
     /* s == 1, rows of at most TLR_NN_ROWS_MAX reals: B streamed row after row, TLR_NN_RB     \
        rows at a time, with the accumulators in out and q (in L1) instead of registers. The   \
        same FMA chains over t and the same folds of Q into out after every TLR_NN_TB rows as  \
        tlr_nn_blk and tlr_nn_tail, so the same bits as the register tiles (which re-walk a    \
-       panel of rows once per chunk of columns). docs/tuning.md, "TLR tiles". */              \
-    R q[TLR_NN_ROWS_MAX];                                                                      \
+       panel of rows once per chunk of columns). The sums are kept on the stack and copied   \
+       to dst at the end: dst may share cache lines with another thread's range (wsesparse/   \
+       tlr/_split.py), and accumulating in place made those lines bounce between cores.       \
+       docs/tuning.md, "TLR tiles". */                                                        \
+    TLR_ALIGNED R out[TLR_NN_ROWS_MAX], q[TLR_NN_ROWS_MAX];                                    \
     const V sg = tlr_sign_##sfx();                                                             \
     const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W;                                            \
     ptrdiff_t t0 = 0, t, l, e;                                                                 \
@@ -362,6 +367,7 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
         }                                                                                      \
         t0 += tb;                                                                              \
     } while (t0 < nrows);                                                                      \
+    memcpy(dst, out, (size_t)L * sizeof(R));                                                   \
 }                                                                                              \
                                                                                                \
 static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,          \

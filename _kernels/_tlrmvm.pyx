@@ -70,19 +70,20 @@ cdef extern from "_tiles_tlr.h" nogil:
                   const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
 
 
-cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
+cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
                      const value_t* a, Py_ssize_t lda, value_t* out, Py_ssize_t ldo,
                      Py_ssize_t s, int pf) noexcept nogil:
-    # out[c, 0:ncols] = sum_t a[c, t] * B[t, 0:ncols] (B row-major nrows x ncols)
+    # out[c, 0:ncols] = sum_t a[c, t] * B[t, 0:ncols] (B row-major, nrows x ncols of a
+    # block with rows of ldb)
     if value_t is float:
-        tlr_nn_f(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0, pf)
+        tlr_nn_f(B, nrows, ncols, ldb, a, lda, out, ldo, s, 0, pf)
     elif value_t is double:
-        tlr_nn_d(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0, pf)
+        tlr_nn_d(B, nrows, ncols, ldb, a, lda, out, ldo, s, 0, pf)
     elif sizeof(value_t) == 8:  # float complex
-        tlr_nn_f(<const float*>B, nrows, ncols, ncols, <const float*>a, lda, <float*>out,
+        tlr_nn_f(<const float*>B, nrows, ncols, ldb, <const float*>a, lda, <float*>out,
                  ldo, s, 1, pf)
     else:
-        tlr_nn_d(<const double*>B, nrows, ncols, ncols, <const double*>a, lda, <double*>out,
+        tlr_nn_d(<const double*>B, nrows, ncols, ldb, <const double*>a, lda, <double*>out,
                  ldo, s, 1, pf)
 
 
@@ -110,13 +111,19 @@ def tlr_matmat(const value_t[::1] U, const value_t[::1] V,
                const int64_t[::1] krow_ptr, const int64_t[::1] kcol_ptr,
                const int64_t[::1] perm,
                const value_t[:, ::1] X, value_t[:, ::1] Y,
-               value_t[:, ::1] yv, value_t[:, ::1] yu, int n_threads, bint prefetch=True):
+               value_t[:, ::1] yv, value_t[:, ::1] yu,
+               const int64_t[:, ::1] col_items, const int64_t[:, ::1] row_items,
+               int n_threads, bint prefetch=True):
     """Y = A X for s right-hand sides.
 
-    X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays. prefetch:
-    software prefetch of the bases (for bases read from DRAM; no effect on the result).
+    X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays. col_items /
+    row_items: (tile, start, stop) ranges of the outputs of each tile column's phase-1
+    block (of its kc) and each tile row's phase-3 block (of its h), covering them all
+    (wsesparse/tlr/_split.py; Python checked them). prefetch: software prefetch of the
+    bases (for bases read from DRAM). Neither changes the result.
     """
     cdef int pf = 1 if prefetch else 0
+    cdef Py_ssize_t q, a, b
     cdef Py_ssize_t ntr = row_ptr.shape[0] - 1
     cdef Py_ssize_t ntc = col_ptr.shape[0] - 1
     cdef Py_ssize_t s = X.shape[0]
@@ -128,25 +135,30 @@ def tlr_matmat(const value_t[::1] U, const value_t[::1] V,
     with nogil:
         # Phase 1: per tile column, yv_j = Vs_j.T x_j for all s vectors in one
         # pass over Vs_j (register tiles of s vectors times a chunk of a row).
-        for j in prange(ntc, num_threads=n_threads, schedule="dynamic"):
+        for q in prange(col_items.shape[0], num_threads=n_threads, schedule="dynamic"):
+            j = col_items[q, 0]
+            a = col_items[q, 1]
+            b = col_items[q, 2]
             c0 = col_ptr[j]
             w = col_ptr[j + 1] - c0
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
-            if kc > 0:
-                _nn(&V[v_off[j]], w, kc, &X[0, c0], n, &yv[0, k0], K, s, pf)
+            _nn(&V[v_off[j] + a], w, b - a, kc, &X[0, c0], n, &yv[0, k0 + a], K, s, pf)
         # Phase 2: reshuffle from tile-column order to tile-row order.
         for p in prange(K, num_threads=n_threads, schedule="static"):
             for c in range(s):
                 yu[c, p] = yv[c, perm[p]]
         # Phase 3: per tile row, y_i = Us_i yu_i (rows of Us_i.T, same kernel).
-        for i in prange(ntr, num_threads=n_threads, schedule="dynamic"):
+        for q in prange(row_items.shape[0], num_threads=n_threads, schedule="dynamic"):
+            i = row_items[q, 0]
+            a = row_items[q, 1]
+            b = row_items[q, 2]
             r0 = row_ptr[i]
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
             kc = krow_ptr[i + 1] - k0
             # (kc == 0: a tile row of rank 0 everywhere; the kernel writes zeros)
-            _nn(&U[u_off[i]], kc, h, &yu[0, k0], K, &Y[0, r0], m, s, pf)
+            _nn(&U[u_off[i] + a], kc, b - a, h, &yu[0, k0], K, &Y[0, r0 + a], m, s, pf)
 
 
 @cython.boundscheck(False)
@@ -157,11 +169,17 @@ def tlr_rmatmat(const value_t[::1] U, const value_t[::1] V,
                 const int64_t[::1] krow_ptr, const int64_t[::1] kcol_ptr,
                 const int64_t[::1] perm,
                 const value_t[:, ::1] Y, value_t[:, ::1] X,
-                value_t[:, ::1] yv, value_t[:, ::1] yu, int n_threads):
+                value_t[:, ::1] yv, value_t[:, ::1] yu,
+                const int64_t[:, ::1] row_items, const int64_t[:, ::1] col_items,
+                int n_threads):
     """X = A^H Y for s right-hand sides, reading the same bases in the same order.
 
-    Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays.
+    Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays. row_items /
+    col_items: (tile, start, stop) ranges of the rows of each tile row's phase-1 block (of
+    its kc) and each tile column's phase-3 block (of its w), covering them all; they do
+    not change the result.
     """
+    cdef Py_ssize_t q, a, b
     cdef Py_ssize_t ntr = row_ptr.shape[0] - 1
     cdef Py_ssize_t ntc = col_ptr.shape[0] - 1
     cdef Py_ssize_t s = Y.shape[0]
@@ -173,26 +191,29 @@ def tlr_rmatmat(const value_t[::1] U, const value_t[::1] V,
     with nogil:
         # Phase 1: per tile row, yu_i = Us_i^H y_i: dot products over the
         # contiguous rows of Us_i.T (the rows the forward phase 3 reads).
-        for i in prange(ntr, num_threads=n_threads, schedule="dynamic"):
+        for q in prange(row_items.shape[0], num_threads=n_threads, schedule="dynamic"):
+            i = row_items[q, 0]
+            a = row_items[q, 1]
+            b = row_items[q, 2]
             r0 = row_ptr[i]
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
-            kc = krow_ptr[i + 1] - k0
-            if kc > 0:
-                _cn(&U[u_off[i]], kc, h, &Y[0, r0], m, &yu[0, k0], K, s)
+            _cn(&U[u_off[i] + a * h], b - a, h, &Y[0, r0], m, &yu[0, k0 + a], K, s)
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
         for p in prange(K, num_threads=n_threads, schedule="static"):
             for c in range(s):
                 yv[c, perm[p]] = yu[c, p]
         # Phase 3: per tile column, x_j = conj(Vs_j) yv_j: dot products over the
         # contiguous rows of Vs_j (the rows the forward phase 1 reads).
-        for j in prange(ntc, num_threads=n_threads, schedule="dynamic"):
+        for q in prange(col_items.shape[0], num_threads=n_threads, schedule="dynamic"):
+            j = col_items[q, 0]
+            a = col_items[q, 1]
+            b = col_items[q, 2]
             c0 = col_ptr[j]
-            w = col_ptr[j + 1] - c0
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
             # (kc == 0: dot products of length 0, the kernel writes zeros)
-            _cn(&V[v_off[j]], w, kc, &yv[0, k0], K, &X[0, c0], n, s)
+            _cn(&V[v_off[j] + a * kc], b - a, kc, &yv[0, k0], K, &X[0, c0 + a], n, s)
 
 
 @cython.boundscheck(False)

@@ -93,7 +93,7 @@ def test_bitwise_identical_across_thread_counts(case, s):
     m, n = T.shape
     X, Y = _rand(rng, (n, s), dtype), _rand(rng, (m, s), dtype)
     f1, a1 = T.matvec(X, n_threads=1), T.rmatvec(Y, n_threads=1)
-    for nt in (2, 3, 4):
+    for nt in (2, 3, 4, 16):  # (16: tiles cut into ranges, wsesparse/tlr/_split.py)
         assert np.array_equal(T.matvec(X, n_threads=nt), f1)
         assert np.array_equal(T.rmatvec(Y, n_threads=nt), a1)
 
@@ -145,7 +145,7 @@ def _kernel_forward(T, X, prefetch):
     Y = np.empty((XT.shape[0], m), T.dtype)
     yv, yu = np.empty((XT.shape[0], K), T.dtype), np.empty((XT.shape[0], K), T.dtype)
     _tlrmvm.tlr_matmat(U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
-                       T.perm, XT, Y, yv, yu, 2, prefetch)
+                       T.perm, XT, Y, yv, yu, *T._items(2, False), 2, prefetch)
     return Y.T
 
 

@@ -18,6 +18,7 @@ from wsesparse._kernels import _tlrmvm
 from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import io as tlr_io
 from wsesparse.tlr._layout import ALIGN, aligned_empty, copy_aligned, tile_bounds
+from wsesparse.tlr._split import FORWARD_CUT_ABOVE, FORWARD_GRAIN, tile_items
 from wsesparse.tlr._validate import (check_magnitude, check_shape, kernel_dtype,
                                      reject_sparse, storage_dtype, work_dtype)
 from wsesparse.tlr.compression import compress_tiles
@@ -417,14 +418,37 @@ class TLRMatrix:
         yu = np.empty((s, K), dtype=dtype)
         work = (self._u_size + self._v_size) * s
         nt = resolve_n_threads(n_threads, work)
+        first, second = self._items(nt, adjoint)
         if adjoint:
             _tlrmvm.tlr_rmatmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
-                                self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu, nt)
+                                self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu,
+                                first, second, nt)
         else:
             _tlrmvm.tlr_matmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
-                               self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu, nt,
-                               _prefetch_bases(U.nbytes + V.nbytes))
+                               self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu,
+                               first, second, nt, _prefetch_bases(U.nbytes + V.nbytes))
         return YT.T
+
+    def _items(self, n_threads: int, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Work items of the first and last phase for ``n_threads`` (kept per count).
+
+        Forward: ranges of the kc outputs of each tile column's block, then of the h
+        outputs of each tile row's; adjoint: ranges of the kc rows of each tile row's block,
+        then of the w rows of each tile column's (wsesparse/tlr/_split.py).
+        """
+        cache = self.__dict__.setdefault("_item_cache", {})  # (absent in old pickles)
+        key = (n_threads, adjoint)
+        items = cache.get(key)
+        if items is None:
+            kc, kr = self.ranks.sum(axis=0), self.ranks.sum(axis=1)
+            w, h = np.diff(self.col_ptr), np.diff(self.row_ptr)
+            if adjoint:  # (cheap to cut: ranges of whole rows, dot products)
+                items = (tile_items(kr, h, n_threads), tile_items(w, kc, n_threads))
+            else:
+                fwd = dict(grain=FORWARD_GRAIN, cut_above=FORWARD_CUT_ABOVE)
+                items = (tile_items(kc, w, n_threads, **fwd), tile_items(h, kr, n_threads, **fwd))
+            cache[key] = items
+        return items
 
     def matvec(self, x, n_threads: int | None = None) -> np.ndarray:
         """``A @ x`` for a vector (n,) or a block of right-hand sides (n, s)."""

@@ -1,0 +1,137 @@
+"""Work items of the TLR-MVM phases (wsesparse/tlr/_split.py): every tile's range covered
+once, boundaries on whole vectors, no item for empty tiles, balance, and the products they
+drive equal bit for bit whatever the cut."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from wsesparse import TLRMatrix
+from wsesparse._kernels import _tlrmvm
+from wsesparse.tlr._split import (FORWARD_CUT_ABOVE, FORWARD_GRAIN, GRAIN, PARTS, imbalance,
+                                   tile_items)
+
+lengths = st.lists(st.integers(0, 600), min_size=0, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(split=lengths, data=st.data(), n_threads=st.integers(1, 64))
+def test_items_cover_every_tile_once(split, data, n_threads):
+    other = data.draw(st.lists(st.integers(0, 300), min_size=len(split), max_size=len(split)))
+    items = tile_items(np.array(split, dtype=np.int64), np.array(other, dtype=np.int64),
+                       n_threads)
+    assert items.dtype == np.int64 and items.shape[1:] == (3,)
+    for t, d in enumerate(split):
+        mine = items[items[:, 0] == t]
+        if d == 0:
+            assert len(mine) == 0
+            continue
+        assert mine[0, 1] == 0 and mine[-1, 2] == d
+        assert (mine[1:, 1] == mine[:-1, 2]).all() and (mine[:, 2] > mine[:, 1]).all()
+        assert (mine[:-1, 2] % GRAIN == 0).all()
+        if n_threads == 1:
+            assert len(mine) == 1
+    assert (np.diff(items[:, 0]) >= 0).all()  # tile by tile
+
+
+def test_balance_of_few_large_tiles():
+    """10 equal tiles on 16 threads: whole tiles would leave the longest thread 1.6-1.8x the
+    mean work; the items are small enough for a dynamic schedule to even it out."""
+    split, other = np.full(10, 256), np.full(10, 111)
+    items = tile_items(split, other, 16)
+    work = (items[:, 2] - items[:, 1]) * 111
+    assert len(items) >= 16 * PARTS // 2
+    assert work.max() <= 2 * work.sum() / (16 * PARTS)
+
+
+def test_imbalance_of_whole_tiles():
+    assert imbalance(np.full(10, 7), 16) == pytest.approx(1.6)
+    assert imbalance(np.full(10, 7), 2) == 1.0
+    assert imbalance(np.array([9, 1, 1, 1]), 2) == pytest.approx(1.5)
+    assert imbalance(np.zeros(3), 4) == 1.0 and imbalance(np.full(3, 2), 1) == 1.0
+
+
+def test_forward_cuts_only_where_whole_tiles_are_unbalanced():
+    """The forward items (matrix._items): whole tiles at 2 threads for ten equal tiles
+    (imbalance 1.0), ranges of FORWARD_GRAIN at 16 threads (imbalance 1.6)."""
+    split, other = np.full(10, 256), np.full(10, 111)
+    kw = dict(grain=FORWARD_GRAIN, cut_above=FORWARD_CUT_ABOVE)
+    assert len(tile_items(split, other, 2, **kw)) == 10
+    items = tile_items(split, other, 16, **kw)
+    assert len(items) > 10 and (items[:, 1] % FORWARD_GRAIN == 0).all()
+    assert imbalance(np.full(10, 1), 16) > FORWARD_CUT_ABOVE
+
+
+def test_matrix_items_follow_the_rules():
+    rng = np.random.default_rng(1)
+    tiles = {(i, j): (rng.standard_normal((64, 8)), rng.standard_normal((64, 8)))
+             for i in range(3) for j in range(3)}
+    T = TLRMatrix.from_tiles((192, 192), 64, tiles)
+    fwd1, fwd3 = T._items(16, False)
+    adj1, adj3 = T._items(16, True)
+    # forward ranges of 64: neither the 24 outputs of a tile column nor the 64 of a tile row
+    # can be cut; the adjoint cuts its 24 and 64 rows in ranges of 16
+    assert len(fwd1) == 3 and len(fwd3) == 3
+    assert len(adj1) == 6 and len(adj3) == 12
+    assert T._items(16, False) is T._items(16, False)  # kept per thread count
+    assert T._items(1, True)[1].tolist() == [[0, 0, 64], [1, 0, 64], [2, 0, 64]]
+
+
+def _forward(T, X, items):
+    U, V = T._bases(T.dtype)
+    XT = np.ascontiguousarray(X.T)
+    K = int(T.kcol_ptr[-1])
+    Y = np.empty((XT.shape[0], T.shape[0]), T.dtype)
+    yv, yu = np.empty((XT.shape[0], K), T.dtype), np.empty((XT.shape[0], K), T.dtype)
+    _tlrmvm.tlr_matmat(U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
+                       T.perm, XT, Y, yv, yu, *items, 2)
+    return Y.T
+
+
+def _adjoint(T, Y, items):
+    U, V = T._bases(T.dtype)
+    YT = np.ascontiguousarray(Y.T)
+    K = int(T.kcol_ptr[-1])
+    X = np.empty((YT.shape[0], T.shape[1]), T.dtype)
+    yv, yu = np.empty((YT.shape[0], K), T.dtype), np.empty((YT.shape[0], K), T.dtype)
+    _tlrmvm.tlr_rmatmat(U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
+                        T.perm, YT, X, yv, yu, *items, 2)
+    return X.T
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("s", [1, 3, 8])
+def test_any_cut_gives_the_same_bits(dtype, s):
+    """Whole tiles, the cut for 64 threads and cuts of one grain each: the same bytes, forward
+    and adjoint, and the dense product to rounding."""
+    rng = np.random.default_rng(0)
+    m, n, nb = 150, 131, 64
+    tiles = {}
+    for i in range(3):
+        for j in range(3):
+            h, w = min(nb, m - i * nb), min(nb, n - j * nb)
+            k = 0 if (i, j) == (1, 1) else int(rng.integers(1, min(h, w, 40)))
+            if k:
+                tiles[(i, j)] = (rng.standard_normal((h, k)).astype(dtype),
+                                 rng.standard_normal((w, k)).astype(dtype))
+    T = TLRMatrix.from_tiles((m, n), nb, tiles, dtype=dtype)
+    X = rng.standard_normal((n, s)).astype(dtype)
+    Y = rng.standard_normal((m, s)).astype(dtype)
+    kc, kr = T.ranks.sum(axis=0), T.ranks.sum(axis=1)
+    w, h = np.diff(T.col_ptr), np.diff(T.row_ptr)
+    cuts = {"whole": 1, "64 threads": 64, "one grain": 10 ** 6}
+    fwd = {k: _forward(T, X, (tile_items(kc, w, c), tile_items(h, kr, c)))
+           for k, c in cuts.items()}
+    adj = {k: _adjoint(T, Y, (tile_items(kr, h, c), tile_items(w, kc, c)))
+           for k, c in cuts.items()}
+    for k in cuts:
+        assert fwd[k].tobytes() == fwd["whole"].tobytes(), k
+        assert adj[k].tobytes() == adj["whole"].tobytes(), k
+    assert len(tile_items(h, kr, 10 ** 6)) > len(h)  # the finest cut does cut
+    D = T.toarray().astype(np.complex128)
+    tol = 1e-4 if np.finfo(dtype).eps > 1e-10 else 1e-12
+    np.testing.assert_allclose(fwd["whole"], D @ X, rtol=tol, atol=tol * np.abs(D @ X).max())
+    np.testing.assert_allclose(adj["whole"], D.conj().T @ Y, rtol=tol,
+                               atol=tol * np.abs(D.conj().T @ Y).max())

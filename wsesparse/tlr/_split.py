@@ -1,0 +1,90 @@
+"""Work items of the TLR-MVM phases: tiles cut into ranges of about equal bytes.
+
+Each phase of ``_kernels/_tlrmvm.pyx`` runs over the stacked blocks of the tile columns
+or tile rows. With few tiles per thread (2499^2 in 256-tiles: 10 per phase) whole tiles
+leave threads idle: on 16 threads the longest thread of phase 1 of that operator has 1.79
+times the mean work. The items here cut a tile's block into ranges of the dimension whose
+elements are independent sums (the outputs of a forward phase, the rows of an adjoint
+phase), so the summation of each output element, and so the bits of the product, are the
+same for every cut and thread count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["FORWARD_CUT_ABOVE", "FORWARD_GRAIN", "GRAIN", "PARTS", "imbalance", "tile_items"]
+
+PARTS = 4    # items per thread a phase aims for (dynamic schedule: a slow core delays little)
+GRAIN = 16   # range boundaries fall on multiples of this many elements (whole vectors)
+# The forward kernel pays per row of an item (each range of outputs re-walks all the rows of
+# the block): cutting 2499^2's ten 256-tiles per phase into 20 + 39 ranges of >= 64 outputs
+# cost 23 % on one thread (docs/tuning.md, "TLR tiles"). So the forward cuts only where whole
+# tiles would leave the longest thread this far above the mean work, in ranges of 64.
+FORWARD_CUT_ABOVE = 1.3
+FORWARD_GRAIN = 64
+
+
+def imbalance(work: np.ndarray, n_threads: int) -> float:
+    """Longest thread's work over the mean when whole tiles go, largest first, to the least
+    loaded thread (a dynamic schedule at best); 1.0 for no work.
+
+    Examples
+    --------
+    >>> imbalance(np.full(10, 5), 16)  # ten equal tiles, sixteen threads
+    1.6
+    >>> imbalance(np.array([3, 3, 2, 2]), 2)
+    1.0
+    """
+    work = np.sort(np.asarray(work, dtype=np.float64))[::-1]
+    if n_threads <= 1 or not work.sum() > 0:
+        return 1.0
+    load = np.zeros(n_threads)
+    for c in work:
+        load[np.argmin(load)] += c
+    return float(load.max() / (work.sum() / n_threads))
+
+
+def tile_items(split: np.ndarray, other: np.ndarray, n_threads: int, parts: int = PARTS,
+               grain: int = GRAIN, cut_above: float = 1.0) -> np.ndarray:
+    """Cut each tile's ``split`` dimension into ranges of about equal work.
+
+    Parameters
+    ----------
+    split : (ntiles,) int array
+        Length of the dimension cut, per tile; tiles of length 0 get no item.
+    other : (ntiles,) int array
+        The other dimension of the tile's block (its work is ``split * max(other, 1)``).
+    n_threads : int
+        Threads of the product; with one, every tile is one item.
+    parts, grain : int
+        Items per thread aimed at; range boundaries are multiples of ``grain``.
+    cut_above : float
+        Cut only where whole tiles give an :func:`imbalance` above this.
+
+    Returns
+    -------
+    (n_items, 3) int64 array
+        Rows ``(tile, start, stop)``, tile by tile, ranges in order and covering
+        ``[0, split[tile])``.
+
+    Examples
+    --------
+    >>> tile_items(np.array([64, 0, 32]), np.array([10, 10, 10]), n_threads=1).tolist()
+    [[0, 0, 64], [2, 0, 32]]
+    >>> tile_items(np.array([64, 0, 32]), np.array([10, 10, 10]), n_threads=2).tolist()
+    [[0, 0, 16], [0, 16, 32], [0, 32, 48], [0, 48, 64], [2, 0, 16], [2, 16, 32]]
+    """
+    split = np.asarray(split, dtype=np.int64)
+    work = split * np.maximum(np.asarray(other, dtype=np.int64), 1)
+    cut = n_threads > 1 and imbalance(work[split > 0], n_threads) > cut_above
+    target = work.sum() / (n_threads * parts) if cut else np.inf
+    rows = []
+    for t, (d, c) in enumerate(zip(split.tolist(), work.tolist())):
+        if d == 0:
+            continue
+        n = 1 if not c > target else min(int(np.ceil(c / target)), -(-d // grain))
+        cuts = sorted({min(d, int(round(d * k / n / grain)) * grain) for k in range(1, n)} - {0})
+        bounds = [0] + [b for b in cuts if b < d] + [d]
+        rows += [(t, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
