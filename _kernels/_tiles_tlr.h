@@ -169,6 +169,27 @@ TLR_FALLBACK_OPS(tlr_v4d, double, 4, d)
 TLR_LDN(tlr_v8f, float, 8, f)
 TLR_LDN(tlr_v4d, double, 4, d)
 
+/* The first n (< W) reals at p, the other lanes zero, reading nothing beyond p + n: a
+ * masked load where AVX has one (tlr_nn_rows' last partial vector of each row), else the
+ * zero-padded copy. */
+#ifdef TLR_X86_FMA
+#define TLR_MASKED_TAIL 1
+TLR_INLINE tlr_v8f tlr_ldm_f(const float *p, ptrdiff_t n)
+{
+    static const int tbl[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return (tlr_v8f)_mm256_maskload_ps(p, _mm256_loadu_si256((const __m256i *)(tbl + 8 - n)));
+}
+TLR_INLINE tlr_v4d tlr_ldm_d(const double *p, ptrdiff_t n)
+{
+    static const long long tbl[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+    return (tlr_v4d)_mm256_maskload_pd(p, _mm256_loadu_si256((const __m256i *)(tbl + 4 - n)));
+}
+#else
+#define TLR_MASKED_TAIL 0
+TLR_INLINE tlr_v8f tlr_ldm_f(const float *p, ptrdiff_t n) { return tlr_ldn_f(p, n); }
+TLR_INLINE tlr_v4d tlr_ldm_d(const double *p, ptrdiff_t n) { return tlr_ldn_d(p, n); }
+#endif
+
 /* Fixed-order lane sums (the same tree everywhere). */
 TLR_INLINE float tlr_hsum_f(tlr_v8f v)
 {
@@ -288,8 +309,9 @@ static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const 
     }                                                                                          \
 }                                                                                              \
                                                                                                \
-TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, const R *a, R *out,     \
-                                R *q, const R *pf, const int RB, const int CX)                 \
+TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
+                                const R *a, R *out, R *q, const R *pf, const int RB,           \
+                                const int CX)                                                  \
 {                                                                                              \
     /* s == 1: RB consecutive rows of B (a: their RB coefficients) added into out (P) and q   \
        (Q, unswapped; complex) one vector at a time, each row read in address order. */        \
@@ -311,6 +333,16 @@ TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, const R 
         tlr_st_##sfx(out + l, p);                                                              \
         if (CX) tlr_st_##sfx(q + l, qq);                                                       \
     }                                                                                          \
+    if (TLR_MASKED_TAIL && rem) { /* the partial vector: zeros beyond the row's end */          \
+        V p = tlr_ld_##sfx(out + Lv), qq = CX ? tlr_ld_##sfx(q + Lv) : p;                      \
+        for (r = 0; r < RB; r++) {                                                             \
+            const V b = tlr_ldm_##sfx(B + r * lr + Lv, rem);                                   \
+            p = tlr_fma_##sfx(ar[r], b, p);                                                    \
+            if (CX) qq = tlr_fma_##sfx(ai[r], b, qq);                                          \
+        }                                                                                      \
+        tlr_st_##sfx(out + Lv, p);                                                             \
+        if (CX) tlr_st_##sfx(q + Lv, qq);                                                      \
+    }                                                                                          \
 }                                                                                              \
                                                                                                \
 TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,    \
@@ -324,30 +356,34 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
        to dst at the end: dst may share cache lines with another thread's range (wsesparse/   \
        tlr/_split.py), and accumulating in place made those lines bounce between cores.       \
        docs/tuning.md, "TLR tiles". */                                                        \
-    TLR_ALIGNED R out[TLR_NN_ROWS_MAX], q[TLR_NN_ROWS_MAX];                                    \
+    TLR_ALIGNED R out[TLR_NN_ROWS_MAX + W], q[TLR_NN_ROWS_MAX + W];                            \
     const V sg = tlr_sign_##sfx();                                                             \
-    const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W;                                            \
+    const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W, rem = L - Lv;                              \
+    /* with masked loads the last partial vector goes through the vector code (lanes past L  \
+       sum zeros and are never copied out; a complex pair never straddles L), else the       \
+       scalar loop below; both are the same operations per element */                        \
+    const ptrdiff_t Lm = TLR_MASKED_TAIL && rem ? Lv + W : Lv, Ls = TLR_MASKED_TAIL ? L : Lv; \
     ptrdiff_t t0 = 0, t, l, e;                                                                 \
-    memset(out, 0, (size_t)L * sizeof(R));                                                     \
+    memset(out, 0, (size_t)(Lm > L ? Lm : L) * sizeof(R));                                     \
     do { /* nrows == 0: zeros */                                                               \
         const ptrdiff_t tb = nrows - t0 < TLR_NN_TB ? nrows - t0 : TLR_NN_TB;                  \
-        if (cx) memset(q, 0, (size_t)L * sizeof(R));                                           \
+        if (cx) memset(q, 0, (size_t)(Lm > L ? Lm : L) * sizeof(R));                           \
         for (t = t0; t < t0 + tb; ) {                                                          \
             const ptrdiff_t rb = t0 + tb - t < TLR_NN_RB ? t0 + tb - t : TLR_NN_RB;            \
             const R *Bt = B + t * lr, *at = a + t * f, *pn = pf ? Bt + rb * lr : NULL;         \
             switch ((cx ? 8 : 0) + (int)rb) {                                                  \
-            case 1: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 1, 0); break;                      \
-            case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 2, 0); break;                      \
-            case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 3, 0); break;                      \
-            case 4: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 4, 0); break;                      \
-            case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 1, 1); break;                      \
-            case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 2, 1); break;                     \
-            case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 3, 1); break;                     \
-            case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, at, out, q, pn, 4, 1); break;                     \
+            case 1: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 0); break;                      \
+            case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 0); break;                      \
+            case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 0); break;                      \
+            case 4: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 0); break;                      \
+            case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 1); break;                      \
+            case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 1); break;                     \
+            case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 1); break;                     \
+            case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 1); break;                     \
             default: break;                                                                    \
             }                                                                                  \
             /* the last L - Lv (< W) reals as tlr_nn_tail does them (Q of the swapped row) */  \
-            for (e = Lv; e < L; e++) {                                                         \
+            for (e = Ls; e < L; e++) {                                                         \
                 ptrdiff_t r;                                                                   \
                 R P = out[e], Q = cx ? q[e] : (R)0;                                            \
                 for (r = 0; r < rb; r++) {                                                     \
@@ -360,10 +396,10 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
             t += rb;                                                                           \
         }                                                                                      \
         if (cx) {                                                                              \
-            for (l = 0; l < Lv; l += W)                                                        \
+            for (l = 0; l < Lm; l += W)                                                        \
                 tlr_st_##sfx(out + l, tlr_ld_##sfx(out + l)                                    \
                                       + sg * tlr_swap_##sfx(tlr_ld_##sfx(q + l)));             \
-            for (e = Lv; e < L; e++) out[e] = out[e] + ((e & 1) ? q[e] : -q[e]);               \
+            for (e = Ls; e < L; e++) out[e] = out[e] + ((e & 1) ? q[e] : -q[e]);               \
         }                                                                                      \
         t0 += tb;                                                                              \
     } while (t0 < nrows);                                                                      \
