@@ -64,9 +64,10 @@ def _tlr_case(dtype, n_rhs):
 
 
 class TLRMVM:
-    """asv: TLR-MVM on a Hilbert-ordered seismic slice."""
+    """asv: TLR-MVM on a Hilbert-ordered seismic slice (2500 x 2500, bases in cache), forward
+    and adjoint, for the right-hand side counts of ``wsesparse bench --tlr``."""
 
-    params = (["complex64", "float32", "complex128"], [1, 8])
+    params = (["complex64", "float32", "complex128"], [1, 4, 16, 64])
     param_names = ["dtype", "n_rhs"]
     timeout = 300
 
@@ -81,6 +82,26 @@ class TLRMVM:
 
     def track_compression_ratio(self, dtype, n_rhs):
         return self.T.compression_ratio
+
+
+class TLRCacheResident:
+    """asv: the cache-resident ``T @ x`` of ``wsesparse bench --tlr`` against the numpy
+    three-phase product from the same factors (complex64, 2500 x 2500 slice)."""
+
+    timeout = 300
+
+    def setup(self):
+        from wsesparse.bench.tlr_numpy import NumpyThreePhase
+
+        self.T, X, _ = _tlr_case("complex64", 1)
+        self.x = X[:, 0].copy()
+        self.three = NumpyThreePhase(self.T)
+
+    def time_wsesparse(self):
+        self.T @ self.x
+
+    def time_numpy_three_phase(self):
+        self.three(self.x)
 
 
 class TLRCompress:
