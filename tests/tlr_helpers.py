@@ -22,3 +22,24 @@ def lowrank_plus_noise(rng, m, n, r, noise, dtype):
     # Decaying spectrum (like smooth kernels) plus dense noise.
     A = (g(m, r) * np.logspace(0, -3, r)) @ g(r, n) + noise * g(m, n)
     return A.astype(dtype)
+
+
+def kernel_product(T, X, adjoint=False, items=None, prefetch=True, n_threads=2):
+    """``T @ X`` (or ``T.H @ X``) through ``_tlrmvm.tlr_matmat``/``tlr_rmatmat`` themselves,
+    with the work items (default: ``T._items(n_threads, adjoint)``) and, forward, the prefetch
+    switch given."""
+    from wsesparse._kernels import _tlrmvm
+
+    U, V = T._bases(T.dtype)
+    XT = np.ascontiguousarray(X.T)
+    K = int(T.kcol_ptr[-1])
+    out = np.empty((XT.shape[0], T.shape[1] if adjoint else T.shape[0]), T.dtype)
+    yv, yu = np.empty((XT.shape[0], K), T.dtype), np.empty((XT.shape[0], K), T.dtype)
+    items = T._items(n_threads, adjoint) if items is None else items
+    args = (U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr, T.perm, XT,
+            out, yv, yu, *items, n_threads)
+    if adjoint:
+        _tlrmvm.tlr_rmatmat(*args)
+    else:
+        _tlrmvm.tlr_matmat(*args, prefetch)
+    return out.T

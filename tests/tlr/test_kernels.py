@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tlr_helpers import kernel_product
 from wsesparse import TLRMatrix
-from wsesparse._kernels import _tlrmvm
 from wsesparse.tlr import matrix as tlr_matrix
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
@@ -136,24 +136,11 @@ def test_all_zero_ranks_give_zeros():
     assert not (T.H @ np.ones(50, np.complex64)).any()
 
 
-def _kernel_forward(T, X, prefetch):
-    """``T @ X`` through ``_tlrmvm.tlr_matmat`` itself, with the prefetch switch given."""
-    U, V = T._bases(T.dtype)
-    m, n = T.shape
-    K = int(T.kcol_ptr[-1])
-    XT = np.ascontiguousarray(X.T)
-    Y = np.empty((XT.shape[0], m), T.dtype)
-    yv, yu = np.empty((XT.shape[0], K), T.dtype), np.empty((XT.shape[0], K), T.dtype)
-    _tlrmvm.tlr_matmat(U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
-                       T.perm, XT, Y, yv, yu, *T._items(2, False), 2, prefetch)
-    return Y.T
-
-
 @pytest.mark.parametrize("s", [1, 2, 5])
 def test_prefetch_does_not_change_the_bits(case, s):
     T, _, dtype = case
     X = _rand(np.random.default_rng(6), (T.shape[1], s), dtype)
-    on, off = _kernel_forward(T, X, True), _kernel_forward(T, X, False)
+    on, off = kernel_product(T, X, prefetch=True), kernel_product(T, X, prefetch=False)
     assert on.tobytes() == off.tobytes()
     assert np.array_equal(on, T @ X)
 

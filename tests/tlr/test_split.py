@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tlr_helpers import kernel_product
 from wsesparse import TLRMatrix
-from wsesparse._kernels import _tlrmvm
 from wsesparse.tlr._split import (FORWARD_CUT_ABOVE, FORWARD_GRAIN, GRAIN, PARTS, imbalance,
                                    tile_items)
 
@@ -79,28 +79,6 @@ def test_matrix_items_follow_the_rules():
     assert T._items(1, True)[1].tolist() == [[0, 0, 64], [1, 0, 64], [2, 0, 64]]
 
 
-def _forward(T, X, items):
-    U, V = T._bases(T.dtype)
-    XT = np.ascontiguousarray(X.T)
-    K = int(T.kcol_ptr[-1])
-    Y = np.empty((XT.shape[0], T.shape[0]), T.dtype)
-    yv, yu = np.empty((XT.shape[0], K), T.dtype), np.empty((XT.shape[0], K), T.dtype)
-    _tlrmvm.tlr_matmat(U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
-                       T.perm, XT, Y, yv, yu, *items, 2)
-    return Y.T
-
-
-def _adjoint(T, Y, items):
-    U, V = T._bases(T.dtype)
-    YT = np.ascontiguousarray(Y.T)
-    K = int(T.kcol_ptr[-1])
-    X = np.empty((YT.shape[0], T.shape[1]), T.dtype)
-    yv, yu = np.empty((YT.shape[0], K), T.dtype), np.empty((YT.shape[0], K), T.dtype)
-    _tlrmvm.tlr_rmatmat(U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
-                        T.perm, YT, X, yv, yu, *items, 2)
-    return X.T
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("s", [1, 3, 8])
 def test_any_cut_gives_the_same_bits(dtype, s):
@@ -122,9 +100,10 @@ def test_any_cut_gives_the_same_bits(dtype, s):
     kc, kr = T.ranks.sum(axis=0), T.ranks.sum(axis=1)
     w, h = np.diff(T.col_ptr), np.diff(T.row_ptr)
     cuts = {"whole": 1, "64 threads": 64, "one grain": 10 ** 6}
-    fwd = {k: _forward(T, X, (tile_items(kc, w, c), tile_items(h, kr, c)))
+    fwd = {k: kernel_product(T, X, items=(tile_items(kc, w, c), tile_items(h, kr, c)))
            for k, c in cuts.items()}
-    adj = {k: _adjoint(T, Y, (tile_items(kr, h, c), tile_items(w, kc, c)))
+    adj = {k: kernel_product(T, Y, adjoint=True,
+                             items=(tile_items(kr, h, c), tile_items(w, kc, c)))
            for k, c in cuts.items()}
     for k in cuts:
         assert fwd[k].tobytes() == fwd["whole"].tobytes(), k
