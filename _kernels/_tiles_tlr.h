@@ -372,14 +372,14 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
             const ptrdiff_t rb = t0 + tb - t < TLR_NN_RB ? t0 + tb - t : TLR_NN_RB;            \
             const R *Bt = B + t * lr, *at = a + t * f, *pn = pf ? Bt + rb * lr : NULL;         \
             switch ((cx ? 8 : 0) + (int)rb) {                                                  \
-            case 1: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 0); break;                      \
-            case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 0); break;                      \
-            case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 0); break;                      \
-            case 4: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 0); break;                      \
-            case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 1); break;                      \
-            case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 1); break;                     \
-            case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 1); break;                     \
-            case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 1); break;                     \
+            case 1: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 0); break;             \
+            case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 0); break;             \
+            case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 0); break;             \
+            case 4: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 0); break;             \
+            case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 1); break;             \
+            case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 1); break;            \
+            case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 1); break;            \
+            case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 1); break;            \
             default: break;                                                                    \
             }                                                                                  \
             /* the last L - Lv (< W) reals as tlr_nn_tail does them (Q of the swapped row) */  \
@@ -412,7 +412,8 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
 {                                                                                              \
     /* pf: one right-hand side (tlr_nn_rows) software-prefetches the next rows of B (worth it \
        from DRAM, 5-15 % slower from L3: the caller decides by the size of all the bases); a  \
-       hint only, the results do not depend on it. The register tiles always prefetch. */    \
+       hint only, the results do not depend on it. The register tiles prefetch blocks of     \
+       whole rows (ldb == ncols) whatever pf says. */                                         \
     const ptrdiff_t f = cx ? 2 : 1, L = ncols * f;                                             \
     const ptrdiff_t lr = ldb * f, la = lda * f, lo = ldo * f;                                  \
     if (s == 1 && L <= TLR_NN_ROWS_MAX) {                                                      \

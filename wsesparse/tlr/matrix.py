@@ -11,9 +11,9 @@ from typing import Callable
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
+from wsesparse import _hardware
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, check_allocation, check_array_allocation,
                                check_int, check_numeric_dtype, describe)
-from wsesparse import _hardware
 from wsesparse._kernels import _tlrmvm
 from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import io as tlr_io
