@@ -27,7 +27,8 @@ def _uneven_tlr(dtype, m=150, n=131, nb=32, seed=0):
                 continue
             h, w = min(nb, m - i * nb), min(nb, n - j * nb)
             k = int(rng.integers(0, min(h, w, 9) + 1))
-            tiles[(i, j)] = (tlr_setup._random(rng, (h, k), dtype), tlr_setup._random(rng, (w, k), dtype))
+            tiles[(i, j)] = (tlr_setup.random_operand(rng, (h, k), dtype),
+                             tlr_setup.random_operand(rng, (w, k), dtype))
     return TLRMatrix.from_tiles((m, n), nb, tiles, dtype=dtype)
 
 
@@ -38,13 +39,13 @@ def test_numpy_three_phase_equals_the_kernel(dtype):
     three = btlr.NumpyThreePhase(T)
     rng = np.random.default_rng(1)
     for shape in [(T.shape[1],), (T.shape[1], 5)]:
-        x = tlr_setup._random(rng, shape, dtype)
+        x = tlr_setup.random_operand(rng, shape, dtype)
         y = three(x)
         assert y.dtype == dtype and y.shape == (T.shape[0],) + shape[1:]
-        assert tlr_setup._relative_difference(y, T @ x) <= btlr.rounding_bound(T)
+        assert tlr_setup.relative_difference(y, T @ x) <= btlr.rounding_bound(T)
         # ... and both are the dense product of the factors.
         ref = T.toarray().astype(np.complex128) @ x
-        assert tlr_setup._relative_difference(y, ref) <= btlr.rounding_bound(T)
+        assert tlr_setup.relative_difference(y, ref) <= btlr.rounding_bound(T)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.float64])
@@ -53,8 +54,8 @@ def test_numpy_three_phase_of_a_compressed_slice(dtype):
     A = seismic_slice(nx=9, ny=10, dtype=np.complex64)
     A = A.real.astype(dtype) if np.dtype(dtype).kind == "f" else A
     T = TLRMatrix.from_dense(A, nb=16, tol=1e-3)
-    x = tlr_setup._random(np.random.default_rng(2), T.shape[1], dtype)
-    assert tlr_setup._relative_difference(btlr.NumpyThreePhase(T)(x), T @ x) \
+    x = tlr_setup.random_operand(np.random.default_rng(2), T.shape[1], dtype)
+    assert tlr_setup.relative_difference(btlr.NumpyThreePhase(T)(x), T @ x) \
         <= btlr.rounding_bound(T)
     c = btlr.compare_numpy(T, rounds=2, inner=1, n_threads=1, settle=0)
     assert c.difference <= c.bound and all(t > 0 for t in c.wsesparse + c.numpy)

@@ -37,8 +37,9 @@ from wsesparse._checks import check_int, check_real
 from wsesparse.bench.bandwidth import triad_kernel_pass
 from wsesparse.bench.tlr_numpy import (NumpyComparison, NumpyThreePhase, compare_numpy,
                                        rounding_bound)
-from wsesparse.bench.tlr_setup import (CACHE_GRID, RHS, ROUNDS, SETTLE, _flops_per_madd, _pair,
-                                       _random, _threads, interleaved, seismic_operator)
+from wsesparse.bench.tlr_setup import (CACHE_GRID, RHS, ROUNDS, SETTLE, bench_threads,
+                                       flops_per_madd, format_pair, interleaved,
+                                       random_operand, seismic_operator)
 from wsesparse.tlr import TLRMatrix
 
 __all__ = ["CACHE_GRID", "RHS", "ROUNDS", "SETTLE", "NumpyComparison", "NumpyThreePhase",
@@ -170,17 +171,17 @@ def tlr_rates(T: TLRMatrix, sizes=RHS, rounds: int = ROUNDS, n_threads: int | No
     if not sizes:
         raise ValueError("sizes must name at least one right-hand side count")
     rounds = check_int(rounds, "rounds", minimum=1)
-    n_threads = _threads(n_threads)
+    n_threads = bench_threads(n_threads)
     triad_elems = check_int(triad_elems, "triad_elems", minimum=1, allow_none=True)
     settle = check_real(settle, "settle", minimum=0)
     m, n = T.shape
-    per_madd = _flops_per_madd(T.dtype)
+    per_madd = flops_per_madd(T.dtype)
     out = TLRRates(nbytes=T.nbytes, flops_per_rhs=per_madd * (T.U.size + T.V.size),
                    dtype=T.dtype, rounds=rounds, n_threads=n_threads, settle=settle)
     rng = np.random.default_rng(seed)
     calls: dict[object, Callable[[], object]] = {}
     for s in sorted(set(sizes)):
-        X, Y = _random(rng, (n, s), T.dtype), _random(rng, (m, s), T.dtype)
+        X, Y = random_operand(rng, (n, s), T.dtype), random_operand(rng, (m, s), T.dtype)
         if s == 1:
             X, Y = X[:, 0], Y[:, 0]
         calls[("forward", s)] = (lambda X=X: T.matvec(X, n_threads=n_threads))
@@ -190,7 +191,7 @@ def tlr_rates(T: TLRMatrix, sizes=RHS, rounds: int = ROUNDS, n_threads: int | No
         calls["triad"], check, out.triad_bytes = triad
     if gemm:
         N, s = max(1, round(math.sqrt(T.U.size + T.V.size))), max(sizes)
-        G, B = _random(rng, (N, N), T.dtype), _random(rng, (N, s), T.dtype)
+        G, B = random_operand(rng, (N, N), T.dtype), random_operand(rng, (N, s), T.dtype)
         C = np.empty((N, s), dtype=T.dtype)
         calls["gemm"] = lambda: np.matmul(G, B, out=C)
         out.gemm_shape, out.gemm_flops = (N, N, s), per_madd * N * N * s
@@ -244,34 +245,34 @@ def format_rates(r: TLRRates) -> str:
     triad, gemm = r.triad_gbs(), r.gemm_gflops()
     if triad is not None:
         lines.append(f"STREAM triad (OpenMP loop, float64, 3 x {r.triad_bytes / 3e6:.0f} MB): "
-                     f"{_pair(triad, '%.1f')} GB/s")
+                     f"{format_pair(triad, '%.1f')} GB/s")
     if gemm is not None:
         N, _, s = r.gemm_shape
         lines.append(f"dense {r.dtype} GEMM ({N} x {N}) @ ({N} x {s}), numpy/BLAS: "
-                     f"{_pair(gemm, '%.1f')} GFLOP/s")
+                     f"{format_pair(gemm, '%.1f')} GFLOP/s")
     lines.append("ratios (of best times / of median times):")
     has = lambda kind, s: (kind, s) in r.products  # noqa: E731
     ratio = lambda a, b: tuple(x / y for x, y in zip(r.products[a], r.products[b]))  # noqa: E731
-    adj = [f"s={s} {_pair(ratio(('adjoint', s), ('forward', s)), '%.2f')}" for s in sizes
+    adj = [f"s={s} {format_pair(ratio(('adjoint', s), ('forward', s)), '%.2f')}" for s in sizes
            if has("adjoint", s) and has("forward", s)]
     if adj:
         lines.append("  adjoint / forward time: " + ", ".join(adj))
     s0 = sizes[0]
     for kind in ("forward", "adjoint"):
-        more = [f"s={s} {_pair(ratio((kind, s), (kind, s0)), '%.2f')}" for s in sizes[1:]
+        more = [f"s={s} {format_pair(ratio((kind, s), (kind, s0)), '%.2f')}" for s in sizes[1:]
                 if has(kind, s) and has(kind, s0)]
         if more:
             lines.append(f"  {kind} time(s) / time(s={s0}): " + ", ".join(more))
     if gemm is not None:
         s = r.gemm_shape[2]
         pct = lambda kind: tuple(100 * a / b for a, b in zip(r.gflops(kind, s), gemm))  # noqa
-        share = [f"{kind} {_pair(pct(kind), '%.0f%%')}" for kind in ("forward", "adjoint")
+        share = [f"{kind} {format_pair(pct(kind), '%.0f%%')}" for kind in ("forward", "adjoint")
                  if has(kind, s)]
         if share:
             lines.append(f"  s={s} GFLOP/s as % of the dense GEMM's: " + ", ".join(share))
     if triad is not None and has("forward", s0):
         pct = tuple(100 * a / b for a, b in zip(r.gbs("forward", s0), triad))
-        lines.append(f"  forward s={s0} GB/s as % of the triad's: {_pair(pct, '%.0f%%')}")
+        lines.append(f"  forward s={s0} GB/s as % of the triad's: {format_pair(pct, '%.0f%%')}")
     return "\n".join(lines)
 
 
@@ -328,7 +329,7 @@ def run_tlr(nx: int = 99, ny: int | None = None, nb: int = 256, tol: float = 1e-
     tol = check_real(tol, "tol", minimum=0, maximum=1, inclusive=(False, False))
     frequency = check_real(frequency, "frequency", minimum=0, inclusive=(False, True))
     rounds = check_int(rounds, "rounds", minimum=1)
-    n_threads = _threads(n_threads)
+    n_threads = bench_threads(n_threads)
     sizes = tuple(check_int(s, "sizes", minimum=1) for s in sizes)
     if not sizes:
         raise ValueError("sizes must name at least one right-hand side count")
@@ -345,7 +346,7 @@ def run_tlr(nx: int = 99, ny: int | None = None, nb: int = 256, tol: float = 1e-
         f"max {T.ranks.max()}; bases {T.nbytes / 1e6:.1f} MB vs dense "
         f"{T.dense_nbytes / 1e6:.1f} MB ({T.compression_ratio:.1f}x)")
     out("  GB/s = bytes of the bases (read once per product) / time; GFLOP/s = "
-        f"{_flops_per_madd(T.dtype)} flops per entry of the bases and right-hand side / time")
+        f"{flops_per_madd(T.dtype)} flops per entry of the bases and right-hand side / time")
     rates = tlr_rates(T, sizes, rounds, n_threads, triad_elems)
     if triad_elems is not None and rates.triad is None:
         out("  (no triad: the kernels were built without stream_triad)")

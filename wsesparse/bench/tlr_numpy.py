@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from wsesparse._checks import check_int, check_real
-from wsesparse.bench.tlr_setup import (ROUNDS, SETTLE, _pair, _random, _relative_difference,
-                                       _threads, interleaved)
+from wsesparse.bench.tlr_setup import (ROUNDS, SETTLE, bench_threads, format_pair, interleaved,
+                                       random_operand, relative_difference)
 from wsesparse.tlr import TLRMatrix
 
 __all__ = ["NumpyComparison", "NumpyThreePhase", "compare_numpy", "rounding_bound"]
@@ -152,12 +152,12 @@ class NumpyComparison:
 
     def format(self) -> str:
         """Three lines: both times and the speedup."""
-        ms = lambda v: _pair(tuple(t * 1e3 for t in v), "%.3f")  # noqa: E731
+        ms = lambda v: format_pair(tuple(t * 1e3 for t in v), "%.3f")  # noqa: E731
         return "\n".join([
             f"  wsesparse T @ x          {ms(self.wsesparse)} ms",
             f"  numpy three-phase        {ms(self.numpy)} ms"
             f"  (same result: relative difference {self.difference:.1e} <= {self.bound:.1e})",
-            f"  speedup over numpy       {_pair(self.speedup, '%.2fx')}"])
+            f"  speedup over numpy       {format_pair(self.speedup, '%.2fx')}"])
 
 
 def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = None,
@@ -203,12 +203,12 @@ def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = No
 
     rounds = check_int(rounds, "rounds", minimum=1)
     inner = check_int(inner, "inner", minimum=1)
-    n_threads = _threads(n_threads)
+    n_threads = bench_threads(n_threads)
     settle = check_real(settle, "settle", minimum=0)
     three = NumpyThreePhase(T)
-    x = _random(np.random.default_rng(seed), T.shape[1], T.dtype)
+    x = random_operand(np.random.default_rng(seed), T.shape[1], T.dtype)
     with threadpool_limits(limits=n_threads, user_api="blas"):
-        diff = _relative_difference(three(x), T.matvec(x, n_threads=n_threads))
+        diff = relative_difference(three(x), T.matvec(x, n_threads=n_threads))
         bound = rounding_bound(T)
         if not diff <= bound:
             raise AssertionError(f"numpy three-phase differs from T @ x by {diff:.3e} "

@@ -18,7 +18,9 @@ import numpy as np
 from wsesparse._checks import check_int, check_real
 from wsesparse.tlr import TLRMatrix
 
-__all__ = ["CACHE_GRID", "RHS", "ROUNDS", "SETTLE", "interleaved", "seismic_operator"]
+__all__ = ["CACHE_GRID", "RHS", "ROUNDS", "SETTLE", "bench_threads", "flops_per_madd",
+           "format_pair", "interleaved", "random_operand", "relative_difference",
+           "seismic_operator"]
 
 RHS = (1, 4, 16, 64)
 ROUNDS = 20
@@ -26,13 +28,25 @@ CACHE_GRID = (49, 51)     # seismic_slice(nx=49, ny=51): 2499 x 2499
 SETTLE = 0.15            # s: pause at a switch between OpenMP and OpenBLAS (see interleaved)
 
 
+def flops_per_madd(dtype) -> int:
+    """Real flops of one multiply-add in ``dtype``: 8 for complex, 2 for real.
 
-def _flops_per_madd(dtype) -> int:
+    Examples
+    --------
+    >>> flops_per_madd(np.complex64), flops_per_madd("float64")
+    (8, 2)
+    """
     return 8 if np.dtype(dtype).kind == "c" else 2
 
 
-def _threads(n_threads: int | None) -> int:
-    """``n_threads`` checked, or the cores this process may use."""
+def bench_threads(n_threads: int | None) -> int:
+    """``n_threads`` checked, or the cores this process may use.
+
+    Examples
+    --------
+    >>> bench_threads(3), bench_threads(None) >= 1
+    (3, True)
+    """
     if n_threads is not None:
         return check_int(n_threads, "n_threads", minimum=1)
     try:
@@ -41,7 +55,14 @@ def _threads(n_threads: int | None) -> int:
         return os.cpu_count() or 1
 
 
-def _random(rng, shape, dtype) -> np.ndarray:
+def random_operand(rng, shape, dtype) -> np.ndarray:
+    """Standard normal entries of ``dtype`` (real and imaginary parts for complex).
+
+    Examples
+    --------
+    >>> random_operand(np.random.default_rng(0), (2, 3), np.complex64).dtype
+    dtype('complex64')
+    """
     z = rng.standard_normal(shape)
     if np.dtype(dtype).kind == "c":
         z = z + 1j * rng.standard_normal(shape)
@@ -94,11 +115,25 @@ def seismic_operator(nx: int, ny: int | None = None, nb: int = 256, tol: float =
 
 
 
-def _pair(v: tuple[float, float], fmt: str) -> str:
+def format_pair(v: tuple[float, float], fmt: str) -> str:
+    """``"best / median"`` of a pair, each with ``fmt``.
+
+    Examples
+    --------
+    >>> format_pair((1.0, 2.5), "%.1f")
+    '1.0 / 2.5'
+    """
     return f"{fmt % v[0]} / {fmt % v[1]}"
 
 
-def _relative_difference(a: np.ndarray, b: np.ndarray) -> float:
+def relative_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """``||a - b|| / ||b||`` (``||a - b||`` where ``b`` is zero).
+
+    Examples
+    --------
+    >>> relative_difference(np.array([1.0, 2.0]), np.array([1.0, 2.0]))
+    0.0
+    """
     ref = float(np.linalg.norm(b))
     return float(np.linalg.norm(a - b)) / (ref if ref > 0 else 1.0)
 
