@@ -182,3 +182,17 @@ def test_prefetch_rule(monkeypatch):
     assert tlr_matrix._prefetch_bases((16 << 20) + 1)
     monkeypatch.setattr(_hardware, "current", lambda: dataclasses.replace(hw, l3_bytes=0))
     assert tlr_matrix._prefetch_bases(1)
+
+
+def test_vector_fast_path_equals_the_general_path(case):
+    """``T @ x`` for a 1-D ``x`` of ``T``'s dtype skips the checks (matrix._apply); it gives
+    the bits of the general path (a one-column block), strided and read-only ``x`` too."""
+    T, _, dtype = case
+    rng = np.random.default_rng(8)
+    m, n = T.shape
+    x2, y2 = _rand(rng, (2 * n,), dtype), _rand(rng, (2 * m,), dtype)
+    for x, y in ((x2[:n], y2[:m]), (x2[::2], y2[::2])):
+        x.flags.writeable = False
+        assert np.array_equal(T @ x, (T @ x[:, None])[:, 0])
+        assert np.array_equal(T.H @ y, (T.H @ y[:, None])[:, 0])
+        assert (T @ x).shape == (m,) and (T.H @ y).dtype == np.dtype(dtype)

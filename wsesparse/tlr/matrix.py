@@ -368,6 +368,11 @@ class TLRMatrix:
     def _apply(self, x, adjoint: bool, n_threads: int | None):
         m, n = self.shape
         n_in, n_out = (m, n) if adjoint else (n, m)
+        if (type(x) is np.ndarray and x.ndim == 1 and x.shape[0] == n_in and x.dtype == self.dtype
+                and (n_in + n_out + 2 * int(self.kcol_ptr[-1])) * x.itemsize < CHECK_MIN_BYTES):
+            # A vector of T's dtype, what solver loops pass: none of the checks and
+            # conversions below applies (3-4 us of a 15 us call on a small operator).
+            return self._run(x.reshape(n_in, 1), adjoint, self.dtype, n_threads)[:, 0]
         name = "y" if adjoint else "x"
         if x is None or np.isscalar(x):
             raise TypeError(f"{name} must be a 1-D or 2-D array, got {describe(x)}")
