@@ -491,11 +491,11 @@ TLR_INLINE void tlr_cn_blk_##sfx(const R *B, ptrdiff_t ldr, ptrdiff_t L,        
     if (l < L) {                                                                               \
         V av[4], as[4];                                                                        \
         for (c = 0; c < S; c++) {                                                              \
-            av[c] = tlr_ldn_##sfx(a + c * ldar + l, L - l);                                    \
+            av[c] = tlr_ldm_##sfx(a + c * ldar + l, L - l);                                    \
             if (CX) as[c] = tlr_swap_##sfx(av[c]);                                             \
         }                                                                                      \
         for (r = 0; r < RR; r++) {                                                             \
-            const V b = tlr_ldn_##sfx(B + r * ldr + l, L - l);                                 \
+            const V b = tlr_ldm_##sfx(B + r * ldr + l, L - l);                                 \
             for (c = 0; c < S; c++) {                                                          \
                 P[r][c] = tlr_fma_##sfx(b, av[c], P[r][c]);                                    \
                 if (CX) Q[r][c] = tlr_fma_##sfx(b, as[c], Q[r][c]);                            \
