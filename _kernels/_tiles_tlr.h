@@ -170,8 +170,8 @@ TLR_LDN(tlr_v8f, float, 8, f)
 TLR_LDN(tlr_v4d, double, 4, d)
 
 /* The first n (< W) reals at p, the other lanes zero, reading nothing beyond p + n: a
- * masked load where AVX has one (tlr_nn_rows' last partial vector of each row), else the
- * zero-padded copy. */
+ * masked load where AVX has one (the last partial vector of a row in tlr_nn_rows, tlr_nn's
+ * register tiles and tlr_cn), else the zero-padded copy; tlr_stm stores the first n lanes. */
 #ifdef TLR_X86_FMA
 #define TLR_MASKED_TAIL 1
 TLR_INLINE tlr_v8f tlr_ldm_f(const float *p, ptrdiff_t n)
@@ -184,10 +184,22 @@ TLR_INLINE tlr_v4d tlr_ldm_d(const double *p, ptrdiff_t n)
     static const long long tbl[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
     return (tlr_v4d)_mm256_maskload_pd(p, _mm256_loadu_si256((const __m256i *)(tbl + 4 - n)));
 }
+TLR_INLINE void tlr_stm_f(float *p, tlr_v8f v, ptrdiff_t n)
+{
+    static const int tbl[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    _mm256_maskstore_ps(p, _mm256_loadu_si256((const __m256i *)(tbl + 8 - n)), (__m256)v);
+}
+TLR_INLINE void tlr_stm_d(double *p, tlr_v4d v, ptrdiff_t n)
+{
+    static const long long tbl[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+    _mm256_maskstore_pd(p, _mm256_loadu_si256((const __m256i *)(tbl + 4 - n)), (__m256d)v);
+}
 #else
 #define TLR_MASKED_TAIL 0
 TLR_INLINE tlr_v8f tlr_ldm_f(const float *p, ptrdiff_t n) { return tlr_ldn_f(p, n); }
 TLR_INLINE tlr_v4d tlr_ldm_d(const double *p, ptrdiff_t n) { return tlr_ldn_d(p, n); }
+TLR_INLINE void tlr_stm_f(float *p, tlr_v8f v, ptrdiff_t n) { tlr_stn_f(p, v, n); }
+TLR_INLINE void tlr_stm_d(double *p, tlr_v4d v, ptrdiff_t n) { tlr_stn_d(p, v, n); }
 #endif
 
 /* Fixed-order lane sums (the same tree everywhere). */
@@ -244,20 +256,24 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #define TLR_DEFINE(R, V, W, sfx)                                                               \
 TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,                   \
                                  const R *a, ptrdiff_t ldar, R *out, ptrdiff_t ldor,           \
-                                 int first, const char *pf, ptrdiff_t pfn,                     \
-                                 const int S, const int NV, const int CX)                      \
+                                 int first, const char *pf, ptrdiff_t pfn, ptrdiff_t rem,      \
+                                 const int S, const int NV, const int CX, const int PART)      \
 {                                                                                              \
     /* One panel, NV full vectors of each row: B at the chunk start of the panel's first      \
        row, a at the panel's first column, out at the chunk start; strides in reals.          \
        P continues from out (0 in the first panel), Q (complex) starts at 0 per panel:        \
-       P += Re(a) row, Q += Im(a) row, out = P + (-1, 1, ...) swap(Q). */                      \
+       P += Re(a) row, Q += Im(a) row, out = P + (-1, 1, ...) swap(Q). PART (with NV = 1):    \
+       the last rem (< W) reals of each row through masked loads and stores, the same        \
+       operations per element as the full vectors (so as tlr_nn_tail does them). */           \
     V P[6][TLR_NN_NVMAX], Q[6][TLR_NN_NVMAX];                                                  \
     const V sg = tlr_sign_##sfx();                                                             \
     const ptrdiff_t pfper = nrows > 0 ? (pfn + nrows - 1) / nrows : 0;                         \
     ptrdiff_t t; int c, v;                                                                     \
     for (c = 0; c < S; c++)                                                                    \
         for (v = 0; v < NV; v++) {                                                             \
-            P[c][v] = first ? tlr_zero_##sfx() : tlr_ld_##sfx(out + c * ldor + v * W);         \
+            P[c][v] = first ? tlr_zero_##sfx()                                                 \
+                      : PART ? tlr_ldm_##sfx(out + c * ldor, rem)                              \
+                      : tlr_ld_##sfx(out + c * ldor + v * W);                                  \
             Q[c][v] = tlr_zero_##sfx();                                                        \
         }                                                                                      \
     for (t = 0; t < nrows; t++) {                                                              \
@@ -268,7 +284,8 @@ TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,    
             ptrdiff_t k;                                                                       \
             for (k = t * pfper; k < (t + 1) * pfper && k < pfn; k++) TLR_PREFETCH(pf + 64 * k); \
         }                                                                                      \
-        for (v = 0; v < NV; v++) b[v] = tlr_ld_##sfx(row + v * W);                             \
+        for (v = 0; v < NV; v++)                                                               \
+            b[v] = PART ? tlr_ldm_##sfx(row, rem) : tlr_ld_##sfx(row + v * W);                 \
         for (c = 0; c < S; c++) {                                                              \
             const R *ac = a + c * ldar + (CX ? 2 * t : t);                                     \
             const V ar = tlr_bc_##sfx(ac[0]);                                                  \
@@ -282,9 +299,11 @@ TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,    
     /* Q holds Im(a) row unswapped: its lanes are swapped once here, not per row (the */      \
     /* same products in the same chains, so the same bits as swapping each row). */           \
     for (c = 0; c < S; c++)                                                                    \
-        for (v = 0; v < NV; v++)                                                               \
-            tlr_st_##sfx(out + c * ldor + v * W,                                               \
-                         CX ? P[c][v] + sg * tlr_swap_##sfx(Q[c][v]) : P[c][v]);               \
+        for (v = 0; v < NV; v++) {                                                             \
+            const V o = CX ? P[c][v] + sg * tlr_swap_##sfx(Q[c][v]) : P[c][v];                 \
+            if (PART) tlr_stm_##sfx(out + c * ldor, o, rem);                                   \
+            else tlr_st_##sfx(out + c * ldor + v * W, o);                                      \
+        }                                                                                      \
 }                                                                                              \
                                                                                                \
 static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const R *a,          \
@@ -457,7 +476,18 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
             }                                                                                  \
             l0 += nv * W;                                                                      \
         }                                                                                      \
-        if (Lv < L)                                                                            \
+        if (Lv < L && TLR_MASKED_TAIL) {                                                       \
+            const ptrdiff_t rem = L - Lv;                                                      \
+            for (c0 = 0; c0 < s; c0 += SB) {                                                   \
+                const int sb = (int)(s - c0 < SB ? s - c0 : SB);                               \
+                const R *Bc = B + t0 * lr + Lv, *ac = a + c0 * la + t0 * f;                    \
+                R *oc = out + c0 * lo + Lv;                                                    \
+                switch ((cx ? 64 : 0) + sb) {                                                  \
+                TLR_NN_PCASES(sfx)                                                             \
+                default: break;                                                                \
+                }                                                                              \
+            }                                                                                  \
+        } else if (Lv < L)                                                                     \
             tlr_nn_tail_##sfx(B + t0 * lr + Lv, tb, lr, a + t0 * f, la, out + Lv, lo, L - Lv,  \
                               s, first, cx);                                                   \
         t0 += tb;                                                                              \
@@ -538,7 +568,7 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
 /* switch cases of tlr_nn: real S = 1..6, complex S = 1..3, NV = 1 or 2 (4: s == 1) */
 #define TLR_NN_CASE(sfx, S, NV, CX)                                                            \
     case (CX ? 64 : 0) + (NV == 4 ? 16 : NV == 2 ? 8 : 0) + S:                                 \
-        tlr_nn_blk_##sfx(Bc, tb, lr, ac, la, oc, lo, first, pf, pfn, S, NV, CX); break;
+        tlr_nn_blk_##sfx(Bc, tb, lr, ac, la, oc, lo, first, pf, pfn, 0, S, NV, CX, 0); break;
 #define TLR_NN_CASES(sfx)                                                                      \
     TLR_NN_CASE(sfx, 1, 4, 0) TLR_NN_CASE(sfx, 1, 4, 1)                                        \
     TLR_NN_CASE(sfx, 1, 1, 0) TLR_NN_CASE(sfx, 2, 1, 0) TLR_NN_CASE(sfx, 3, 1, 0)              \
@@ -547,6 +577,14 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     TLR_NN_CASE(sfx, 4, 2, 0) TLR_NN_CASE(sfx, 5, 2, 0) TLR_NN_CASE(sfx, 6, 2, 0)              \
     TLR_NN_CASE(sfx, 1, 1, 1) TLR_NN_CASE(sfx, 2, 1, 1) TLR_NN_CASE(sfx, 3, 1, 1)              \
     TLR_NN_CASE(sfx, 1, 2, 1) TLR_NN_CASE(sfx, 2, 2, 1) TLR_NN_CASE(sfx, 3, 2, 1)
+/* ... and of its partial last vector (masked loads and stores): S right-hand sides */
+#define TLR_NN_PCASE(sfx, S, CX)                                                               \
+    case (CX ? 64 : 0) + S:                                                                    \
+        tlr_nn_blk_##sfx(Bc, tb, lr, ac, la, oc, lo, first, NULL, 0, rem, S, 1, CX, 1); break;
+#define TLR_NN_PCASES(sfx)                                                                     \
+    TLR_NN_PCASE(sfx, 1, 0) TLR_NN_PCASE(sfx, 2, 0) TLR_NN_PCASE(sfx, 3, 0)                    \
+    TLR_NN_PCASE(sfx, 4, 0) TLR_NN_PCASE(sfx, 5, 0) TLR_NN_PCASE(sfx, 6, 0)                    \
+    TLR_NN_PCASE(sfx, 1, 1) TLR_NN_PCASE(sfx, 2, 1) TLR_NN_PCASE(sfx, 3, 1)
 
 /* switch cases of tlr_cn: real rows 1..8 x vectors 1..4 where used, complex rows 1..4 x 1..3 */
 #define TLR_CN_R(sfx, RR, S) \
