@@ -328,6 +328,22 @@ static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const 
     }                                                                                          \
 }                                                                                              \
                                                                                                \
+TLR_INLINE void tlr_nn_rb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const V *ar,         \
+                                 const V *ai, ptrdiff_t rem, const int RB, const int CX,       \
+                                 const int PART)                                               \
+{                                                                                              \
+    /* one vector of RB rows into out (P) and q (Q); PART: the first rem reals (masked) */    \
+    V p = tlr_ld_##sfx(out), qq = CX ? tlr_ld_##sfx(q) : p;                                    \
+    int r;                                                                                     \
+    for (r = 0; r < RB; r++) {                                                                 \
+        const V b = PART ? tlr_ldm_##sfx(B + r * lr, rem) : tlr_ld_##sfx(B + r * lr);          \
+        p = tlr_fma_##sfx(ar[r], b, p);                                                        \
+        if (CX) qq = tlr_fma_##sfx(ai[r], b, qq);                                              \
+    }                                                                                          \
+    tlr_st_##sfx(out, p);                                                                      \
+    if (CX) tlr_st_##sfx(q, qq);                                                               \
+}                                                                                              \
+                                                                                               \
 TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
                                 const R *a, R *out, R *q, const R *pf, const int RB,           \
                                 const int CX)                                                  \
@@ -343,25 +359,10 @@ TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_
     for (l = 0; l < Lv; l += W) {                                                              \
         if (pf && !(l & W)) /* a cache line of each of the next RB rows per two vectors */     \
             for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
-        V p = tlr_ld_##sfx(out + l), qq = CX ? tlr_ld_##sfx(q + l) : p;                        \
-        for (r = 0; r < RB; r++) {                                                             \
-            const V b = tlr_ld_##sfx(B + r * lr + l);                                          \
-            p = tlr_fma_##sfx(ar[r], b, p);                                                    \
-            if (CX) qq = tlr_fma_##sfx(ai[r], b, qq);                                          \
-        }                                                                                      \
-        tlr_st_##sfx(out + l, p);                                                              \
-        if (CX) tlr_st_##sfx(q + l, qq);                                                       \
+        tlr_nn_rb1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 0);                     \
     }                                                                                          \
-    if (TLR_MASKED_TAIL && rem) { /* the partial vector: zeros beyond the row's end */          \
-        V p = tlr_ld_##sfx(out + Lv), qq = CX ? tlr_ld_##sfx(q + Lv) : p;                      \
-        for (r = 0; r < RB; r++) {                                                             \
-            const V b = tlr_ldm_##sfx(B + r * lr + Lv, rem);                                   \
-            p = tlr_fma_##sfx(ar[r], b, p);                                                    \
-            if (CX) qq = tlr_fma_##sfx(ai[r], b, qq);                                          \
-        }                                                                                      \
-        tlr_st_##sfx(out + Lv, p);                                                             \
-        if (CX) tlr_st_##sfx(q + Lv, qq);                                                      \
-    }                                                                                          \
+    if (TLR_MASKED_TAIL && rem) /* the partial vector: zeros beyond the row's end */           \
+        tlr_nn_rb1_##sfx(B + Lv, lr, out + Lv, q + Lv, ar, ai, rem, RB, CX, 1);                \
 }                                                                                              \
                                                                                                \
 TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,    \
