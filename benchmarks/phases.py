@@ -46,14 +46,10 @@ from wsesparse._drivers import product_into
 from wsesparse._hardware import available_cores
 from wsesparse._kernels import _spmm
 from wsesparse._outputs import empty_output
-from wsesparse._timing import thread_counts
+from wsesparse._timing import comma_list, thread_counts
 from wsesparse.datasets import random_csr, random_dense
 
 PHASES = ("call", "prepared", "indptr", "alloc", "kernel", "kernel prep", "glue")
-
-
-def _list(cast):
-    return lambda s: [cast(v) for v in s.split(",") if v]
 
 
 def phase_times(A, X: np.ndarray, n_threads: int, rounds: int = 15) -> dict[str, float]:
@@ -104,11 +100,11 @@ def phase_times(A, X: np.ndarray, n_threads: int, rounds: int = 15) -> dict[str,
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=_list(int), default=[4096, 16384], help="M = K values")
-    p.add_argument("--tokens", type=_list(int), default=[1, 8, 64])
-    p.add_argument("--densities", type=_list(float), default=[0.1, 0.01, 0.001])
+    p.add_argument("--sizes", type=comma_list(int), default=[4096, 16384], help="M = K values")
+    p.add_argument("--tokens", type=comma_list(int), default=[1, 8, 64])
+    p.add_argument("--densities", type=comma_list(float), default=[0.1, 0.01, 0.001])
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--threads", type=_list(int), default=None,
+    p.add_argument("--threads", type=comma_list(int), default=None,
                    help="thread counts (default: 1, 2, 4, ... up to all cores)")
     p.add_argument("--rounds", type=int, default=15)
     args = p.parse_args(argv)

@@ -28,21 +28,17 @@ import numpy as np
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse._hardware import available_cores
-from wsesparse._timing import best_time, thread_counts
+from wsesparse._timing import best_time, comma_list, thread_counts
 from wsesparse.datasets import random_csr, random_dense
-
-
-def _list(cast):
-    return lambda s: [cast(v) for v in s.split(",") if v]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=_list(int), default=[4096, 16384], help="M = K values")
-    p.add_argument("--tokens", type=_list(int), default=[1, 8, 64, 256, 1024])
-    p.add_argument("--densities", type=_list(float), default=[0.1, 0.01, 0.001])
-    p.add_argument("--dtypes", type=_list(str), default=["float32", "float64"])
-    p.add_argument("--threads", type=_list(int), default=None,
+    p.add_argument("--sizes", type=comma_list(int), default=[4096, 16384], help="M = K values")
+    p.add_argument("--tokens", type=comma_list(int), default=[1, 8, 64, 256, 1024])
+    p.add_argument("--densities", type=comma_list(float), default=[0.1, 0.01, 0.001])
+    p.add_argument("--dtypes", type=comma_list(str), default=["float32", "float64"])
+    p.add_argument("--threads", type=comma_list(int), default=None,
                    help="thread counts (default: 1, 2, 4, ... and all cores)")
     p.add_argument("--budget", type=float, default=0.5,
                    help="seconds of timed calls per thread count, per round")

@@ -40,13 +40,10 @@ import numpy as np
 from wsesparse import CSR, _thresholds as th, sparse_matmul
 from wsesparse._hardware import available_cores
 from wsesparse._threads import resolve_n_threads
+from wsesparse._timing import comma_list
 from wsesparse.datasets import random_csr, random_dense
 
 ROW_NNZ = 8  # nonzeros per row of the test matrices
-
-
-def _list(cast):
-    return lambda s: [cast(v) for v in s.split(",") if v]
 
 
 def product_work(nnz: int, rows: int, n_tokens: int) -> int:
@@ -99,9 +96,9 @@ def _matmul(A: CSR, X: np.ndarray, n_threads: int | None):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tokens", type=_list(int), default=[1, 8], help="N values")
-    p.add_argument("--dtypes", type=_list(str), default=["float64"])
-    p.add_argument("--work", type=_list(int),
+    p.add_argument("--tokens", type=comma_list(int), default=[1, 8], help="N values")
+    p.add_argument("--dtypes", type=comma_list(str), default=["float64"])
+    p.add_argument("--work", type=comma_list(int),
                    default=[2 ** k for k in range(11, 20)],
                    help="multiply-adds of work (the ladder)")
     p.add_argument("--threads", type=int, default=None, help="team size (default all cores)")

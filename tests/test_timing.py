@@ -1,5 +1,7 @@
 """``wsesparse._timing``: best-of-repeats timing."""
 
+import pytest
+
 
 def test_best_time_single_call_threshold():
     from wsesparse._timing import best_time
@@ -18,3 +20,11 @@ def test_thread_counts():
     assert thread_counts(6) == [1, 2, 4, 6]
     assert thread_counts(1) == [1]
     assert thread_counts(0) == [1]  # (an unknown core count: one thread)
+
+
+def test_comma_list_casts_and_skips_empty_items():
+    from wsesparse._timing import comma_list
+    assert comma_list(float)("0.1,,1e-3,") == [0.1, 1e-3]
+    assert comma_list(str)("") == []
+    with pytest.raises(ValueError):
+        comma_list(int)("1,x")

@@ -75,3 +75,15 @@ def thread_counts(cores: int) -> list[int]:
     """
     cores = max(int(cores), 1)
     return sorted({1 << k for k in range(cores.bit_length()) if 1 << k < cores} | {cores})
+
+
+def comma_list(cast: Callable[[str], Any]) -> Callable[[str], list]:
+    """An argparse ``type`` for comma-separated values, each through ``cast`` (empty items
+    skipped); the benchmark scripts' ``--sizes 4096,16384`` style options.
+
+    Examples
+    --------
+    >>> comma_list(int)("1,8,,64")
+    [1, 8, 64]
+    """
+    return lambda s: [cast(v) for v in s.split(",") if v]

@@ -9,13 +9,13 @@ OpenMP and OpenBLAS threads. :mod:`wsesparse.bench.tlr` (the rates) and
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable
 
 import numpy as np
 
 from wsesparse._checks import check_int, check_real
+from wsesparse._hardware import available_cores
 from wsesparse.tlr import TLRMatrix
 
 __all__ = ["CACHE_GRID", "RHS", "ROUNDS", "SETTLE", "bench_threads", "flops_per_madd",
@@ -49,10 +49,7 @@ def bench_threads(n_threads: int | None) -> int:
     """
     if n_threads is not None:
         return check_int(n_threads, "n_threads", minimum=1)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    return available_cores()
 
 
 def random_operand(rng, shape, dtype) -> np.ndarray:
