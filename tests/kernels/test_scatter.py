@@ -149,6 +149,34 @@ def test_scatter_kernel_check_cols(dtype, n_threads):
                                np.empty((50, 0), dtype), 1, check_cols=True) == CSR_BAD_INDEX
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_column_scatter_is_a_column_of_a_wider_one(dtype, itype):
+    """One column (vector @ W, W_csc @ vector) takes its own loop for complex values
+    (ws_cscatter1, which checks each index as it goes): bit for bit the first column of
+    a 3-column product, checked or not, for 1 and 3 row chunks and 1 and 2 threads."""
+    A = with_duplicates(long_csr(dtype, itype, per_row=12, seed=7))
+    rng = np.random.default_rng(7)
+    U = rng.standard_normal((A.shape[0], 3)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        A.data = A.data + 1j * rng.standard_normal(A.nnz).astype(dtype)
+        U = U + 1j * rng.standard_normal(U.shape).astype(dtype)
+    for chunks in (1, 3):
+        wide = np.empty((A.shape[1], 3), dtype)
+        _scatter.csr_spmm_t(A.indptr, A.indices, A.data, U, wide, 1, n_chunks=chunks,
+                            scratch=np.empty((chunks - 1,) + wide.shape, dtype))
+        for n_threads in (1, 2):
+            for check in (False, True):
+                z = np.full(A.shape[1], np.nan, dtype)
+                code = _scatter.csr_spmm_t(A.indptr, A.indices, A.data,
+                                           np.ascontiguousarray(U[:, 0]), z, n_threads,
+                                           n_chunks=chunks,
+                                           scratch=np.empty((chunks - 1,) + z.shape, dtype),
+                                           check_cols=check)
+                assert code == CSR_OK
+                assert z.tobytes() == wide[:, 0].copy().tobytes(), (chunks, n_threads, check)
+
+
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
 def test_scatter_with_no_tokens(fmt):
     """X @ W with 0 tokens (and W_csc @ X with 0 columns): empty results, indices still
