@@ -3,9 +3,10 @@
 Each ``time_*`` runs a fixed number of iterations of a scipy routine with the product either
 scipy's own (``op="scipy"``), routed by ``wsesparse.accelerated()`` around the unmodified call
 (``op="accelerated"``), or a prepared ``wsesparse.CSR`` handed to the routine as its
-LinearOperator inside the same block (``op="csr"``), as ``wsesparse bench --workflows`` does. Sizes are a quarter of ``wsesparse bench --workflows``'
-defaults (Poisson 500x500, a 50,000-node graph of degree 20, lsqr 50,000 x 12,500) so that
-every setup and call takes about a second at most.
+LinearOperator inside the same block (``op="csr"``), as ``wsesparse bench --workflows``
+does. Sizes are a quarter of ``wsesparse bench --workflows``' defaults (Poisson 500x500, a
+50,000-node graph of degree 20, lsqr 50,000 x 12,500, logreg 12,500 documents) so that every
+setup and call takes about a second at most.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ except ImportError:  # `asv run --python=same` from a source tree built in place
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from wsesparse import CSR
-from wsesparse.bench.workflows import graph_laplacian, poisson_2d, rectangular_system
+from wsesparse.bench.workflows import graph_laplacian, poisson_2d, rectangular_system, tfidf_like
 
 OPS = ["scipy", "accelerated", "csr"]
 
@@ -91,3 +92,25 @@ class Lsqr(_Block):
 
     def time_lsqr(self, op):
         sla.lsqr(self.R, self.c, atol=0, btol=0, conlim=0, iter_lim=100)
+
+
+class LogReg(_Block):
+    """scikit-learn ``LogisticRegression`` (lbfgs, at most 50 iterations) fit and predict on
+    12,500 TF-IDF-like documents of 5,000 terms (no prepared operand: scikit-learn takes
+    the scipy matrix). Skipped where scikit-learn is not installed."""
+
+    params = [["scipy", "accelerated"]]
+    param_names = ["op"]
+
+    def setup(self, op):
+        try:
+            from sklearn.linear_model import LogisticRegression
+        except ImportError:
+            raise NotImplementedError("scikit-learn is not installed")
+        self.X, self.y = tfidf_like(12_500, 5_000, 100)
+        self.model = LogisticRegression(max_iter=50, tol=0)
+        super().setup(op)
+
+    def time_fit_predict(self, op):
+        self.model.fit(self.X, self.y)
+        self.model.predict_proba(self.X)

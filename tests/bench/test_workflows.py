@@ -23,11 +23,12 @@ def test_problems():
 def test_every_workflow_gives_scipy_s_answer():
     results = wf.run_workflows(scale=0.02, rounds=1, iterations=30)
     names = [r.name for r in results]
-    assert names[:4] == ["cg", "minres", "eigsh", "lsqr"]
+    assert names == ["cg", "minres", "eigsh", "lsqr", "logreg"]  # (scikit-learn: test extra)
     for r in results:
-        assert r.scipy_s > 0 and r.wsesparse_s > 0
+        assert r.scipy_s > 0 and r.wsesparse_s > 0 and r.blas1_s > 0
         assert r.difference < 1e-9, r
         assert (r.prepared_s > 0) == (r.name != "logreg"), r  # logreg: accelerated() only
+    assert "iterations differ" not in results[-1].note, results[-1]
     table = wf.format_results(results)
     assert table.splitlines()[0].split()[:3] == ["workflow", "scipy", "s"]
     assert len(table.splitlines()) == len(results) + 1
@@ -49,6 +50,19 @@ def test_the_timed_blocks_leave_scipy_and_blas_as_they_were():
     before = threadpool_info()
     wf.run_workflows(0.01, 1, 5, only=("cg",))
     assert not accelerate.is_enabled() and threadpool_info() == before
+
+
+def test_logreg_routes_scikit_learn_s_products(monkeypatch):
+    """The accelerated logreg column really computes scikit-learn's products (X @ w and
+    the gradient's X.T @ r, a CSC one) with the kernels, and only that column does."""
+    from wsesparse import accelerate
+    seen = []
+    real = accelerate.sparse_matmul
+    monkeypatch.setattr(accelerate, "sparse_matmul",
+                        lambda a, b: seen.append(a.format) or real(a, b))
+    (r,) = wf.run_workflows(0.02, 1, 5, only=("logreg",))
+    assert {"csr", "csc"} <= set(seen), set(seen)
+    assert r.difference < 1e-9 and "iterations differ" not in r.note, r
 
 
 def test_only_selects():

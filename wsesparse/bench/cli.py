@@ -261,6 +261,9 @@ def _run_workflows(args: argparse.Namespace) -> int:
     print(f"Workflows, best of {args.rounds} alternating rounds, scale {args.scale}, "
           f"{args.iterations} iterations:")
     print_load_average()
+    print("accelerated: the unmodified call inside wsesparse.accelerated(); CSR: a prepared "
+          "wsesparse.CSR in the same block; 1-BLAS: plain scipy with BLAS on one thread "
+          "(nothing routed); speedups over plain scipy")
     print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
     return 0
 

@@ -16,7 +16,9 @@ routed through wsesparse, and reports both times and how far the answers differ:
 wsesparse.accelerated():`` (every product a checked one-shot ``sparse_matmul``, BLAS
 limited to one thread); "CSR" hands the prepared operand ``wsesparse.CSR`` (a
 LinearOperator) to the routine inside the same block, where the routine takes one
-(not scikit-learn).
+(not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to one thread
+(threadpoolctl) and no product routed: the part of the speed-up that the switch's BLAS
+limit alone would give.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ def tfidf_like(n_docs: int, n_terms: int, per_doc: int, seed: int = 0):
     rows = np.repeat(np.arange(n_docs), per_doc)
     X = sp.coo_array((np.ones(len(rows)), (rows, terms)), shape=(n_docs, n_terms)).tocsr()
     X.sum_duplicates()
+    # int32 indices, as scikit-learn's vectorizers make them (scipy keeps the int64 of the
+    # coordinate arrays here).
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
     df = np.bincount(X.indices, minlength=n_terms)
     X.data = np.log1p(X.data) * np.log((1 + n_docs) / (1 + df[X.indices]))
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel()) + 1e-12
@@ -109,8 +114,9 @@ WORKFLOWS = ("cg", "minres", "eigsh", "lsqr", "logreg")
 
 @dataclass
 class WorkflowResult:
-    """One workflow: seconds with scipy, with ``accelerated()`` and with a prepared ``CSR``
-    (``nan`` where the routine takes no LinearOperator), and the answers' difference."""
+    """One workflow: seconds with scipy, with ``accelerated()``, with a prepared ``CSR``
+    (``nan`` where the routine takes no LinearOperator) and with scipy on one BLAS thread,
+    and the answers' difference."""
 
     name: str
     problem: str
@@ -119,6 +125,7 @@ class WorkflowResult:
     difference: float  # max |a - b| / max |a| over the compared answers
     note: str = ""
     prepared_s: float = float("nan")  # ``CSR(A)`` handed to the routine, in the same block
+    blas1_s: float = float("nan")  # plain scipy, BLAS limited to one thread, nothing routed
 
     @property
     def speedup(self) -> float:
@@ -159,18 +166,25 @@ def _in_block(fn: Callable[[], object]) -> object:
         return fn()
 
 
+def _one_blas_thread(fn: Callable[[], object]) -> object:
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        return fn()
+
+
 def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds: int):
-    """Best times of ``run`` on scipy's ``A`` plain, under ``accelerated()``, and on
-    ``CSR(A)`` under ``accelerated()``, and how far their first outputs (the solution or
-    eigenvalues) differ from scipy's."""
+    """Best times of ``run`` on scipy's ``A`` plain, under ``accelerated()``, on
+    ``CSR(A)`` under ``accelerated()`` and on ``A`` with one BLAS thread, and how far their
+    first outputs (the solution or eigenvalues) differ from scipy's."""
     from wsesparse import CSR
     P = CSR(A)
     best, outs = _best_of({"scipy": lambda: run(A),
                            "accelerated": lambda: _in_block(lambda: run(A)),
-                           "csr": lambda: _in_block(lambda: run(P))}, rounds)
+                           "csr": lambda: _in_block(lambda: run(P)),
+                           "blas1": lambda: _one_blas_thread(lambda: run(A))}, rounds)
     diff = max(_rel_diff(outs["scipy"][0], outs[k][0]) for k in ("accelerated", "csr"))
     return WorkflowResult(name, problem, best["scipy"], best["accelerated"], diff,
-                          prepared_s=best["csr"])
+                          prepared_s=best["csr"], blas1_s=best["blas1"])
 
 
 def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
@@ -242,14 +256,22 @@ def _logreg(scale: float, rounds: int) -> list[WorkflowResult]:
     def fit_predict():
         clf = LogisticRegression(max_iter=50, tol=0)
         clf.fit(X, y)
-        return clf.coef_.ravel(), clf.predict_proba(X)[:, 1]
+        return clf.predict_proba(X)[:, 1], int(clf.n_iter_[0])
 
     best, outs = _best_of({"scipy": fit_predict,
-                           "wsesparse": lambda: _in_block(fit_predict)}, rounds)
-    return [WorkflowResult("logreg", f"TF-IDF-like {n_docs}x{n_terms}, 50 lbfgs iterations",
+                           "wsesparse": lambda: _in_block(fit_predict),
+                           "blas1": lambda: _one_blas_thread(fit_predict)}, rounds)
+    # lbfgs stops before max_iter where its line search cannot improve the loss: the same
+    # problem should stop at the same iteration whichever way the products are computed.
+    its = {k: outs[k][1] for k in ("scipy", "wsesparse")}
+    note = "difference of the predicted probabilities"
+    if its["scipy"] != its["wsesparse"]:
+        note += f"; iterations differ: scipy {its['scipy']}, accelerated {its['wsesparse']}"
+    return [WorkflowResult("logreg", f"TF-IDF-like {n_docs}x{n_terms}, lbfgs, "
+                           f"{its['scipy']} iterations (max 50)",
                            best["scipy"], best["wsesparse"],
-                           _rel_diff(outs["scipy"][1], outs["wsesparse"][1]),
-                           "difference of the predicted probabilities")]
+                           _rel_diff(outs["scipy"][0], outs["wsesparse"][0]), note,
+                           blas1_s=best["blas1"])]
 
 
 def format_results(results: list[WorkflowResult]) -> str:
@@ -257,17 +279,23 @@ def format_results(results: list[WorkflowResult]) -> str:
 
     Examples
     --------
-    >>> print(format_results([WorkflowResult("cg", "Poisson", 2.0, 1.0, 0.0, prepared_s=0.8)]))
+    >>> print(format_results([WorkflowResult("cg", "Poisson", 2.0, 1.0, 0.0, prepared_s=0.8,
+    ...                                      blas1_s=1.6)]))
     ... # doctest: +NORMALIZE_WHITESPACE
-    workflow   scipy s  accelerated s  speedup  CSR s  speedup  difference  problem
-    cg           2.000          1.000    2.00x  0.800    2.50x     0.0e+00  Poisson
+    workflow scipy s accelerated s speedup CSR s speedup 1-BLAS s speedup difference problem
+    cg         2.000         1.000   2.00x 0.800   2.50x    1.600   1.25x    0.0e+00 Poisson
     """
-    lines = [f"{'workflow':<8} {'scipy s':>9} {'accelerated s':>14} {'speedup':>8} "
-             f"{'CSR s':>7} {'speedup':>8} {'difference':>11}  problem"]
+    lines = [f"{'workflow':<8} {'scipy s':>7} {'accelerated s':>13} {'speedup':>7} "
+             f"{'CSR s':>5} {'speedup':>7} {'1-BLAS s':>8} {'speedup':>7} {'difference':>10} "
+             "problem"]
+
+    def pair(t, width, scipy_s):  # seconds and speedup over scipy, or dashes
+        return (f"{'-':>{width}} {'-':>7}" if np.isnan(t)
+                else f"{t:>{width}.3f} {scipy_s / t:>6.2f}x")
+
     for r in results:
-        csr = (f"{'-':>7} {'-':>8}" if np.isnan(r.prepared_s)
-               else f"{r.prepared_s:>7.3f} {r.prepared_speedup:>7.2f}x")
-        lines.append(f"{r.name:<8} {r.scipy_s:>9.3f} {r.wsesparse_s:>14.3f} "
-                     f"{r.speedup:>7.2f}x {csr} {r.difference:>11.1e}  {r.problem}"
-                     + (f" ({r.note})" if r.note else ""))
+        lines.append(f"{r.name:<8} {r.scipy_s:>7.3f} {pair(r.wsesparse_s, 13, r.scipy_s)} "
+                     f"{pair(r.prepared_s, 5, r.scipy_s)} {pair(r.blas1_s, 8, r.scipy_s)} "
+                     f"{r.difference:>10.1e} "
+                     f"{r.problem}" + (f" ({r.note})" if r.note else ""))
     return "\n".join(lines)
