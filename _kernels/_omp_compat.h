@@ -4,9 +4,14 @@
 #ifdef _OPENMP
 #include <omp.h>
 static inline int wsesparse_has_openmp(void) { return 1; }
+/* A barrier of the enclosing parallel region. Cython's prange loops inside a
+ * `with parallel()` block are `omp for nowait`: one phase that reads what the
+ * previous one wrote needs this between them, called by every thread. */
+static inline void wsesparse_barrier(void) { _Pragma("omp barrier") }
 #else
 static inline int omp_get_max_threads(void) { return 1; }
 static inline int wsesparse_has_openmp(void) { return 0; }
+static inline void wsesparse_barrier(void) {}
 #endif
 
 /* The number of CPUs this process may run on (sched_getaffinity; the set

@@ -38,12 +38,16 @@ fixed order, so results are bitwise identical for any thread count.
 """
 
 cimport cython
-from cython.parallel cimport prange
+cimport numpy as cnp
+from cython.parallel cimport parallel, prange
 from libc.stdint cimport int64_t
+
+cnp.import_array()
 
 cdef extern from "_omp_compat.h" nogil:
     int omp_get_max_threads()
     int wsesparse_has_openmp()
+    void wsesparse_barrier()
 
 ctypedef fused value_t:
     float
@@ -103,117 +107,237 @@ cdef inline void _cn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
                  ldo, s, 1)
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def tlr_matmat(const value_t[::1] U, const value_t[::1] V,
-               const int64_t[::1] row_ptr, const int64_t[::1] col_ptr,
-               const int64_t[::1] u_off, const int64_t[::1] v_off,
-               const int64_t[::1] krow_ptr, const int64_t[::1] kcol_ptr,
-               const int64_t[::1] perm,
-               const value_t[:, ::1] X, value_t[:, ::1] Y,
-               value_t[:, ::1] yv, value_t[:, ::1] yu,
-               const int64_t[:, ::1] col_items, const int64_t[:, ::1] row_items,
-               int n_threads, bint prefetch=True):
-    """Y = A X for s right-hand sides.
+cdef int _need(cnp.ndarray a, int typenum, int ndim, bint out, str name) except -1:
+    """Raise unless ``a`` is a C-contiguous ``ndim``-D array of ``typenum`` (and
+    writeable if ``out``): the kernels then take its data pointer as it is. (Typed
+    memoryviews checked the same, but a fused def function with 15 of them cost about
+    6 us of dispatch per call: docs/tuning.md, "TLR tiles".)"""
+    if (cnp.PyArray_TYPE(a) != typenum or cnp.PyArray_NDIM(a) != ndim
+            or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
+        raise ValueError(f"{name} must be a C-contiguous {ndim}-D array of "
+                         f"{cnp.PyArray_DescrFromType(typenum)}")
+    if out and not cnp.PyArray_ISWRITEABLE(a):
+        raise ValueError(f"{name} must be writeable")
+    return 0
 
-    X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays. col_items /
-    row_items: (tile, start, stop) ranges of the outputs of each tile column's phase-1
-    block (of its kc) and each tile row's phase-3 block (of its h), covering them all
-    (wsesparse/tlr/_split.py; Python checked them). prefetch: software prefetch of the
-    bases (for bases read from DRAM). Neither changes the result.
-    """
-    cdef int pf = 1 if prefetch else 0
-    cdef Py_ssize_t q, a, b
-    cdef Py_ssize_t ntr = row_ptr.shape[0] - 1
-    cdef Py_ssize_t ntc = col_ptr.shape[0] - 1
-    cdef Py_ssize_t s = X.shape[0]
-    cdef Py_ssize_t m = Y.shape[1], n = X.shape[1]
-    cdef Py_ssize_t K = perm.shape[0]
-    cdef Py_ssize_t i, j, c, p, c0, w, k0, kc, r0, h
-    if s == 0:
-        return
-    with nogil:
+
+cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarray X,
+                     cnp.ndarray Y, cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray items1,
+                     cnp.ndarray items3) except -1:
+    """The checks of both entry points; returns the value typenum."""
+    cdef int vt = cnp.PyArray_TYPE(U)
+    if vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_COMPLEX64, cnp.NPY_COMPLEX128):
+        raise ValueError(f"U must be float32, float64, complex64 or complex128, got {U.dtype}")
+    _need(U, vt, 1, False, "U")
+    _need(V, vt, 1, False, "V")
+    for name, a in zip(("row_ptr", "col_ptr", "u_off", "v_off", "krow_ptr", "kcol_ptr",
+                        "perm"), index_arrays):
+        _need(a, cnp.NPY_INT64, 1, False, name)
+    _need(X, vt, 2, False, "the input")
+    _need(Y, vt, 2, True, "the output")
+    _need(yv, vt, 2, True, "yv")
+    _need(yu, vt, 2, True, "yu")
+    for name, a in (("the first phase's items", items1), ("the last phase's items", items3)):
+        _need(a, cnp.NPY_INT64, 2, False, name)
+        if cnp.PyArray_DIM(a, 1) != 3:
+            raise ValueError(f"{name} must have 3 columns (tile, start, stop)")
+    return vt
+
+
+cdef inline const int64_t* _i64(cnp.ndarray a) noexcept:
+    return <const int64_t*>cnp.PyArray_DATA(a)
+
+
+cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
+                   const int64_t* col_ptr, const int64_t* u_off, const int64_t* v_off,
+                   const int64_t* krow_ptr, const int64_t* kcol_ptr, const int64_t* perm,
+                   Py_ssize_t K, const value_t* X, Py_ssize_t n, value_t* Y, Py_ssize_t m,
+                   value_t* yv, value_t* yu, Py_ssize_t s,
+                   const int64_t* col_items, Py_ssize_t n_col_items,
+                   const int64_t* row_items, Py_ssize_t n_row_items,
+                   int n_threads, int pf) noexcept nogil:
+    """Y = A X (see tlr_matmat), on the arrays' data: X (s, n), Y (s, m), yv/yu (s, K)."""
+    cdef Py_ssize_t q, a, b, i, j, c, p, c0, w, k0, kc, r0, h
+    # One team for the three phases: a barrier between them (prange inside parallel() is
+    # `omp for nowait`), not a fork and join each. Saves about 3 us a call on 2 threads.
+    with parallel(num_threads=n_threads):
         # Phase 1: per tile column, yv_j = Vs_j.T x_j for all s vectors in one
         # pass over Vs_j (register tiles of s vectors times a chunk of a row).
-        for q in prange(col_items.shape[0], num_threads=n_threads, schedule="dynamic"):
-            j = col_items[q, 0]
-            a = col_items[q, 1]
-            b = col_items[q, 2]
+        for q in prange(n_col_items, schedule="dynamic"):
+            j = col_items[3 * q]
+            a = col_items[3 * q + 1]
+            b = col_items[3 * q + 2]
             c0 = col_ptr[j]
             w = col_ptr[j + 1] - c0
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
-            _nn(&V[v_off[j] + a], w, b - a, kc, &X[0, c0], n, &yv[0, k0 + a], K, s, pf)
+            _nn(V + v_off[j] + a, w, b - a, kc, X + c0, n, yv + k0 + a, K, s, pf)
+        wsesparse_barrier()
         # Phase 2: reshuffle from tile-column order to tile-row order.
-        for p in prange(K, num_threads=n_threads, schedule="static"):
+        for p in prange(K, schedule="static"):
             for c in range(s):
-                yu[c, p] = yv[c, perm[p]]
+                yu[c * K + p] = yv[c * K + perm[p]]
+        wsesparse_barrier()
         # Phase 3: per tile row, y_i = Us_i yu_i (rows of Us_i.T, same kernel).
-        for q in prange(row_items.shape[0], num_threads=n_threads, schedule="dynamic"):
-            i = row_items[q, 0]
-            a = row_items[q, 1]
-            b = row_items[q, 2]
+        for q in prange(n_row_items, schedule="dynamic"):
+            i = row_items[3 * q]
+            a = row_items[3 * q + 1]
+            b = row_items[3 * q + 2]
             r0 = row_ptr[i]
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
             kc = krow_ptr[i + 1] - k0
             # (kc == 0: a tile row of rank 0 everywhere; the kernel writes zeros)
-            _nn(&U[u_off[i] + a], kc, b - a, h, &yu[0, k0], K, &Y[0, r0 + a], m, s, pf)
+            _nn(U + u_off[i] + a, kc, b - a, h, yu + k0, K, Y + r0 + a, m, s, pf)
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def tlr_rmatmat(const value_t[::1] U, const value_t[::1] V,
-                const int64_t[::1] row_ptr, const int64_t[::1] col_ptr,
-                const int64_t[::1] u_off, const int64_t[::1] v_off,
-                const int64_t[::1] krow_ptr, const int64_t[::1] kcol_ptr,
-                const int64_t[::1] perm,
-                const value_t[:, ::1] Y, value_t[:, ::1] X,
-                value_t[:, ::1] yv, value_t[:, ::1] yu,
-                const int64_t[:, ::1] row_items, const int64_t[:, ::1] col_items,
-                int n_threads):
-    """X = A^H Y for s right-hand sides, reading the same bases in the same order.
-
-    Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays. row_items /
-    col_items: (tile, start, stop) ranges of the rows of each tile row's phase-1 block (of
-    its kc) and each tile column's phase-3 block (of its w), covering them all; they do
-    not change the result.
-    """
-    cdef Py_ssize_t q, a, b
-    cdef Py_ssize_t ntr = row_ptr.shape[0] - 1
-    cdef Py_ssize_t ntc = col_ptr.shape[0] - 1
-    cdef Py_ssize_t s = Y.shape[0]
-    cdef Py_ssize_t m = Y.shape[1], n = X.shape[1]
-    cdef Py_ssize_t K = perm.shape[0]
-    cdef Py_ssize_t i, j, c, p, c0, w, k0, kc, r0, h
-    if s == 0:
-        return
-    with nogil:
+cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
+                   const int64_t* col_ptr, const int64_t* u_off, const int64_t* v_off,
+                   const int64_t* krow_ptr, const int64_t* kcol_ptr, const int64_t* perm,
+                   Py_ssize_t K, const value_t* Y, Py_ssize_t m, value_t* X, Py_ssize_t n,
+                   value_t* yv, value_t* yu, Py_ssize_t s,
+                   const int64_t* row_items, Py_ssize_t n_row_items,
+                   const int64_t* col_items, Py_ssize_t n_col_items,
+                   int n_threads) noexcept nogil:
+    """X = A^H Y (see tlr_rmatmat), on the arrays' data: Y (s, m), X (s, n), yv/yu (s, K)."""
+    cdef Py_ssize_t q, a, b, i, j, c, p, c0, k0, kc, r0, h
+    with parallel(num_threads=n_threads):  # (one team, as in _forward)
         # Phase 1: per tile row, yu_i = Us_i^H y_i: dot products over the
         # contiguous rows of Us_i.T (the rows the forward phase 3 reads).
-        for q in prange(row_items.shape[0], num_threads=n_threads, schedule="dynamic"):
-            i = row_items[q, 0]
-            a = row_items[q, 1]
-            b = row_items[q, 2]
+        for q in prange(n_row_items, schedule="dynamic"):
+            i = row_items[3 * q]
+            a = row_items[3 * q + 1]
+            b = row_items[3 * q + 2]
             r0 = row_ptr[i]
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
-            _cn(&U[u_off[i] + a * h], b - a, h, &Y[0, r0], m, &yu[0, k0 + a], K, s)
+            _cn(U + u_off[i] + a * h, b - a, h, Y + r0, m, yu + k0 + a, K, s)
+        wsesparse_barrier()
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
-        for p in prange(K, num_threads=n_threads, schedule="static"):
+        for p in prange(K, schedule="static"):
             for c in range(s):
-                yv[c, perm[p]] = yu[c, p]
+                yv[c * K + perm[p]] = yu[c * K + p]
+        wsesparse_barrier()
         # Phase 3: per tile column, x_j = conj(Vs_j) yv_j: dot products over the
         # contiguous rows of Vs_j (the rows the forward phase 1 reads).
-        for q in prange(col_items.shape[0], num_threads=n_threads, schedule="dynamic"):
-            j = col_items[q, 0]
-            a = col_items[q, 1]
-            b = col_items[q, 2]
+        for q in prange(n_col_items, schedule="dynamic"):
+            j = col_items[3 * q]
+            a = col_items[3 * q + 1]
+            b = col_items[3 * q + 2]
             c0 = col_ptr[j]
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
             # (kc == 0: dot products of length 0, the kernel writes zeros)
-            _cn(&V[v_off[j] + a * kc], b - a, kc, &yv[0, k0], K, &X[0, c0 + a], n, s)
+            _cn(V + v_off[j] + a * kc, b - a, kc, yv + k0, K, X + c0 + a, n, s)
+
+
+def tlr_matmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray col_ptr,
+               cnp.ndarray u_off, cnp.ndarray v_off, cnp.ndarray krow_ptr,
+               cnp.ndarray kcol_ptr, cnp.ndarray perm, cnp.ndarray X, cnp.ndarray Y,
+               cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray col_items, cnp.ndarray row_items,
+               int n_threads, bint prefetch=True):
+    """Y = A X for s right-hand sides.
+
+    U, V: the bases (1-D, one kernel dtype); the pointer and offset arrays and ``perm``:
+    1-D int64; X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays, all
+    C-contiguous of U's dtype. col_items / row_items: (tile, start, stop) int64 rows, the
+    ranges of the outputs of each tile column's phase-1 block (of its kc) and each tile
+    row's phase-3 block (of its h), covering them all (wsesparse/tlr/_split.py). Types,
+    layouts and writeability are checked here (ValueError); shapes, offsets and items
+    were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
+    (for bases read from DRAM). Neither the items nor prefetch changes the result.
+    """
+    cdef int vt = _check_args(U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr,
+                                     perm), X, Y, yv, yu, col_items, row_items)
+    cdef Py_ssize_t s = cnp.PyArray_DIM(X, 0)
+    cdef Py_ssize_t n = cnp.PyArray_DIM(X, 1), m = cnp.PyArray_DIM(Y, 1)
+    cdef Py_ssize_t K = cnp.PyArray_DIM(perm, 0)
+    cdef Py_ssize_t n1 = cnp.PyArray_DIM(col_items, 0), n3 = cnp.PyArray_DIM(row_items, 0)
+    cdef int pf = 1 if prefetch else 0
+    cdef const int64_t* ptrs[9]
+    cdef void* u = cnp.PyArray_DATA(U)
+    cdef void* v = cnp.PyArray_DATA(V)
+    cdef void* x = cnp.PyArray_DATA(X)
+    cdef void* y = cnp.PyArray_DATA(Y)
+    cdef void* wv = cnp.PyArray_DATA(yv)
+    cdef void* wu = cnp.PyArray_DATA(yu)
+    for q, a in enumerate((row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm,
+                           col_items, row_items)):
+        ptrs[q] = _i64(a)
+    if s == 0:
+        return
+    with nogil:
+        if vt == cnp.NPY_FLOAT32:
+            _forward(<const float*>u, <const float*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
+                     ptrs[4], ptrs[5], ptrs[6], K, <const float*>x, n, <float*>y, m,
+                     <float*>wv, <float*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
+        elif vt == cnp.NPY_FLOAT64:
+            _forward(<const double*>u, <const double*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
+                     ptrs[4], ptrs[5], ptrs[6], K, <const double*>x, n, <double*>y, m,
+                     <double*>wv, <double*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
+        elif vt == cnp.NPY_COMPLEX64:
+            _forward(<const float complex*>u, <const float complex*>v, ptrs[0], ptrs[1],
+                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, <const float complex*>x,
+                     n, <float complex*>y, m, <float complex*>wv, <float complex*>wu, s,
+                     ptrs[7], n1, ptrs[8], n3, n_threads, pf)
+        else:
+            _forward(<const double complex*>u, <const double complex*>v, ptrs[0], ptrs[1],
+                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K,
+                     <const double complex*>x, n, <double complex*>y, m,
+                     <double complex*>wv, <double complex*>wu, s, ptrs[7], n1, ptrs[8], n3,
+                     n_threads, pf)
+
+
+def tlr_rmatmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray col_ptr,
+                cnp.ndarray u_off, cnp.ndarray v_off, cnp.ndarray krow_ptr,
+                cnp.ndarray kcol_ptr, cnp.ndarray perm, cnp.ndarray Y, cnp.ndarray X,
+                cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray row_items, cnp.ndarray col_items,
+                int n_threads):
+    """X = A^H Y for s right-hand sides, reading the same bases in the same order.
+
+    Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays; the other
+    arrays and the checks as in ``tlr_matmat``. row_items / col_items: (tile, start,
+    stop) ranges of the rows of each tile row's phase-1 block (of its kc) and each tile
+    column's phase-3 block (of its w), covering them all; they do not change the result.
+    """
+    cdef int vt = _check_args(U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr,
+                                     perm), Y, X, yv, yu, row_items, col_items)
+    cdef Py_ssize_t s = cnp.PyArray_DIM(Y, 0)
+    cdef Py_ssize_t m = cnp.PyArray_DIM(Y, 1), n = cnp.PyArray_DIM(X, 1)
+    cdef Py_ssize_t K = cnp.PyArray_DIM(perm, 0)
+    cdef Py_ssize_t n1 = cnp.PyArray_DIM(row_items, 0), n3 = cnp.PyArray_DIM(col_items, 0)
+    cdef const int64_t* ptrs[9]
+    cdef void* u = cnp.PyArray_DATA(U)
+    cdef void* v = cnp.PyArray_DATA(V)
+    cdef void* y = cnp.PyArray_DATA(Y)
+    cdef void* x = cnp.PyArray_DATA(X)
+    cdef void* wv = cnp.PyArray_DATA(yv)
+    cdef void* wu = cnp.PyArray_DATA(yu)
+    for q, a in enumerate((row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm,
+                           row_items, col_items)):
+        ptrs[q] = _i64(a)
+    if s == 0:
+        return
+    with nogil:
+        if vt == cnp.NPY_FLOAT32:
+            _adjoint(<const float*>u, <const float*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
+                     ptrs[4], ptrs[5], ptrs[6], K, <const float*>y, m, <float*>x, n,
+                     <float*>wv, <float*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads)
+        elif vt == cnp.NPY_FLOAT64:
+            _adjoint(<const double*>u, <const double*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
+                     ptrs[4], ptrs[5], ptrs[6], K, <const double*>y, m, <double*>x, n,
+                     <double*>wv, <double*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads)
+        elif vt == cnp.NPY_COMPLEX64:
+            _adjoint(<const float complex*>u, <const float complex*>v, ptrs[0], ptrs[1],
+                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, <const float complex*>y,
+                     m, <float complex*>x, n, <float complex*>wv, <float complex*>wu, s,
+                     ptrs[7], n1, ptrs[8], n3, n_threads)
+        else:
+            _adjoint(<const double complex*>u, <const double complex*>v, ptrs[0], ptrs[1],
+                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K,
+                     <const double complex*>y, m, <double complex*>x, n,
+                     <double complex*>wv, <double complex*>wu, s, ptrs[7], n1, ptrs[8], n3,
+                     n_threads)
 
 
 @cython.boundscheck(False)

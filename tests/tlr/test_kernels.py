@@ -196,3 +196,43 @@ def test_vector_fast_path_equals_the_general_path(case):
         assert np.array_equal(T @ x, (T @ x[:, None])[:, 0])
         assert np.array_equal(T.H @ y, (T.H @ y[:, None])[:, 0])
         assert (T @ x).shape == (m,) and (T.H @ y).dtype == np.dtype(dtype)
+
+
+def test_kernel_entry_points_reject_bad_arrays():
+    """``tlr_matmat``/``tlr_rmatmat`` take the arrays' data pointers as they are, after
+    checking types, layouts and writeability: a wrong one is a ValueError naming it, never
+    a read of the wrong type."""
+    from wsesparse._kernels import _tlrmvm
+
+    T = _random_tlr(np.complex64, m=40, n=30, nb=16)
+    U, V = T._bases(T.dtype)
+    K = int(T.kcol_ptr[-1])
+    first, second = T._items(1, False)
+
+    def args(**kw):
+        a = dict(U=U, V=V, row_ptr=T.row_ptr, col_ptr=T.col_ptr, u_off=T.u_off, v_off=T.v_off,
+                 krow_ptr=T.krow_ptr, kcol_ptr=T.kcol_ptr, perm=T.perm,
+                 X=np.ones((2, 30), np.complex64), Y=np.empty((2, 40), np.complex64),
+                 yv=np.empty((2, K), np.complex64), yu=np.empty((2, K), np.complex64),
+                 first=first, second=second)
+        a.update(kw)
+        return list(a.values()) + [1]
+
+    _tlrmvm.tlr_matmat(*args())  # the valid call
+    read_only = np.empty((2, 40), np.complex64)
+    read_only.flags.writeable = False
+    for kw, match in [
+        (dict(U=np.zeros(U.shape, np.int32)), "U must be float32, float64, complex64 or complex128"),
+        (dict(V=V.astype(np.complex128)), "V must be a C-contiguous 1-D array of complex64"),
+        (dict(perm=T.perm.astype(np.int32)), "perm must be a C-contiguous 1-D array of int64"),
+        (dict(X=np.ones((30, 2), np.complex64).T), "the input must be a C-contiguous 2-D"),
+        (dict(X=np.ones(30, np.complex64)), "the input must be a C-contiguous 2-D"),
+        (dict(Y=read_only), "the output must be writeable"),
+        (dict(yu=np.empty((2, K), np.complex128)), "yu must be a C-contiguous 2-D array of"),
+        (dict(first=first[:, :2].copy()), "the first phase's items must have 3 columns"),
+        (dict(second=second.astype(np.float64)), "the last phase's items must be"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            _tlrmvm.tlr_matmat(*args(**kw))
+    with pytest.raises(TypeError):
+        _tlrmvm.tlr_rmatmat(*args(U=list(U)))
