@@ -7,7 +7,10 @@ static inline int wsesparse_has_openmp(void) { return 1; }
 /* A barrier of the enclosing parallel region. Cython's prange loops inside a
  * `with parallel()` block are `omp for nowait`: one phase that reads what the
  * previous one wrote needs this between them, called by every thread. */
-static inline void wsesparse_barrier(void) { _Pragma("omp barrier") }
+static inline void wsesparse_barrier(void)
+{
+#pragma omp barrier
+}
 #else
 static inline int omp_get_max_threads(void) { return 1; }
 static inline int wsesparse_has_openmp(void) { return 0; }
