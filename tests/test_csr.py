@@ -31,8 +31,16 @@ def test_construct_from_every_format(rng, fmt, kind, dtype):
 
 def test_construct_from_csr_and_copy(rng):
     A = random_sparse(rng, 10, 8, 0.3)
+    A.indices, A.indptr = A.indices.astype(np.int32), A.indptr.astype(np.int32)
     W = CSR(A)
     assert np.shares_memory(W.data, A.data) and np.shares_memory(W.indices, A.indices)
+    # int64 index arrays are narrowed to int32 copies; the values are still shared.
+    A64 = A.copy()
+    A64.indices, A64.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+    W64 = CSR(A64)
+    assert W64.indices.dtype == W64.indptr.dtype == np.int32
+    assert np.shares_memory(W64.data, A64.data) and not np.shares_memory(W64.indices, A64.indices)
+    assert np.array_equal(W64.indices, A64.indices) and np.array_equal(W64.indptr, A64.indptr)
     C = CSR(A, copy=True)
     assert not np.shares_memory(C.data, A.data)
     A.data[:] = 0  # the copy is independent
@@ -181,11 +189,12 @@ def test_from_arrays_basic():
 
 
 @pytest.mark.parametrize("ptr_dtype,idx_dtype,expect", [
-    (np.int32, np.int32, np.int32), (np.int64, np.int64, np.int64),
-    (np.int32, np.int64, np.int64), (np.int64, np.int32, np.int64),
-    (np.uint32, np.int32, np.int64), (np.int16, np.uint8, np.int64)])
+    (np.int32, np.int32, np.int32), (np.int64, np.int64, np.int32),
+    (np.int32, np.int64, np.int32), (np.int64, np.int32, np.int32),
+    (np.uint32, np.int32, np.int32), (np.int16, np.uint8, np.int32)])
 def test_from_arrays_index_dtypes(ptr_dtype, idx_dtype, expect):
-    """Mixed/small/unsigned index dtypes become one kernel index type (int32 or int64)."""
+    """Mixed/small/unsigned index dtypes become one kernel index type: int32 when the
+    shape and the stored entries allow it."""
     W = CSR.from_arrays(np.array([1.0, 2.0, 3.0]), np.array([2, 0, 1], idx_dtype),
                         np.array([0, 2, 3], ptr_dtype), (2, 3))
     assert W.indices.dtype == expect and W.indptr.dtype == expect
@@ -255,12 +264,11 @@ INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.in
 @pytest.mark.parametrize("ptr_dt", INT_DTYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("idx_dt", INT_DTYPES, ids=lambda t: np.dtype(t).name)
 def test_csr_index_dtype_selection(ptr_dt, idx_dt):
-    """CSR keeps int32 only when both index arrays are int32; anything else becomes int64
-    (never a narrower type), and the product equals scipy's."""
+    """Every integer index dtype becomes int32 where the values fit (here always: the
+    checks run first, on int64 copies, so nothing wraps), and the product equals scipy's."""
     A = sp.random(6, 5, density=0.5, format="csr", random_state=2)
     W = CSR.from_arrays(A.data, A.indices.astype(idx_dt), A.indptr.astype(ptr_dt), A.shape)
-    want = np.int32 if ptr_dt == np.int32 and idx_dt == np.int32 else np.int64
-    assert W.indptr.dtype == want and W.indices.dtype == want
+    assert W.indptr.dtype == np.int32 and W.indices.dtype == np.int32
     assert np.array_equal(W.indptr, A.indptr) and np.array_equal(W.indices, A.indices)
     x = np.arange(5.0)
     np.testing.assert_allclose(W @ x, A @ x)
@@ -326,3 +334,22 @@ def test_solvers_take_a_csr_as_it_is():
                                                                    btol=1e-12)
     assert got[2] == ref[2]  # iterations
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("over", ["columns", "entries", "neither"])
+def test_csr_narrows_only_what_fits(monkeypatch, over):
+    """Index arrays stay int64 when the column count or the stored entries exceed the int32
+    range (lowered here to between the two), and give the same product."""
+    from wsesparse import csr as csr_module
+    # More columns than entries, or more entries than columns.
+    shape = (7, 40) if over == "columns" else (40, 7)
+    A = sp.random(*shape, density=0.1, format="csr", random_state=3)
+    A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+    lo, hi = sorted((shape[1], A.nnz))
+    assert lo < hi
+    monkeypatch.setattr(csr_module, "_INT32_MAX", hi if over == "neither" else lo)
+    W = CSR(A)
+    want = np.int32 if over == "neither" else np.int64
+    assert W.indptr.dtype == want and W.indices.dtype == want
+    x = np.arange(float(shape[1]))
+    assert (W @ x).tobytes() == sparse_matmul(A, x).tobytes()

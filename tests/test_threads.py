@@ -188,8 +188,10 @@ def mixed_rows():
     lengths = rng.integers(0, 16, size=8000)
     lengths[:2500] = rng.integers(16, 61, size=2500)  # a long-row head
     lengths[rng.choice(8000, size=300, replace=False)] = rng.integers(16, 61, size=300)
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    indices = rng.integers(0, 3000, size=indptr[-1])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    indices = rng.integers(0, 3000, size=indptr[-1]).astype(np.int32)
+    # (int32 as scipy makes them: a prepared CSR narrows int64 indices, and the int32 and
+    # int64 builds of the complex row tile may round complex128 differently, docs/tuning.md)
     return sp.csr_array((rng.standard_normal(indptr[-1]), indices, indptr), shape=(8000, 3000))
 
 
