@@ -111,7 +111,7 @@ cdef int _need(cnp.ndarray a, int typenum, int ndim, bint out, str name) except 
     """Raise unless ``a`` is a C-contiguous ``ndim``-D array of ``typenum`` (and
     writeable if ``out``): the kernels then take its data pointer as it is. (Typed
     memoryviews checked the same, but a fused def function with 15 of them cost about
-    6 us of dispatch per call: docs/tuning.md, "TLR tiles".)"""
+    2 us more per call: docs/tuning.md, "TLR tiles".)"""
     if (cnp.PyArray_TYPE(a) != typenum or cnp.PyArray_NDIM(a) != ndim
             or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
         raise ValueError(f"{name} must be a C-contiguous {ndim}-D array of "
@@ -159,7 +159,7 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
     """Y = A X (see tlr_matmat), on the arrays' data: X (s, n), Y (s, m), yv/yu (s, K)."""
     cdef Py_ssize_t q, a, b, i, j, c, p, c0, w, k0, kc, r0, h
     # One team for the three phases: a barrier between them (prange inside parallel() is
-    # `omp for nowait`), not a fork and join each. Saves about 3 us a call on 2 threads.
+    # `omp for nowait`), not a fork and join each: about 1.5 us less a call on 2 threads.
     with parallel(num_threads=n_threads):
         # Phase 1: per tile column, yv_j = Vs_j.T x_j for all s vectors in one
         # pass over Vs_j (register tiles of s vectors times a chunk of a row).
