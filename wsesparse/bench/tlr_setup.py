@@ -137,7 +137,8 @@ def relative_difference(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int = 1,
-                pause_after: dict[str, float] | None = None) -> dict[str, tuple[float, float]]:
+                pause_after: dict[str, float] | None = None,
+                warmup: float = 0.002) -> dict[str, tuple[float, float]]:
     """Time several calls in rounds: one warm-up each, then every call in turn per round.
 
     Parameters
@@ -151,10 +152,16 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int 
         short to time one by one).
     pause_after : dict of str to float, optional
         Seconds to sleep (untimed) after the named calls' samples; the call timed next then
-        gets one untimed call first. For switches between thread pools: idle OpenBLAS
-        threads busy-wait about 0.1 s after a call (OpenMP's more briefly), taking the cores
-        of the other pool's next call; the pause lets them sleep, the untimed call wakes
-        the next pool's threads.
+        runs untimed for ``warmup`` seconds first (at least once). For switches between
+        thread pools: idle OpenBLAS threads busy-wait about 0.1 s after a call (OpenMP's
+        more briefly), taking the cores of the other pool's next call; the pause lets them
+        sleep, the untimed calls wake the next pool's threads and bring its data back into
+        cache.
+    warmup : float
+        Seconds of untimed calls after a pause (nonnegative). One call was not enough: on
+        the 2-core development VM the first four or five 2499^2 TLR products (4.5 MB of
+        bases) after a 0.15 s pause took 1.3-7x their steady time, and so did numpy's
+        (medians of 15 pauses: 747, 197, 132, 149, 113 us, then about 100 us).
 
     Returns
     -------
@@ -170,6 +177,7 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int 
     """
     rounds = check_int(rounds, "rounds", minimum=1)
     inner = check_int(inner, "inner", minimum=1)
+    warmup = check_real(warmup, "warmup", minimum=0)
     pause_after = dict(pause_after or {})
     for k, v in pause_after.items():
         if k not in calls:
@@ -182,7 +190,10 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int 
     for _ in range(rounds):
         for k, f in calls.items():
             if paused:
+                t_end = time.perf_counter() + warmup
                 f()
+                while time.perf_counter() < t_end:
+                    f()
             t = time.perf_counter()
             for _ in range(inner):
                 f()
