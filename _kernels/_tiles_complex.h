@@ -111,7 +111,7 @@ WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
  * 1.4-1.9x faster than ws_cscatter's general loop for w = 1 after a block check
  * (TF-IDF 50000 x 20000 with 2.1 M nonzeros, and 200000 x 50000 with 2.2 M,
  * one and two threads; docs/tuning.md, "Transposed SpMV"). For real values the
- * same in-loop check was 0.75-0.87x the block check (which also brings the
+ * same in-loop check was 0.67-0.87x the block check (which also brings the
  * block's indices into L1 before the scatter loads them), so they keep it. */
 #define WS_DEFINE_CSCATTER1(T, I, U)                                              \
 static int ws_cscatter1_##T##_##I(const I *indptr, const I *indices,              \

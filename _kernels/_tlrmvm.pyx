@@ -231,6 +231,58 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             _cn(V + v_off[j] + a * kc, b - a, kc, yv + k0, K, X + c0 + a, n, s)
 
 
+cdef void _product(bint adjoint, const value_t* U, const value_t* V, const int64_t** ptrs,
+                   Py_ssize_t K, const value_t* inp, Py_ssize_t n_in, value_t* outp,
+                   Py_ssize_t n_out, value_t* yv, value_t* yu, Py_ssize_t s, Py_ssize_t n1,
+                   Py_ssize_t n3, int n_threads, int pf) noexcept nogil:
+    if adjoint:
+        _adjoint(U, V, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, inp,
+                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, n_threads)
+    else:
+        _forward(U, V, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, inp,
+                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
+
+
+cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
+                  cnp.ndarray inp, cnp.ndarray outp, cnp.ndarray yv, cnp.ndarray yu,
+                  cnp.ndarray items1, cnp.ndarray items3, int n_threads, int pf):
+    """Both entry points: the checks, the data pointers and the dispatch on the dtype.
+    ``inp`` (s, n_in) and ``outp`` (s, n_out); ``items1``/``items3`` the first and last
+    phase's work items."""
+    cdef int vt = _check_args(U, V, index_arrays, inp, outp, yv, yu, items1, items3)
+    cdef Py_ssize_t s = cnp.PyArray_DIM(inp, 0)
+    cdef Py_ssize_t n_in = cnp.PyArray_DIM(inp, 1), n_out = cnp.PyArray_DIM(outp, 1)
+    cdef Py_ssize_t K = cnp.PyArray_DIM(index_arrays[6], 0)
+    cdef Py_ssize_t n1 = cnp.PyArray_DIM(items1, 0), n3 = cnp.PyArray_DIM(items3, 0)
+    cdef const int64_t* ptrs[9]
+    cdef void* u = cnp.PyArray_DATA(U)
+    cdef void* v = cnp.PyArray_DATA(V)
+    cdef void* x = cnp.PyArray_DATA(inp)
+    cdef void* y = cnp.PyArray_DATA(outp)
+    cdef void* wv = cnp.PyArray_DATA(yv)
+    cdef void* wu = cnp.PyArray_DATA(yu)
+    for q, a in enumerate(index_arrays + (items1, items3)):
+        ptrs[q] = _i64(a)
+    if s == 0:
+        return
+    with nogil:
+        if vt == cnp.NPY_FLOAT32:
+            _product(adjoint, <const float*>u, <const float*>v, ptrs, K, <const float*>x,
+                     n_in, <float*>y, n_out, <float*>wv, <float*>wu, s, n1, n3, n_threads, pf)
+        elif vt == cnp.NPY_FLOAT64:
+            _product(adjoint, <const double*>u, <const double*>v, ptrs, K, <const double*>x,
+                     n_in, <double*>y, n_out, <double*>wv, <double*>wu, s, n1, n3,
+                     n_threads, pf)
+        elif vt == cnp.NPY_COMPLEX64:
+            _product(adjoint, <const float complex*>u, <const float complex*>v, ptrs, K,
+                     <const float complex*>x, n_in, <float complex*>y, n_out,
+                     <float complex*>wv, <float complex*>wu, s, n1, n3, n_threads, pf)
+        else:
+            _product(adjoint, <const double complex*>u, <const double complex*>v, ptrs, K,
+                     <const double complex*>x, n_in, <double complex*>y, n_out,
+                     <double complex*>wv, <double complex*>wu, s, n1, n3, n_threads, pf)
+
+
 def tlr_matmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray col_ptr,
                cnp.ndarray u_off, cnp.ndarray v_off, cnp.ndarray krow_ptr,
                cnp.ndarray kcol_ptr, cnp.ndarray perm, cnp.ndarray X, cnp.ndarray Y,
@@ -247,45 +299,8 @@ def tlr_matmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray co
     were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
     (for bases read from DRAM). Neither the items nor prefetch changes the result.
     """
-    cdef int vt = _check_args(U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr,
-                                     perm), X, Y, yv, yu, col_items, row_items)
-    cdef Py_ssize_t s = cnp.PyArray_DIM(X, 0)
-    cdef Py_ssize_t n = cnp.PyArray_DIM(X, 1), m = cnp.PyArray_DIM(Y, 1)
-    cdef Py_ssize_t K = cnp.PyArray_DIM(perm, 0)
-    cdef Py_ssize_t n1 = cnp.PyArray_DIM(col_items, 0), n3 = cnp.PyArray_DIM(row_items, 0)
-    cdef int pf = 1 if prefetch else 0
-    cdef const int64_t* ptrs[9]
-    cdef void* u = cnp.PyArray_DATA(U)
-    cdef void* v = cnp.PyArray_DATA(V)
-    cdef void* x = cnp.PyArray_DATA(X)
-    cdef void* y = cnp.PyArray_DATA(Y)
-    cdef void* wv = cnp.PyArray_DATA(yv)
-    cdef void* wu = cnp.PyArray_DATA(yu)
-    for q, a in enumerate((row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm,
-                           col_items, row_items)):
-        ptrs[q] = _i64(a)
-    if s == 0:
-        return
-    with nogil:
-        if vt == cnp.NPY_FLOAT32:
-            _forward(<const float*>u, <const float*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
-                     ptrs[4], ptrs[5], ptrs[6], K, <const float*>x, n, <float*>y, m,
-                     <float*>wv, <float*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
-        elif vt == cnp.NPY_FLOAT64:
-            _forward(<const double*>u, <const double*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
-                     ptrs[4], ptrs[5], ptrs[6], K, <const double*>x, n, <double*>y, m,
-                     <double*>wv, <double*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
-        elif vt == cnp.NPY_COMPLEX64:
-            _forward(<const float complex*>u, <const float complex*>v, ptrs[0], ptrs[1],
-                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, <const float complex*>x,
-                     n, <float complex*>y, m, <float complex*>wv, <float complex*>wu, s,
-                     ptrs[7], n1, ptrs[8], n3, n_threads, pf)
-        else:
-            _forward(<const double complex*>u, <const double complex*>v, ptrs[0], ptrs[1],
-                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K,
-                     <const double complex*>x, n, <double complex*>y, m,
-                     <double complex*>wv, <double complex*>wu, s, ptrs[7], n1, ptrs[8], n3,
-                     n_threads, pf)
+    _call(False, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), X, Y,
+          yv, yu, col_items, row_items, n_threads, 1 if prefetch else 0)
 
 
 def tlr_rmatmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray col_ptr,
@@ -300,44 +315,8 @@ def tlr_rmatmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray c
     stop) ranges of the rows of each tile row's phase-1 block (of its kc) and each tile
     column's phase-3 block (of its w), covering them all; they do not change the result.
     """
-    cdef int vt = _check_args(U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr,
-                                     perm), Y, X, yv, yu, row_items, col_items)
-    cdef Py_ssize_t s = cnp.PyArray_DIM(Y, 0)
-    cdef Py_ssize_t m = cnp.PyArray_DIM(Y, 1), n = cnp.PyArray_DIM(X, 1)
-    cdef Py_ssize_t K = cnp.PyArray_DIM(perm, 0)
-    cdef Py_ssize_t n1 = cnp.PyArray_DIM(row_items, 0), n3 = cnp.PyArray_DIM(col_items, 0)
-    cdef const int64_t* ptrs[9]
-    cdef void* u = cnp.PyArray_DATA(U)
-    cdef void* v = cnp.PyArray_DATA(V)
-    cdef void* y = cnp.PyArray_DATA(Y)
-    cdef void* x = cnp.PyArray_DATA(X)
-    cdef void* wv = cnp.PyArray_DATA(yv)
-    cdef void* wu = cnp.PyArray_DATA(yu)
-    for q, a in enumerate((row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm,
-                           row_items, col_items)):
-        ptrs[q] = _i64(a)
-    if s == 0:
-        return
-    with nogil:
-        if vt == cnp.NPY_FLOAT32:
-            _adjoint(<const float*>u, <const float*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
-                     ptrs[4], ptrs[5], ptrs[6], K, <const float*>y, m, <float*>x, n,
-                     <float*>wv, <float*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads)
-        elif vt == cnp.NPY_FLOAT64:
-            _adjoint(<const double*>u, <const double*>v, ptrs[0], ptrs[1], ptrs[2], ptrs[3],
-                     ptrs[4], ptrs[5], ptrs[6], K, <const double*>y, m, <double*>x, n,
-                     <double*>wv, <double*>wu, s, ptrs[7], n1, ptrs[8], n3, n_threads)
-        elif vt == cnp.NPY_COMPLEX64:
-            _adjoint(<const float complex*>u, <const float complex*>v, ptrs[0], ptrs[1],
-                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, <const float complex*>y,
-                     m, <float complex*>x, n, <float complex*>wv, <float complex*>wu, s,
-                     ptrs[7], n1, ptrs[8], n3, n_threads)
-        else:
-            _adjoint(<const double complex*>u, <const double complex*>v, ptrs[0], ptrs[1],
-                     ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K,
-                     <const double complex*>y, m, <double complex*>x, n,
-                     <double complex*>wv, <double complex*>wu, s, ptrs[7], n1, ptrs[8], n3,
-                     n_threads)
+    _call(True, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), Y, X,
+          yv, yu, row_items, col_items, n_threads, 0)
 
 
 @cython.boundscheck(False)
