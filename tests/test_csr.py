@@ -353,3 +353,21 @@ def test_csr_narrows_only_what_fits(monkeypatch, over):
     assert W.indptr.dtype == want and W.indices.dtype == want
     x = np.arange(float(shape[1]))
     assert (W @ x).tobytes() == sparse_matmul(A, x).tobytes()
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_int64_scipy_inputs_are_narrowed_in_every_format(fmt):
+    """int64-indexed scipy inputs of any format give int32 CSR arrays (the CSC path goes
+    through the transpose), and the same products as scipy (both sides)."""
+    A = sp.random(60, 45, density=0.2, format="csr", random_state=7)
+    A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+    S = A.asformat(fmt)
+    if fmt == "csc":
+        S.indices, S.indptr = S.indices.astype(np.int64), S.indptr.astype(np.int64)
+    W = CSR(S)
+    assert W.indptr.dtype == np.int32 and W.indices.dtype == np.int32
+    rng = np.random.default_rng(7)
+    x, X = rng.standard_normal(45), rng.standard_normal((3, 60))
+    np.testing.assert_allclose(W @ x, A @ x, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(X @ W, X @ A, rtol=1e-12, atol=1e-12)
+
