@@ -130,3 +130,30 @@ def test_scatter_chunk_rule():
     for bad in (0, 2, 32):
         with pytest.raises(ValueError, match="itemsize must be 4, 8 or 16"):
             _scatter.scatter_panel_width(bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_column_products_are_the_vector_products(dtype, itype):
+    """A @ X with X of one column runs the SpMV kernel: the bits of A @ X[:, 0], prepared
+    or one-shot, on 1 and 2 threads, also for a strided column (a slice of a wider X,
+    made contiguous first)."""
+    import scipy.sparse as sp
+
+    from wsesparse import CSR, sparse_matmul
+    rng = np.random.default_rng(11)
+    A = sp.random(300, 200, density=0.08, format="csr", random_state=11, dtype=np.float64)
+    A = A.astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        A.data = A.data + 1j * rng.standard_normal(A.nnz)
+    A.indices, A.indptr = A.indices.astype(itype), A.indptr.astype(itype)
+    W = np.asarray(rng.standard_normal((200, 3)) + (1j if np.dtype(dtype).kind == "c" else 0)
+                   * rng.standard_normal((200, 3)), dtype=dtype)
+    x = np.ascontiguousarray(W[:, 0])
+    for S in (A, CSR(A)):
+        for t in (1, 2):
+            ref = sparse_matmul(S, x, n_threads=t)
+            got = sparse_matmul(S, x[:, None], n_threads=t)
+            assert got.shape == (300, 1) and got.tobytes() == ref.tobytes(), (type(S), t)
+            strided = sparse_matmul(S, W[:, :1], n_threads=t, method="sparse")
+            assert strided.tobytes() == ref.tobytes(), (type(S), t)

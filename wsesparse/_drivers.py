@@ -153,6 +153,11 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     """
     n_rows, n_cols = shape
     check_cols = n_cols if bounds is None else 0
+    if X.ndim == 2 and X.shape[1] == 1 and X.flags.c_contiguous and Y.flags.c_contiguous:
+        # One column is a vector in memory (both C-contiguous): the SpMV kernel, so A @ X
+        # gives the bits of A @ X[:, 0], and its speed (the row tiles took (n, 1) products
+        # up to 3x longer; docs/tuning.md, "One column").
+        X, Y = X.reshape(-1), Y.reshape(-1)
     if X.ndim == 1:
         threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows))
         code = _spmm.csr_spmv(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
