@@ -18,6 +18,14 @@ Either way ``W`` is validated and converted to a :class:`wsesparse.CSR` once,
 on the client, and never embedded in the individual tasks. Use
 :func:`scatter_weights` to send it once for many products.
 
+distributed's active memory manager (on by default: its ``ReduceReplicas``
+policy runs every 2 s) drops the extra copies of a key that no waiting task
+needs. Between two computations a worker may therefore lose its copy of ``W``
+and fetch it again from another worker (not from the client) when its next
+block task needs it. To keep one copy on every worker, start the cluster with
+``dask.config.set({"distributed.scheduler.active-memory-manager.start":
+False})``.
+
 Importing this module needs dask (``pip install 'wsesparse[dask]'``); the rest
 of wsesparse never imports dask.
 """
