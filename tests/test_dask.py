@@ -119,8 +119,8 @@ def test_broadcast_stays_without_the_active_memory_manager():
     import time
     with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}), \
             distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                     dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as c:
+                                     dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:  # (":0": the module's cluster holds 8787)
         W = _weights(200, 150, np.float64, density=0.1)
         Wd = wd.scatter_weights(W, client=c)
         Xn = _dense((150, 64), np.float64)
