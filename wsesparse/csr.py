@@ -139,8 +139,8 @@ class CSR(LinearOperator):
         self.indices = conv(indices, dtype=itype)
         self.data = conv(data)
         self.shape = (n_rows, n_cols)
+        nnz = int(self.indptr[-1])
         if check:
-            nnz = int(self.indptr[-1])
             # The check streams the indices once; threads pay off only for big matrices.
             code = _csr_tools.csr_check(self.indptr, self.indices, n_cols,
                                         resolve_n_threads(None, nnz // 16))
@@ -150,11 +150,10 @@ class CSR(LinearOperator):
                 raise ValueError(
                     f"A has a corrupt compressed structure: indptr[-1] = {nnz} but data "
                     f"has only {len(self.data)} entries")
-        if itype is np.int64 and max(n_cols, int(self.indptr[-1])) <= _INT32_MAX:
+        if itype is np.int64 and max(n_cols, nnz) <= _INT32_MAX:
             # Narrowed copies (after the check, so the values fit): every product then
             # reads 4 bytes less per nonzero; SpMV with int64 indices ran 1.15-1.31x
             # slower (docs/tuning.md, "Index width").
-            nnz = int(self.indptr[-1])
             self.indptr = self.indptr.astype(np.int32)
             self.indices = self.indices[:nnz].astype(np.int32)
         self._clear_caches()
