@@ -50,11 +50,12 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
         # One complex column: ws_cscatter1, which checks each index as it goes (cheaper
         # than ws_cscatter's general loop with or without a block check; _tiles_complex.h).
         return _cscatter1(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
-    # Blocks of about CHECK_BLOCK nonzeros, checked or not: one copy of the
-    # scatter loop (a second, inlined for the unchecked case, ran float32
-    # x @ W 1.3-1.6x slower; scratch A/B).
+    # Blocks of about CHECK_BLOCK nonzeros (64 short rows for one column, as
+    # the SpMV's: _tiles_base.h), checked or not: one copy of the scatter loop
+    # (a second, inlined for the unchecked case, ran float32 x @ W 1.3-1.6x
+    # slower; scratch A/B).
     while i < k1:
-        j = _block_end(indptr, i, k1)
+        j = _row_block_end(indptr, i, k1) if T == 1 else _block_end(indptr, i, k1)
         if check_cols and _out_of_range(indices, indptr[i], indptr[j], n_out):
             return 1
         _scatter_rows(indptr, indices, data, U, Z, i, j, T, t0, w)

@@ -52,6 +52,11 @@ KBLOCK_TILE_VECTORS = _KB_NV
 ROW_COST = _ROW_COST
 # Rows from which plain_csr_nnz checks indptr with its n_threads (_csr_check.pxd).
 PARALLEL_INDPTR_ROWS = _PARALLEL_INDPTR_ROWS
+# One-shot products check the column indices of short rows in blocks of CHECK_BLOCK
+# nonzeros (at least one row), one-vector products in blocks of CHECK_ROWS rows where
+# those hold at most CHECK_BLOCK nonzeros (_tiles_base.h).
+CHECK_BLOCK = _CHECK_BLOCK
+CHECK_ROWS = _CHECK_ROWS
 
 
 cdef inline void _row_tile(const index_t* indices, const value_t* data,
@@ -440,7 +445,7 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
             return 0
         # Complex: each block of rows checked just before it is used.
         while i < r1:
-            j = _block_end(indptr, i, r1)
+            j = _row_block_end(indptr, i, r1)
             if _out_of_range(indices, indptr[i], indptr[j], n_cols):
                 return 1
             _complex_dots(indptr, indices, data, x, y, i, j)

@@ -106,20 +106,33 @@ cdef extern from "_axpy_tiles.h" nogil:
 
     # Checked products validate the column indices of this many nonzeros (or
     # of one longer row) just before multiplying them, while they are in cache.
-    enum: CHECK_BLOCK "WS_CHECK_BLOCK"
+    enum: _CHECK_BLOCK "WS_CHECK_BLOCK"
+    enum: _CHECK_ROWS "WS_CHECK_ROWS"
     enum: _TILE_VBYTES "WS_TILE_VBYTES"
     enum: _STREAM_Y "WS_STREAM_Y"
     enum: _KB_NV "WS_KB_NV"
     Py_ssize_t ws_block_end_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t)
     Py_ssize_t ws_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
+    Py_ssize_t ws_row_block_end_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t)
+    Py_ssize_t ws_row_block_end_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t)
 
 
 cdef inline Py_ssize_t _block_end(const index_t* indptr, Py_ssize_t i,
                                   Py_ssize_t r1) noexcept nogil:
     """The end of the block of rows from ``i`` (before ``r1``) holding about
     CHECK_BLOCK nonzeros (at least one row): ``ws_block_end``, the one the
-    SpMV kernels use."""
+    SpMM kernels use."""
     if index_t is int32_t:
         return ws_block_end_int32_t(indptr, i, r1)
     else:
         return ws_block_end_int64_t(indptr, i, r1)
+
+
+cdef inline Py_ssize_t _row_block_end(const index_t* indptr, Py_ssize_t i,
+                                      Py_ssize_t r1) noexcept nogil:
+    """``_block_end`` for one-vector products (SpMV, one-column scatter):
+    ``ws_row_block_end``, blocks of up to 64 short rows (_tiles_base.h)."""
+    if index_t is int32_t:
+        return ws_row_block_end_int32_t(indptr, i, r1)
+    else:
+        return ws_row_block_end_int64_t(indptr, i, r1)

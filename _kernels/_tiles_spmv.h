@@ -18,7 +18,8 @@
  * SpMV 20-25 % at K = 4096, density 0.1 (the pass is memory-bound, the
  * compares in the loop are nearly free). In parts of short rows the compares
  * cost more than the product's few instructions per row save, so there each
- * block of WS_CHECK_BLOCK nonzeros is checked (vectorized) just before use.
+ * block of rows (ws_row_block_end: WS_CHECK_ROWS rows, or about
+ * WS_CHECK_BLOCK nonzeros) is checked (vectorized) just before use.
  *
  * ws_spmv_row[_chk]_<T>_<I>(indices, data, x, p0, p1, lim, bad): the sum
  * over p0 <= p < p1 of data[p] * x[indices[p]] for rows shorter than
@@ -464,7 +465,7 @@ static int ws_spmv_rows##SFX##_##T##_##I(const I *indptr, const I *indices,     
         return ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
     /* Short rows: see WS_SPMV_CHK_LOOP_NNZ_<T>. */                               \
     for (ptrdiff_t i = r0, j; i < r1; i = j) {                                    \
-        j = ws_block_end_##I(indptr, i, r1);                                      \
+        j = ws_row_block_end_##I(indptr, i, r1);                                  \
         if (ws_indices_out_of_range_##I(indices, indptr[i], indptr[j], n_cols))   \
             return 1;                                                             \
         if (vec)                                                                  \

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from kernel_helpers import DTYPES, long_csr, rows_of_every_length, with_a_bad_index, with_duplicates
 from wsesparse import CSR, sparse_matmul
-from wsesparse._kernels import _scatter
+from wsesparse._kernels import _scatter, _spmm
 from wsesparse._kernels._csr_tools import CSR_BAD_INDEX, CSR_OK
 from wsesparse import _thresholds as th
 from wsesparse._drivers import scatter_chunks
@@ -31,6 +31,27 @@ def test_one_shot_scatter_finds_a_bad_index_anywhere(dtype, itype, n_tokens):
         C = sp.csc_array((B.data, B.indices, B.indptr), shape=(50, 300))
         with pytest.raises(ValueError, match=r"A has a corrupt .*not below 50"):
             sparse_matmul(C, X.T)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_shot_vector_scatter_checks_every_row_block(dtype, itype):
+    """x @ W for one vector checks short rows in blocks of CHECK_ROWS rows (as the
+    SpMV does): a bad index on either side of a block edge is a ValueError."""
+    rows = _spmm.CHECK_ROWS
+    n_rows, per_row, n_cols = 4 * rows, 5, 50
+    rng = np.random.default_rng(3)
+    indptr = (np.arange(n_rows + 1) * per_row).astype(itype)
+    indices = rng.integers(0, n_cols, n_rows * per_row).astype(itype)
+    W = sp.csr_array((rng.standard_normal(indices.size).astype(dtype), indices, indptr),
+                     shape=(n_rows, n_cols))
+    x = rng.standard_normal(n_rows).astype(dtype)
+    np.testing.assert_allclose(sparse_matmul(x, W), x @ W, rtol=1e-4)
+    for q in (rows * per_row - 1, rows * per_row, 3 * rows * per_row):
+        B = W.copy()
+        B.indices[q] = n_cols
+        with pytest.raises(ValueError, match=r"B has a corrupt .*not below 50"):
+            sparse_matmul(x, B)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])

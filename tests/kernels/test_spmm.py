@@ -599,23 +599,35 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
 
 
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-def test_checked_spmv_finds_a_bad_index_in_every_block(itype):
-    """Short rows are checked block by block (about WS_CHECK_BLOCK nonzeros, blocks found
-    by galloping from the block's first row): a bad index anywhere is found, at block
-    edges too, and valid input gives the unchecked kernel's bits."""
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype):
+    """Short rows are checked block by block: CHECK_ROWS rows where they hold at most
+    CHECK_BLOCK nonzeros, else about CHECK_BLOCK nonzeros (found by galloping from the
+    block's first row). A bad index anywhere is found, at the edges of both kinds of
+    block too, and valid input gives the unchecked kernel's bits."""
     rng = np.random.default_rng(0)
+    rows_per_block, block_nnz = _spmm.CHECK_ROWS, _spmm.CHECK_BLOCK
     n_rows, per_row, n_cols = 20_000, 5, 3000
-    indptr = (np.arange(n_rows + 1) * per_row).astype(itype)
-    indices = rng.integers(0, n_cols, n_rows * per_row).astype(itype)
-    data = rng.standard_normal(n_rows * per_row)
-    x = rng.standard_normal(n_cols)
-    y0, y1 = np.empty(n_rows), np.empty(n_rows)
+    lengths = np.full(n_rows, per_row)
+    # A run of long rows: CHECK_ROWS of them hold more than CHECK_BLOCK nonzeros.
+    long0 = 10 * rows_per_block
+    lengths[long0:long0 + 3 * rows_per_block] = 2 * block_nnz // rows_per_block + 1
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    nnz = int(indptr[-1])
+    assert nnz / n_rows < 8  # short rows on average: the block checks
+    indices = rng.integers(0, n_cols, nnz).astype(itype)
+    data = rng.standard_normal(nnz).astype(dtype)
+    x = rng.standard_normal(n_cols).astype(dtype)
+    y0, y1 = np.empty(n_rows, dtype), np.empty(n_rows, dtype)
+    row_edges = [int(indptr[k * rows_per_block]) for k in (1, 2, 10, 11)]
+    nnz_edges = [int(indptr[long0]) + k * block_nnz for k in (1, 2)]
+    edges = [q + d for q in row_edges + nnz_edges for d in (-1, 0, 1)]
     for parts, threads in ((1, 1), (8, 2)):
         assert _spmm.csr_spmv(indptr, indices, data, x, y0, parts, threads) == 0
         assert _spmm.csr_spmv(indptr, indices, data, x, y1, parts, threads,
                               check_cols=n_cols) == 0
         assert y0.tobytes() == y1.tobytes()
-        for q in (0, 2047, 2048, 2049, 4095, 50_001, len(indices) - 1):
+        for q in [0, 50_001, nnz - 1] + edges:
             for bad in (n_cols, -1):
                 spoilt = indices.copy()
                 spoilt[q] = bad
