@@ -57,6 +57,11 @@ PARALLEL_INDPTR_ROWS = _PARALLEL_INDPTR_ROWS
 # those hold at most CHECK_BLOCK nonzeros (_tiles_base.h).
 CHECK_BLOCK = _CHECK_BLOCK
 CHECK_ROWS = _CHECK_ROWS
+# SpMV with x over SPMV_FAR_X_BYTES sums rows shorter than SPMV_FAR_VEC_NNZ in one
+# scalar chain (builds without gathers: SPMV_GATHER False; _tiles_spmv.h).
+SPMV_FAR_X_BYTES = _SPMV_FAR_X_BYTES
+SPMV_FAR_VEC_NNZ = _SPMV_FAR_VEC_NNZ
+SPMV_GATHER = bool(_SPMV_GATHER)
 
 
 cdef inline void _row_tile(const index_t* indices, const value_t* data,

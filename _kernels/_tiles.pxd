@@ -108,6 +108,9 @@ cdef extern from "_axpy_tiles.h" nogil:
     # of one longer row) just before multiplying them, while they are in cache.
     enum: _CHECK_BLOCK "WS_CHECK_BLOCK"
     enum: _CHECK_ROWS "WS_CHECK_ROWS"
+    enum: _SPMV_FAR_X_BYTES "WS_SPMV_FAR_X_BYTES"
+    enum: _SPMV_FAR_VEC_NNZ "WS_SPMV_FAR_VEC_NNZ"
+    enum: _SPMV_GATHER "WS_SPMV_GATHER"
     enum: _TILE_VBYTES "WS_TILE_VBYTES"
     enum: _STREAM_Y "WS_STREAM_Y"
     enum: _KB_NV "WS_KB_NV"

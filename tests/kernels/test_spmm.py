@@ -8,6 +8,8 @@ from inside the package fail with an exception instead of reading memory it
 does not own.
 """
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -263,6 +265,42 @@ def test_spmv_wide_x_every_row_length(dtype, one_shot):
                        shape=A.shape)
     got64 = sparse_matmul(A64 if one_shot else CSR(A64), x)
     assert got64.tobytes() == got.tobytes()
+
+
+def _chain(data, x_at, fused: bool) -> float:
+    """One row summed in storage order, each step rounded once (an FMA) or twice."""
+    s = 0.0
+    for a, b in zip(data.tolist(), x_at.tolist()):
+        s = (float(Fraction(a) * Fraction(b) + Fraction(s)) if fused
+             else float(Fraction(float(Fraction(a) * Fraction(b))) + Fraction(s)))
+    return s
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("one_shot", [False, True])
+def test_spmv_far_x_every_row_length(dtype, one_shot):
+    """x over SPMV_FAR_X_BYTES: rows shorter than SPMV_FAR_VEC_NNZ are one scalar chain
+    (builds without gathers), longer ones the vector steps. Every length against
+    scipy; the same bits one-shot and prepared, for int64 indices, on two threads."""
+    n_cols = _spmm.SPMV_FAR_X_BYTES // np.dtype(dtype).itemsize + 1
+    long = _spmm.SPMV_FAR_VEC_NNZ
+    A = rows_of_every_length(long + 10, n_cols, dtype, np.int32, seed=5)
+    x = np.random.default_rng(4).standard_normal(n_cols).astype(dtype)
+    got = sparse_matmul(A if one_shot else CSR(A), x, n_threads=1)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
+                       shape=A.shape)
+    for B in (A, A64):
+        for op in (B, CSR(B)):
+            for threads in (1, 2):
+                assert sparse_matmul(op, x, n_threads=threads).tobytes() == got.tobytes()
+    if dtype == np.float64 and not _spmm.SPMV_GATHER:
+        rows = [(A.data[A.indptr[i]:A.indptr[i + 1]], x[A.indices[A.indptr[i]:A.indptr[i + 1]]])
+                for i in range(long)]
+        # The build sums with FMAs or without (portable builds): one of the two, every row.
+        assert any(all(got[i] == _chain(d, xa, fused) for i, (d, xa) in enumerate(rows))
+                   for fused in (True, False))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
