@@ -41,6 +41,19 @@ def test_bench_cli_runs_the_workflows(capsys):
     out = capsys.readouterr().out
     for name in ("cg", "minres", "eigsh", "lsqr"):
         assert any(line.startswith(name) for line in out.splitlines()), name
+    for label in ("accelerated", "CSR"):
+        assert any(line.startswith(f"{label}: ") and "inside the loop" in line
+                   for line in out.splitlines()), label
+
+
+def test_cg_product_in_loop_times_both_operands_and_restores_scipy():
+    from wsesparse import accelerate
+    rs = wf.cg_product_in_loop(scale=0.01, iterations=5, rounds=2)
+    assert [r.label for r in rs] == ["accelerated", "CSR"]
+    assert all(r.in_loop_s > 0 and r.alone_s > 0 and r.ratio > 0 for r in rs)
+    assert not accelerate.is_enabled()
+    with pytest.raises(ValueError, match="iterations"):
+        wf.cg_product_in_loop(iterations=0)
 
 
 def test_the_timed_blocks_leave_scipy_and_blas_as_they_were():

@@ -257,7 +257,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_workflows(args: argparse.Namespace) -> int:
-    from wsesparse.bench.workflows import format_results, run_workflows
+    from wsesparse.bench.workflows import (cg_product_in_loop, format_loop_products,
+                                           format_results, run_workflows)
     print(f"Workflows, best of {args.rounds} alternating rounds, scale {args.scale}, "
           f"{args.iterations} iterations:")
     print_load_average()
@@ -265,6 +266,9 @@ def _run_workflows(args: argparse.Namespace) -> int:
           "wsesparse.CSR in the same block; 1-BLAS: plain scipy with BLAS on one thread "
           "(nothing routed); speedups over plain scipy")
     print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
+    print(f"cg's product, medians of {args.rounds} x {args.iterations} calls, inside "
+          "accelerated() (BLAS on one thread):")
+    print(format_loop_products(cg_product_in_loop(args.scale, args.iterations, args.rounds)))
     return 0
 
 

@@ -19,6 +19,9 @@ LinearOperator) to the routine inside the same block, where the routine takes on
 (not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to one thread
 (threadpoolctl) and no product routed: the part of the speed-up that the switch's BLAS
 limit alone would give.
+
+:func:`cg_product_in_loop` times cg's product itself: inside the loop (between cg's vector
+operations) and alone (the same product back to back).
 """
 
 from __future__ import annotations
@@ -238,6 +241,78 @@ def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
     if want("logreg"):
         results.extend(_logreg(scale, rounds))
     return results
+
+
+@dataclass
+class LoopProduct:
+    """Median seconds of one product inside cg's loop and of the same product alone."""
+
+    label: str  # "accelerated" (the scipy matrix, routed) or "CSR" (prepared)
+    in_loop_s: float
+    alone_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.in_loop_s / self.alone_s
+
+
+def cg_product_in_loop(scale: float = 1.0, iterations: int = 300,
+                       rounds: int = 2) -> list[LoopProduct]:
+    """How much cg's neighbours slow its product down: per-product medians inside the loop
+    and alone.
+
+    Runs ``cg`` on the Poisson matrix of :func:`run_workflows` (``scale`` as there) inside
+    ``accelerated()``, with a LinearOperator whose ``matvec`` times ``op @ x``: ``op`` the
+    scipy matrix (routed) or its prepared ``CSR``. Then times the same product
+    ``iterations`` times back to back. ``rounds`` alternates loop and alone runs; each
+    median is over all their calls.
+
+    Examples
+    --------
+    >>> rs = cg_product_in_loop(scale=0.02, iterations=5, rounds=1)
+    >>> [r.label for r in rs], all(r.in_loop_s > 0 and r.alone_s > 0 for r in rs)
+    (['accelerated', 'CSR'], True)
+    """
+    from wsesparse import CSR, accelerated
+    scale = check_real(scale, "scale", minimum=0, inclusive=(False, True))
+    iterations = check_int(iterations, "iterations", minimum=1)
+    rounds = check_int(rounds, "rounds", minimum=1)
+    g = max(4, int(1000 * scale))
+    A = poisson_2d(g)
+    b = np.ones(A.shape[0])
+    x = np.random.default_rng(0).standard_normal(A.shape[1])
+    ops = {"accelerated": A, "CSR": CSR(A)}
+    in_loop = {label: [] for label in ops}
+    alone = {label: [] for label in ops}
+    with accelerated():
+        for _ in range(rounds):
+            for label, op in ops.items():
+                times = in_loop[label]
+
+                def matvec(v, op=op, times=times):
+                    t0 = time.perf_counter()
+                    y = op @ v
+                    times.append(time.perf_counter() - t0)
+                    return y
+
+                sla.cg(sla.LinearOperator(A.shape, matvec=matvec, dtype=A.dtype), b,
+                       rtol=1e-30, maxiter=iterations)
+                for _ in range(iterations):
+                    alone[label].append(_timed(lambda: op @ x)[0])
+    return [LoopProduct(label, float(np.median(in_loop[label])),
+                        float(np.median(alone[label]))) for label in ops]
+
+
+def format_loop_products(results: list[LoopProduct]) -> str:
+    """One line per operand: the product's median inside cg's loop and alone, in ms.
+
+    Examples
+    --------
+    >>> print(format_loop_products([LoopProduct("CSR", 0.0023, 0.002)]))
+    CSR: 2.30 ms inside the loop, 2.00 ms alone (1.15x)
+    """
+    return "\n".join(f"{r.label}: {r.in_loop_s * 1e3:.2f} ms inside the loop, "
+                     f"{r.alone_s * 1e3:.2f} ms alone ({r.ratio:.2f}x)" for r in results)
 
 
 def _eigsh(op, v0):
