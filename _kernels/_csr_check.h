@@ -32,10 +32,14 @@ static inline U ws_col_limit_##I(ptrdiff_t n_cols)                              
 static int ws_indices_out_of_range_##I(const I *indices, ptrdiff_t p0,            \
                                        ptrdiff_t p1, ptrdiff_t n_cols)            \
 {                                                                                 \
+    /* The largest index (unsigned) against lim once: one vector max per step, */ \
+    /* where a compare per step took three instructions (one-shot SpMV and     */ \
+    /* scatter 0.95-1.00x the time; docs/tuning.md, "Checks"). */                 \
     const U lim = ws_col_limit_##I(n_cols);                                       \
-    int bad = 0;                                                                  \
-    for (ptrdiff_t p = p0; p < p1; ++p) bad |= (U)indices[p] >= lim;              \
-    return bad;                                                                   \
+    U top = 0;                                                                    \
+    for (ptrdiff_t p = p0; p < p1; ++p)                                           \
+        top = (U)indices[p] > top ? (U)indices[p] : top;                          \
+    return p1 > p0 && top >= lim;                                                 \
 }
 
 WS_DEFINE_CHECKS(int32_t, uint32_t, INT32_MAX)
