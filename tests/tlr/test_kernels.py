@@ -171,16 +171,16 @@ def test_rows_longer_than_the_streaming_buffer(dtype):
 
 
 def test_prefetch_rule(monkeypatch):
-    """The forward product prefetches bases larger than half the L3, or when the L3 size is
-    unknown (0)."""
+    """The forward product prefetches bases larger than one core's L2, or when the L2 size
+    is unknown (0)."""
     import dataclasses
 
     from wsesparse import _hardware
     hw = _hardware.current()
-    monkeypatch.setattr(_hardware, "current", lambda: dataclasses.replace(hw, l3_bytes=32 << 20))
-    assert not tlr_matrix._prefetch_bases(16 << 20)
-    assert tlr_matrix._prefetch_bases((16 << 20) + 1)
-    monkeypatch.setattr(_hardware, "current", lambda: dataclasses.replace(hw, l3_bytes=0))
+    monkeypatch.setattr(_hardware, "current", lambda: dataclasses.replace(hw, l2_bytes=1 << 20))
+    assert not tlr_matrix._prefetch_bases(1 << 20)
+    assert tlr_matrix._prefetch_bases((1 << 20) + 1)
+    monkeypatch.setattr(_hardware, "current", lambda: dataclasses.replace(hw, l2_bytes=0))
     assert tlr_matrix._prefetch_bases(1)
 
 

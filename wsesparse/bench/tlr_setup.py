@@ -138,7 +138,7 @@ def relative_difference(a: np.ndarray, b: np.ndarray) -> float:
 
 def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int = 1,
                 pause_after: dict[str, float] | None = None,
-                warmup: float = 0.002) -> dict[str, tuple[float, float]]:
+                warmup: float = 0.02) -> dict[str, tuple[float, float]]:
     """Time several calls in rounds: one warm-up each, then every call in turn per round.
 
     Parameters
@@ -161,7 +161,12 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int 
         Seconds of untimed calls after a pause (nonnegative). One call was not enough: on
         the 2-core development VM the first four or five 2499^2 TLR products (4.5 MB of
         bases) after a 0.15 s pause took 1.3-7x their steady time, and so did numpy's
-        (medians of 15 pauses: 747, 197, 132, 149, 113 us, then about 100 us).
+        (medians of 15 pauses: 747, 197, 132, 149, 113 us, then about 100 us). Nor were
+        2 ms: the next 10 two-thread products still took 103-120 us each (one thread's
+        time), against 64 us without the pause or after 20 ms of calls; after a sleep
+        Linux ran both of the team's threads on one core for some milliseconds. With
+        20 ms the cache-resident comparison read 60/63 us (best/median) for ``T @ x``
+        and 111/118 us for numpy, against 110/120 and 137/148 us with 2 ms.
 
     Returns
     -------

@@ -27,11 +27,11 @@ __all__ = ["TLRMatrix"]
 
 
 def _prefetch_bases(nbytes: int) -> bool:
-    """Whether the forward kernel prefetches bases of ``nbytes``: where they exceed half the
-    L3 (or the L3 is unknown) they come from DRAM and the prefetch pays; from L3 it cost
-    5-15 % (docs/tuning.md, "TLR tiles")."""
-    l3 = _hardware.current().l3_bytes
-    return l3 <= 0 or nbytes > l3 // 2
+    """Whether the forward kernel prefetches bases of ``nbytes``: where they exceed one
+    core's L2 (or the L2 size is unknown) they come from L3 or DRAM, and the prefetch pays
+    from both; within L2 it gains nothing (docs/tuning.md, "TLR tiles")."""
+    l2 = _hardware.current().l2_bytes
+    return l2 <= 0 or nbytes > l2
 
 
 class TLRMatrix:
