@@ -69,9 +69,11 @@ cdef extern from "_tiles_tlr.h" nogil:
                   const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
                   int pf)
     void tlr_cn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
+                  int pf)
     void tlr_cn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx)
+                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
+                  int pf)
 
 
 cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
@@ -93,18 +95,18 @@ cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ss
 
 cdef inline void _cn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
                      const value_t* a, Py_ssize_t lda, value_t* out, Py_ssize_t ldo,
-                     Py_ssize_t s) noexcept nogil:
+                     Py_ssize_t s, int pf) noexcept nogil:
     # out[c, r] = sum_l conj(B[r, l]) * a[c, l] (dot products over the rows of B)
     if value_t is float:
-        tlr_cn_f(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+        tlr_cn_f(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0, pf)
     elif value_t is double:
-        tlr_cn_d(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0)
+        tlr_cn_d(B, nrows, ncols, ncols, a, lda, out, ldo, s, 0, pf)
     elif sizeof(value_t) == 8:  # float complex
         tlr_cn_f(<const float*>B, nrows, ncols, ncols, <const float*>a, lda, <float*>out,
-                 ldo, s, 1)
+                 ldo, s, 1, pf)
     else:
         tlr_cn_d(<const double*>B, nrows, ncols, ncols, <const double*>a, lda, <double*>out,
-                 ldo, s, 1)
+                 ldo, s, 1, pf)
 
 
 cdef int _need(cnp.ndarray a, int typenum, int ndim, bint out, str name) except -1:
@@ -198,7 +200,7 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    value_t* yv, value_t* yu, Py_ssize_t s,
                    const int64_t* row_items, Py_ssize_t n_row_items,
                    const int64_t* col_items, Py_ssize_t n_col_items,
-                   int n_threads) noexcept nogil:
+                   int n_threads, int pf) noexcept nogil:
     """X = A^H Y (see tlr_rmatmat), on the arrays' data: Y (s, m), X (s, n), yv/yu (s, K)."""
     cdef Py_ssize_t q, a, b, i, j, c, p, c0, k0, kc, r0, h
     with parallel(num_threads=n_threads):  # (one team, as in _forward)
@@ -211,7 +213,7 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             r0 = row_ptr[i]
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
-            _cn(U + u_off[i] + a * h, b - a, h, Y + r0, m, yu + k0 + a, K, s)
+            _cn(U + u_off[i] + a * h, b - a, h, Y + r0, m, yu + k0 + a, K, s, pf)
         wsesparse_barrier()
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
         for p in prange(K, schedule="static"):
@@ -228,7 +230,7 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
             # (kc == 0: dot products of length 0, the kernel writes zeros)
-            _cn(V + v_off[j] + a * kc, b - a, kc, yv + k0, K, X + c0 + a, n, s)
+            _cn(V + v_off[j] + a * kc, b - a, kc, yv + k0, K, X + c0 + a, n, s, pf)
 
 
 cdef void _product(bint adjoint, const value_t* U, const value_t* V, const int64_t** ptrs,
@@ -237,7 +239,7 @@ cdef void _product(bint adjoint, const value_t* U, const value_t* V, const int64
                    Py_ssize_t n3, int n_threads, int pf) noexcept nogil:
     if adjoint:
         _adjoint(U, V, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, inp,
-                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, n_threads)
+                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
     else:
         _forward(U, V, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, inp,
                  n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
@@ -307,16 +309,17 @@ def tlr_rmatmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray c
                 cnp.ndarray u_off, cnp.ndarray v_off, cnp.ndarray krow_ptr,
                 cnp.ndarray kcol_ptr, cnp.ndarray perm, cnp.ndarray Y, cnp.ndarray X,
                 cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray row_items, cnp.ndarray col_items,
-                int n_threads):
+                int n_threads, bint prefetch=True):
     """X = A^H Y for s right-hand sides, reading the same bases in the same order.
 
     Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays; the other
     arrays and the checks as in ``tlr_matmat``. row_items / col_items: (tile, start,
     stop) ranges of the rows of each tile row's phase-1 block (of its kc) and each tile
     column's phase-3 block (of its w), covering them all; they do not change the result.
+    prefetch (one right-hand side): as in ``tlr_matmat``; it does not change the result.
     """
     _call(True, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), Y, X,
-          yv, yu, row_items, col_items, n_threads, 0)
+          yv, yu, row_items, col_items, n_threads, 1 if prefetch else 0)
 
 
 @cython.boundscheck(False)

@@ -26,8 +26,8 @@ def lowrank_plus_noise(rng, m, n, r, noise, dtype):
 
 def kernel_product(T, X, adjoint=False, items=None, prefetch=True, n_threads=2):
     """``T @ X`` (or ``T.H @ X``) through ``_tlrmvm.tlr_matmat``/``tlr_rmatmat`` themselves,
-    with the work items (default: ``T._items(n_threads, adjoint)``) and, forward, the prefetch
-    switch given."""
+    with the work items (default: ``T._items(n_threads, adjoint)``) and the prefetch switch
+    given."""
     from wsesparse._kernels import _tlrmvm
 
     U, V = T._bases(T.dtype)
@@ -38,8 +38,5 @@ def kernel_product(T, X, adjoint=False, items=None, prefetch=True, n_threads=2):
     items = T._items(n_threads, adjoint) if items is None else items
     args = (U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr, T.perm, XT,
             out, yv, yu, *items, n_threads)
-    if adjoint:
-        _tlrmvm.tlr_rmatmat(*args)
-    else:
-        _tlrmvm.tlr_matmat(*args, prefetch)
+    (_tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat)(*args, prefetch)
     return out.T

@@ -143,6 +143,11 @@ def test_prefetch_does_not_change_the_bits(case, s):
     on, off = kernel_product(T, X, prefetch=True), kernel_product(T, X, prefetch=False)
     assert on.tobytes() == off.tobytes()
     assert np.array_equal(on, T @ X)
+    Y = _rand(np.random.default_rng(7), (T.shape[0], s), dtype)
+    on = kernel_product(T, Y, adjoint=True, prefetch=True)
+    off = kernel_product(T, Y, adjoint=True, prefetch=False)
+    assert on.tobytes() == off.tobytes()
+    assert np.array_equal(on, T.H @ Y)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -171,8 +176,8 @@ def test_rows_longer_than_the_streaming_buffer(dtype):
 
 
 def test_prefetch_rule(monkeypatch):
-    """The forward product prefetches bases larger than one core's L2, or when the L2 size
-    is unknown (0)."""
+    """The products (forward and adjoint) prefetch bases larger than one core's L2, or when
+    the L2 size is unknown (0)."""
     import dataclasses
 
     from wsesparse import _hardware

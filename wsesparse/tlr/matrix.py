@@ -27,7 +27,7 @@ __all__ = ["TLRMatrix"]
 
 
 def _prefetch_bases(nbytes: int) -> bool:
-    """Whether the forward kernel prefetches bases of ``nbytes``: where they exceed one
+    """Whether the kernels (forward and adjoint) prefetch bases of ``nbytes``: where they exceed one
     core's L2 (or the L2 size is unknown) they come from L3 or DRAM, and the prefetch pays
     from both; within L2 it gains nothing (docs/tuning.md, "TLR tiles")."""
     l2 = _hardware.current().l2_bytes
@@ -427,7 +427,7 @@ class TLRMatrix:
         if adjoint:
             _tlrmvm.tlr_rmatmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
                                 self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu,
-                                first, second, nt)
+                                first, second, nt, _prefetch_bases(U.nbytes + V.nbytes))
         else:
             _tlrmvm.tlr_matmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
                                self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu,
