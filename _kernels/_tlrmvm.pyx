@@ -69,11 +69,11 @@ cdef extern from "_tiles_tlr.h" nogil:
                   const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
                   int pf)
     void tlr_cn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
-                  int pf)
+                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s,
+                  int cx, int pf)
     void tlr_cn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
-                  int pf)
+                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s,
+                  int cx, int pf)
 
 
 cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
