@@ -430,8 +430,10 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
     }                                                                             \
     return bad;                                                                   \
 }
-/* ws_spmv_srow_<T>_<I>: one scalar FMA chain in storage order, any length
- * (the short-row loop of ws_spmv_row). When x is larger than
+/* ws_spmv_srow[_chk]_<T>_<I>: one scalar FMA chain in storage order, any length
+ * (the same loop as ws_spmv_row's short rows; ws_spmv_row calling it instead
+ * gave the same bytes but one-shot float32 Poisson SpMV 1.09-1.10x slower in two
+ * A/B runs, so the loop is written twice). When x is larger than
  * WS_SPMV_FAR_X_BYTES (and the build does not gather), rows shorter than
  * WS_SPMV_FAR_VEC_NNZ take it instead of the vector steps: most x loads then
  * miss L2, and the fewer instructions per nonzero keep more rows' loads in
