@@ -30,6 +30,8 @@ def is_cupy(x) -> bool:
     >>> is_cupy(np.ones(3)), is_cupy(type("ndarray", (), {"__module__": "cupy"})())
     (False, True)
     """
+    if getattr(type(x), "_on_gpu", False):     # wsesparse.gpu.DeviceCSR
+        return True
     module = getattr(type(x), "__module__", None)
     return isinstance(module, str) and module.partition(".")[0] in _ROOTS
 
@@ -61,9 +63,15 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
     At least one operand must be a ``cupyx.scipy.sparse`` matrix and the other a
     ``cupyx.scipy.sparse`` matrix or a 1-D/2-D ``cupy.ndarray``; host (numpy/scipy) operands
     are not moved implicitly. The result dtype is the CPU path's (scipy's promotion rule) and
-    must be float32, float64, complex64 or complex128 (cuSPARSE's types). ``out`` must be a
-    ``cupy.ndarray`` of the product's exact shape and dtype. ``method="dense"`` densifies the
-    sparse operand (cuBLAS); ``n_threads`` is validated and has no effect on the device.
+    must be float32, float64, complex64 or complex128. ``out`` must be a ``cupy.ndarray`` of
+    the product's exact shape and dtype (any strides).
+
+    Sparse @ dense and dense @ sparse run our kernel (``wsesparse.gpu``; the structure is
+    checked on every call, as on the CPU: wrap a matrix used many times in
+    :class:`wsesparse.gpu.DeviceCSR` to check it once and keep its transpose), or densify the
+    sparse operand for cuBLAS where the estimate of ``wsesparse/gpu/_machine.py`` says that
+    is faster (``method="auto"``); ``method="sparse"`` / ``"dense"`` force one.
+    Sparse @ sparse is cupyx's (cuSPARSE). ``n_threads`` is validated and has no effect.
     """
     if method not in ("auto", "sparse", "dense"):
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
@@ -72,7 +80,9 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
     if A is None or B is None:
         raise TypeError(f"operands must not be None (A: {describe(A)}, B: {describe(B)})")
     cupy, csp = _modules()
-    a_sparse, b_sparse = csp.issparse(A), csp.issparse(B)
+    from wsesparse.gpu.csr import DeviceCSR
+    a_sparse = csp.issparse(A) or isinstance(A, DeviceCSR)
+    b_sparse = csp.issparse(B) or isinstance(B, DeviceCSR)
     for name, x, sparse in (("A", A, a_sparse), ("B", B, b_sparse)):
         if not sparse and not isinstance(x, cupy.ndarray):
             raise TypeError(
@@ -87,6 +97,8 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
     if a_sparse and b_sparse:
         if out is not None:
             raise ValueError("out is only supported for dense results; sparse @ sparse is sparse")
+        if isinstance(A, DeviceCSR) or isinstance(B, DeviceCSR):
+            raise TypeError("sparse @ sparse takes cupyx.scipy.sparse matrices, not DeviceCSR")
         if A.shape[-1] != B.shape[0]:
             raise ValueError(f"inner dimensions differ: A is {describe(A)}, B is {describe(B)}")
         return A @ B
@@ -100,7 +112,7 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
     dtype = result_dtype(S.dtype, D.dtype)
     if dtype not in KERNEL_DTYPES:
         raise TypeError(f"on the GPU the product must be float32, float64, complex64 or "
-                        f"complex128 (cuSPARSE); A {describe(A)} @ B {describe(B)} gives {dtype}")
+                        f"complex128; A {describe(A)} @ B {describe(B)} gives {dtype}")
     if out is not None:
         if not isinstance(out, cupy.ndarray):
             raise TypeError(f"out must be a cupy.ndarray for CuPy operands, got {describe(out)}")
@@ -110,20 +122,10 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
         if out.dtype != dtype:
             raise ValueError(f"out has dtype {out.dtype}, but the product has dtype {dtype}")
 
-    S = S if S.dtype == dtype else S.astype(dtype)
-    D = D if D.dtype == dtype else D.astype(dtype)
-    if method == "dense":
-        Sd = S.toarray()
-        result = D @ Sd if transpose else Sd @ D
-    elif transpose:
-        # D @ S = (S.T @ D.T).T; .T of a cupyx matrix is the plain (not conjugate) transpose.
-        result = S.T @ D if D.ndim == 1 else (S.T @ D.T).T
-    else:
-        result = S @ D
-    if out is not None:
-        out[...] = result
-        return out
-    return result
+    from wsesparse.gpu.csr import product
+    if not isinstance(S, DeviceCSR):   # checked by the product kernel (or before a transpose)
+        S = DeviceCSR.unchecked(S, name="B" if transpose else "A")
+    return product(S, D, transpose, out=out, method=method)
 
 
 class TLRDevice:

@@ -100,6 +100,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-grid", type=_grid, default=(49, 51), metavar="NXxNY",
                    help="--tlr: grid of the cache-resident operator timed against numpy "
                         "(49x51: 2499 x 2499; 'none' skips it)")
+    p.add_argument("--gpu", action="store_true",
+                   help="time the GPU kernels (cupy) against cuSPARSE and cuBLAS, and TLR-MVM "
+                        "on the device (see wsesparse/bench/gpu.py)")
+    p.add_argument("--gpu-size", type=int, default=16384, help="--gpu: M = K")
+    p.add_argument("--gpu-densities", type=_floats, default=[0.001, 0.01, 0.05, 0.1, 0.3])
+    p.add_argument("--gpu-skip-grid", action="store_true", help="--gpu: only the TLR table")
+    p.add_argument("--gpu-skip-tlr", action="store_true", help="--gpu: only the sparse grid")
+    p.add_argument("--json", metavar="FILE", help="--gpu: also write the results as JSON")
     add_progress_argument(p)
 
 
@@ -195,6 +203,9 @@ def run(args: argparse.Namespace) -> int:
         return _run_workflows(args)
     if getattr(args, "tlr", False):
         return _run_tlr(args)
+    if getattr(args, "gpu", False):
+        from wsesparse.bench.gpu import run_gpu
+        return run_gpu(args)
     mods, missing = load_peers(args.threads)
     import numpy as np
     import wsesparse as wse

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Build wsesparse in place, run the gpu-marked tests and `wsesparse bench --gpu` on a CUDA
+# machine, in one go (a lent GPU's time is short). Logs and JSON under $OUT (default gpu-out).
+#   TESTS=0 / BENCH=0 skip a part; BENCH_ARGS adds options to the bench (e.g. --gpu-skip-tlr).
+set -u
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm \
+    --format=csv > "$OUT/nvidia-smi.txt" 2>&1
+cat "$OUT/nvidia-smi.txt"
+start=$(date +%s)
+if ! python3 setup.py build_ext --inplace -j 16 > "$OUT/build.log" 2>&1; then
+    tail -30 "$OUT/build.log"
+    exit 1
+fi
+echo "built in $(( $(date +%s) - start )) s"
+if [ "${TESTS:-1}" != 0 ]; then
+    timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu \
+        > "$OUT/tests.log" 2>&1
+    echo "tests rc $? after $(( $(date +%s) - start )) s"
+    grep -E "passed|failed|error" "$OUT/tests.log" | tail -3
+    grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -30
+fi
+if [ "${BENCH:-1}" != 0 ]; then
+    timeout "${BENCH_TIMEOUT:-300}" python3 -m wsesparse bench --gpu --json "$OUT/bench.json" \
+        ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+    echo "bench rc $? after $(( $(date +%s) - start )) s"
+    cat "$OUT/bench.log"
+fi

@@ -1,0 +1,278 @@
+"""The GPU kernels on a real device (``gpu``-marked; skipped without cupy and a CUDA device).
+
+Every kernel and dtype against scipy/numpy on random and adversarial structures, bad input,
+and run-to-run bitwise equality. The host side of the same code runs without a GPU in
+tests/gpu/test_host.py.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from wsesparse import TLRBatch, TLRMatrix, sparse_matmul
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = ["float32", "float64", "complex64", "complex128"]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no CUDA device")
+    except Exception as exc:  # CUDA runtime without a driver/device
+        pytest.skip(f"no CUDA device: {exc}")
+    return cupy
+
+
+def _tol(dtype):
+    return 2e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+
+
+def _random(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _matrix(rng, m, k, density, dtype, kind="random"):
+    W = sp.random(m, k, density=density, format="csr", random_state=rng).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        W = W + 1j * W
+    W = sp.csr_matrix(W)
+    if kind == "long_rows":         # a few dense rows among empty ones
+        D = np.zeros((m, k), dtype=dtype)
+        D[::max(m // 3, 1)] = _random(rng, (len(range(0, m, max(m // 3, 1))), k), dtype)
+        W = sp.csr_matrix(D)
+    elif kind == "unsorted_duplicates":
+        coo = W.tocoo()
+        order = rng.permutation(coo.nnz)
+        r = np.concatenate([coo.row[order], coo.row[:5]])
+        c = np.concatenate([coo.col[order], coo.col[:5]])
+        v = np.concatenate([coo.data[order], coo.data[:5]])
+        # csr from unsorted triplets without summing: build indptr by a stable sort on rows
+        o = np.argsort(r, kind="stable")
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=m))])
+        W = sp.csr_matrix((v[o], c[o], indptr), shape=(m, k))
+        assert not W.has_sorted_indices or W.nnz > 0
+    return W
+
+
+def _check(Y, ref, dtype):
+    Y = Y.get()
+    assert Y.dtype == ref.dtype, (Y.dtype, ref.dtype)
+    scale = max(np.abs(ref).max(initial=0), 1)
+    np.testing.assert_allclose(Y, ref, rtol=_tol(dtype), atol=_tol(dtype) * scale)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index", ["int32", "int64"])
+@pytest.mark.parametrize("n", [1, 3, 8, 33, 256])
+@pytest.mark.parametrize("kind", ["random", "long_rows", "unsorted_duplicates"])
+def test_csr_dense_matches_scipy(cp, rng, dtype, index, n, kind):
+    from wsesparse.gpu import DeviceCSR
+    W = _matrix(rng, 301, 203, 0.05, dtype, kind)
+    S = DeviceCSR((cp.asarray(W.data), cp.asarray(W.indices.astype(index)),
+                   cp.asarray(W.indptr.astype(index))), shape=W.shape)
+    X = _random(rng, (203, n), dtype)
+    _check(sparse_matmul(S, cp.asarray(X), method="sparse"), W @ X, dtype)
+    _check(S @ cp.asarray(X[:, 0]), W @ X[:, 0], dtype)                   # SpMV
+    Z = _random(rng, (n, 301), dtype)
+    _check(sparse_matmul(cp.asarray(Z), S, method="sparse"), Z @ W, dtype)  # dense @ CSR
+    _check(cp.asarray(Z[0]) @ S, Z[0] @ W, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layouts_and_out(cp, rng, dtype):
+    W = _matrix(rng, 120, 90, 0.1, dtype)
+    import cupyx.scipy.sparse as csp
+    S = csp.csr_matrix(W)
+    X = _random(rng, (90, 24), dtype)
+    wide = np.zeros((90, 48), dtype=dtype)
+    wide[:, ::2] = X
+    for Xd in (cp.asarray(X), cp.asfortranarray(cp.asarray(X)),
+               cp.asarray(wide)[:, ::2],                                    # strided columns
+               cp.asarray(np.concatenate([X[:, :1], X], axis=1))[:, 1:]):   # unaligned rows
+        _check(sparse_matmul(S, Xd, method="sparse"), W @ X, dtype)
+    out = cp.full((120, 48), np.nan, dtype=dtype)[:, ::2]                   # strided out
+    r = sparse_matmul(S, cp.asarray(X), out=out, method="sparse")
+    assert r is out
+    _check(out, W @ X, dtype)
+    outT = cp.full((24, 120), np.nan, dtype=dtype)
+    sparse_matmul(cp.asarray(X.T.copy()), S.T.tocsr(), out=outT, method="sparse")
+    _check(outT, X.T @ W.T, dtype)
+    for fmt in ("csc", "coo"):
+        _check(sparse_matmul(getattr(csp, f"{fmt}_matrix")(W), cp.asarray(X)), W @ X, dtype)
+
+
+def test_degenerate_shapes(cp, rng):
+    import cupyx.scipy.sparse as csp
+    from wsesparse.gpu import DeviceCSR
+    for m, k, n in ((0, 5, 3), (5, 0, 3), (5, 4, 0), (1, 1, 1)):
+        W = sp.random(m, k, density=0.5, format="csr", random_state=rng)
+        X = rng.standard_normal((k, n))
+        S = DeviceCSR(W)
+        Y = sparse_matmul(S, cp.asarray(X), method="sparse")
+        assert Y.shape == (m, n)
+        _check(Y, W @ X, "float64")
+    Z = sparse_matmul(csp.csr_matrix((7, 9), dtype=np.float32), cp.ones((9, 4), np.float32))
+    assert float(abs(Z).max()) == 0.0 and Z.shape == (7, 4)
+
+
+def test_promotion_and_method_dense(cp, rng):
+    import cupyx.scipy.sparse as csp
+    W = _matrix(rng, 100, 80, 0.1, "float32")
+    x = rng.standard_normal(80)
+    y = sparse_matmul(csp.csr_matrix(W), cp.asarray(x))
+    assert y.dtype == np.float64
+    _check(y, W @ x, "float64")
+    X = rng.standard_normal((80, 16)).astype(np.complex64)
+    _check(sparse_matmul(csp.csr_matrix(W), cp.asarray(X), method="dense"), W @ X, "complex64")
+    Wd = _matrix(rng, 60, 50, 0.1, "float64", "unsorted_duplicates")
+    Xd = rng.standard_normal((50, 8))
+    _check(sparse_matmul(csp.csr_matrix(Wd), cp.asarray(Xd), method="dense"), Wd @ Xd,
+           "float64")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dense_method_and_kept_copy(cp, rng, dtype):
+    from wsesparse.gpu import DeviceCSR
+    W = _matrix(rng, 200, 150, 0.2, dtype, "unsorted_duplicates")
+    X = _random(rng, (150, 40), dtype)
+    for keep in (True, False):
+        S = DeviceCSR(W, keep_dense=keep)
+        dense = S.toarray()
+        assert np.array_equal(dense.get(), S.toarray().get())         # fixed order
+        np.testing.assert_allclose(dense.get(), W.toarray(), rtol=_tol(dtype))
+        for _ in range(2):
+            _check(sparse_matmul(S, cp.asarray(X), method="dense"), W @ X, dtype)
+        assert bool(S._dense) == keep
+        Z = _random(rng, (7, 200), dtype)
+        _check(sparse_matmul(cp.asarray(Z), S, method="dense"), Z @ W, dtype)
+
+
+def test_one_shot_checks_in_the_kernel(cp, rng):
+    import cupyx.scipy.sparse as csp
+    W = _matrix(rng, 64, 48, 0.2, "float32")
+    for n in (1, 8, 100):
+        S = csp.csr_matrix(W)
+        S.indices[5] = 48
+        with pytest.raises(ValueError, match="not below 48"):
+            sparse_matmul(S, cp.ones((48, n), np.float32) if n > 1 else cp.ones(48, np.float32))
+        S = csp.csr_matrix(W)
+        S.indptr[3] = S.indptr[4] + 1
+        with pytest.raises(ValueError, match="indptr decreases"):
+            sparse_matmul(S, cp.ones((48, n), np.float32), method="sparse")
+        with pytest.raises(ValueError, match="indptr decreases"):
+            sparse_matmul(cp.ones((n, 64), np.float32), S)       # transposed: checked first
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bitwise_reproducible(cp, rng, dtype):
+    from wsesparse.gpu import DeviceCSR
+    W = _matrix(rng, 3000, 2000, 0.02, dtype)
+    S = DeviceCSR(W)
+    for n in (1, 8, 256):
+        X = cp.asarray(_random(rng, (2000, n), dtype))
+        first = (S @ X).get()
+        for _ in range(5):
+            assert np.array_equal((S @ X).get(), first)
+        Z = cp.asarray(_random(rng, (n, 3000), dtype))
+        z0 = (Z @ S).get()
+        assert np.array_equal((Z @ S).get(), z0)
+
+
+def test_bad_structure_is_rejected(cp, rng):
+    from wsesparse.gpu import DeviceCSR
+    W = _matrix(rng, 50, 40, 0.2, "float64")
+    X = cp.ones((40, 3))
+
+    def make(indptr=None, indices=None):
+        ip = cp.asarray(W.indptr if indptr is None else indptr)
+        ix = cp.asarray(W.indices if indices is None else indices)
+        return DeviceCSR((cp.asarray(W.data), ix, ip), shape=W.shape)
+
+    bad_idx = W.indices.copy()
+    bad_idx[7] = 40
+    with pytest.raises(ValueError, match="a stored index is negative or not below 40"):
+        make(indices=bad_idx)
+    neg = W.indices.copy()
+    neg[-1] = -1
+    with pytest.raises(ValueError, match="negative"):
+        make(indices=neg)
+    ip = W.indptr.copy()
+    ip[10], ip[11] = ip[11], ip[10] - 1
+    with pytest.raises(ValueError, match="indptr decreases"):
+        make(indptr=ip)
+    ip = W.indptr.copy()
+    ip[-1] += 5
+    with pytest.raises(ValueError, match="exceeds the number of stored indices"):
+        make(indptr=ip)
+    ip = W.indptr.copy()
+    ip[0] = 1
+    with pytest.raises(ValueError, match=r"indptr\[0\] is not 0"):
+        make(indptr=ip)
+    import cupyx.scipy.sparse as csp
+    S = csp.csr_matrix(W)
+    S.indices[3] = 99
+    with pytest.raises(ValueError, match="A has a corrupt compressed structure"):
+        sparse_matmul(S, X)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        sparse_matmul(make(), cp.ones((41, 3)))
+
+
+# ------------------------------------------------------------------------------------- TLR
+def _tlr(rng, dtype, m=70, n=50, nb=20):
+    A = rng.standard_normal((m, n)) @ np.diag(np.exp(-np.arange(n) / 3)) \
+        @ rng.standard_normal((n, n))
+    A[:nb, nb:] = 0
+    if np.dtype(dtype).kind == "c":
+        A = A + 0.5j * A[::-1]
+    return TLRMatrix.from_dense(A.astype(dtype), nb=nb, tol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("s", [None, 1, 3, 16, 21])
+def test_tlr_forward_adjoint(cp, rng, dtype, s):
+    from wsesparse.gpu import DeviceTLR
+    T = _tlr(rng, dtype)
+    D = DeviceTLR(T)
+    x = _random(rng, (50,) if s is None else (50, s), dtype)
+    y = _random(rng, (70,) if s is None else (70, s), dtype)
+    _check(D @ cp.asarray(x), T @ x, dtype)
+    _check(D.H @ cp.asarray(y), T.rmatvec(y), dtype)
+    a, b = (D @ cp.asarray(x)).get(), (D.H @ cp.asarray(y)).get()
+    assert np.array_equal((D @ cp.asarray(x)).get(), a)
+    assert np.array_equal((D.H @ cp.asarray(y)).get(), b)
+
+
+def test_tlr_real_matrix_complex_vector_and_batch(cp, rng):
+    from wsesparse.gpu import DeviceTLR
+    T = _tlr(rng, "float32")
+    xc = _random(rng, (50, 2), "complex64")
+    _check(DeviceTLR(T) @ cp.asarray(xc), T @ xc, "complex64")
+    B = TLRBatch([_tlr(rng, "complex64") for _ in range(3)])
+    D = DeviceTLR(B)
+    xs = _random(rng, (3, 50, 4), "complex64")
+    ys = D @ cp.asarray(xs)
+    assert ys.shape == (3, 70, 4)
+    for f in range(3):
+        _check(ys[f], B[f] @ xs[f], "complex64")
+    zs = D.H @ cp.asarray(_random(rng, (3, 70), "complex64"))
+    assert zs.shape == (3, 50)
+    with pytest.raises(ValueError, match=r"x must be of shape \(3, 50\[, s\]\)"):
+        D @ cp.ones((50,), np.complex64)
+    with pytest.raises(TypeError, match="x must be a cupy.ndarray"):
+        D @ np.ones((3, 50))
+
+
+def test_tlr_seismic(cp, rng):
+    from wsesparse.datasets import seismic_slice
+    from wsesparse.gpu import DeviceTLR
+    A = seismic_slice(nx=20, ny=20, frequency=10.0)
+    T = TLRMatrix.from_dense(A, nb=64, tol=1e-3)
+    x = _random(rng, A.shape[1], np.complex64)
+    _check(DeviceTLR(T) @ cp.asarray(x), T @ x, "complex64")

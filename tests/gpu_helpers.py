@@ -1,0 +1,247 @@
+"""A stand-in ``cupy`` on numpy, and the kernels of wsesparse/gpu/kernels.cu replayed in
+Python, so the host side of the GPU backend (checks, launch geometry, strides, offsets,
+segment tables, dispatch) runs without a GPU.
+
+The replay follows each kernel's thread mapping: which thread reads which element and which
+lane writes which output, from the same launch arguments the host passes to CuPy. It does not
+check CUDA itself (the gpu-marked tests in tests/test_gpu.py do, on a device).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import sys
+import types
+
+import numpy as np
+
+_CTYPES = {"float": np.float32, "double": np.float64, "wc64": np.complex64,
+           "wc128": np.complex128, "int": np.int32, "long long": np.int64}
+
+
+class FakeNdarray(np.ndarray):
+    """A numpy array whose class claims to be cupy's, with cupy's ``get``."""
+    __module__ = "cupy"
+
+    def get(self):
+        return np.asarray(self).copy()
+
+
+def dev(x):
+    return np.asarray(x).view(FakeNdarray)
+
+
+def _wrap(fn):
+    def call(*args, **kw):
+        args = [np.asarray(a) if isinstance(a, FakeNdarray) else a for a in args]
+        if "out" in kw and isinstance(kw["out"], FakeNdarray):
+            kw["out"] = np.asarray(kw["out"])
+        r = fn(*args, **kw)
+        return dev(r) if isinstance(r, np.ndarray) else r
+    return call
+
+
+def _flat(a) -> np.ndarray:
+    """The memory from ``a``'s first element to its buffer's end, as a 1-D element array."""
+    base = a
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    start = a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    n = (base.nbytes - start) // a.itemsize
+    return np.lib.stride_tricks.as_strided(np.asarray(a), shape=(n,), strides=(a.itemsize,))
+
+
+class _Pinned(np.ndarray):
+    """Host memory with cupy's PinnedMemoryPointer ``ptr``."""
+
+    def __new__(cls, buf):
+        obj = buf.view(cls)
+        obj.ptr = buf.ctypes.data
+        return obj
+
+
+class Launches(list):
+    """Every launch: (kernel name expression, grid, block)."""
+
+
+def make_kernel(expr: str, launches: Launches):
+    family, params = re.fullmatch(r"(\w+)<(.*)>", expr).groups()
+    params = [p.strip() for p in params.split(",")]
+
+    def run(grid, block, args):
+        launches.append((expr, tuple(grid), tuple(block)))
+        return globals()[f"_run_{family}"](params, tuple(grid), tuple(block), args)
+    return run
+
+
+def _run_csr_check(params, grid, block, args):
+    indptr, indices, n_rows, n_cols, n_stored, flags = args
+    ip, ix = np.asarray(indptr), np.asarray(indices)
+    assert ip.dtype == _CTYPES[params[0]] and ix.dtype == ip.dtype
+    n = min(max(int(ip[n_rows]), 0), int(n_stored))
+    f = 0
+    f |= 1 if ip[0] != 0 else 0
+    f |= 2 if (np.diff(ip[:n_rows + 1]) < 0).any() else 0
+    f |= 4 if ip[n_rows] > n_stored else 0
+    f |= 8 if ((ix[:n] < 0) | (ix[:n] >= n_cols)).any() else 0
+    flags[0] |= f
+
+
+def _run_csr_dense(params, grid, block, args):
+    T, I, V, chk = _CTYPES[params[0]], _CTYPES[params[1]], int(params[2]), params[3] == "true"
+    (indptr, indices, data, X, Y, n_rows, n_cols, ldx, ldy_row, ldy_col, gs_log, q_log,
+     n_inner, n_stored, flags) = args
+    assert block == (256,)
+    if chk:     # the kernel's checks: flags, and nothing read out of bounds
+        ip = np.asarray(indptr)
+        n = min(max(int(ip[n_rows]), 0), int(n_stored))
+        f = (1 if ip[0] != 0 else 0) | (2 if (np.diff(ip) < 0).any() else 0) \
+            | (4 if ip[n_rows] > n_stored else 0)
+        ix = np.asarray(indices)[:n]
+        f |= 8 if ((ix < 0) | (ix >= n_inner)).any() else 0
+        assert int(flags) != 0
+        if f:
+            ctypes.c_int32.from_address(int(flags)).value = f
+            return
+    else:
+        assert int(flags) == 0
+    for a, t in ((indptr, I), (indices, I), (data, T), (X, T), (Y, T)):
+        assert a.dtype == t, (a.dtype, t)
+    ip, ix, vals = np.asarray(indptr), np.asarray(indices), np.asarray(data)
+    Xf, Yf = _flat(X), _flat(Y)
+    G, Q = 1 << gs_log, 1 << q_log
+    P = G // Q
+    for by in range(grid[1]):
+        for tid in range(grid[0] * 256):
+            row, lane = tid >> gs_log, (tid % 256) & (G - 1)
+            q, p = lane & (Q - 1), lane >> q_log
+            col = (by * Q + q) * V
+            if p != 0 or row >= n_rows or col >= n_cols:
+                continue
+            if V > 1 and col + V <= n_cols:     # a vector access: aligned (the host's promise)
+                assert (Xf[col:].__array_interface__["data"][0] % (V * X.itemsize)) == 0
+                assert ldx % V == 0
+            acc = np.zeros(V, dtype=T)
+            for pp in range(P):             # the P nonzero lanes, then the shuffle tree
+                for k in range(int(ip[row]) + pp, int(ip[row + 1]), P):
+                    c = int(ix[k])
+                    for v in range(V):
+                        if col + v < n_cols:
+                            acc[v] += vals[k] * Xf[c * ldx + col + v]
+            for v in range(V):
+                if col + v < n_cols:
+                    Yf[row * ldy_row + (col + v) * ldy_col] = acc[v]
+
+
+def _run_csr_densify(params, grid, block, args):
+    T, I = _CTYPES[params[0]], _CTYPES[params[1]]
+    indptr, indices, data, D, n_rows, ldd = args
+    assert block == (256,) and grid[0] * 8 >= n_rows and D.dtype == T and indptr.dtype == I
+    ip, ix, vals, Df = np.asarray(indptr), np.asarray(indices), np.asarray(data), _flat(D)
+    for row in range(int(n_rows)):
+        for k in range(int(ip[row]), int(ip[row + 1])):
+            Df[row * ldd + ix[k]] += vals[k]
+
+
+def _rows(perm, xo, r):
+    return int(perm[xo + r]) if perm is not None else xo + r
+
+
+def _segment_args(args):
+    M, m_off, rows, cols, x_off, y_off = (np.asarray(a) for a in args[:6])
+    return M, m_off, rows, cols, x_off, y_off
+
+
+def _run_seg_gemv_t(params, grid, block, args):
+    T, SC = _CTYPES[params[0]], int(params[1])
+    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
+    blk_seg, blk_c0, perm, x, y, S, ldx, ldy = args[6:]
+    assert grid == (len(blk_seg),) and block[0] == 32 and block[1] in (8, 16)
+    assert 1 <= S <= SC
+    assert M.dtype == T and x.dtype == T and y.dtype == T
+    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
+    xf, yf = _flat(x), _flat(y)
+    for b in range(grid[0]):
+        g, c0 = int(blk_seg[b]), int(blk_c0[b])
+        R, C = int(rows[g]), int(cols[g])
+        for c in range(c0, min(c0 + 32, C)):
+            for s in range(S):
+                acc = T(0)
+                for r in range(R):
+                    acc += M[m_off[g] + r * C + c] * xf[_rows(perm, int(x_off[g]), r) * ldx + s]
+                yf[(y_off[g] + c) * ldy + s] = acc
+
+
+def _run_seg_gemv_h(params, grid, block, args):
+    T, SC = _CTYPES[params[0]], int(params[1])
+    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
+    out_seg, out_row, n_out, perm, x, y, S, ldx, ldy = args[6:]
+    assert block == (256,) and grid[0] * 8 >= n_out and 1 <= S <= SC
+    assert M.dtype == T and x.dtype == T and y.dtype == T
+    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
+    xf, yf = _flat(x), _flat(y)
+    for w in range(int(n_out)):
+        g, c = int(out_seg[w]), int(out_row[w])
+        assert c < rows[g]
+        L = int(cols[g])
+        for s in range(S):
+            acc = T(0)
+            for r in range(L):
+                acc += np.conj(M[m_off[g] + c * L + r]) * xf[_rows(perm, int(x_off[g]), r)
+                                                             * ldx + s]
+            yf[(y_off[g] + c) * ldy + s] = acc
+
+
+def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes: int = 1 << 34):
+    """Put the stand-in ``cupy``/``cupyx`` in ``sys.modules`` and the replayed kernels behind
+    ``wsesparse.gpu._module.kernel``; returns the list that records every launch."""
+    import scipy.sparse as sp
+    from wsesparse.gpu import _module
+
+    cupy = types.ModuleType("cupy")
+    cupy.ndarray = FakeNdarray
+    for name in ("zeros", "empty", "arange", "searchsorted", "argsort", "bincount", "cumsum",
+                 "concatenate", "diff", "ascontiguousarray", "full"):
+        setattr(cupy, name, _wrap(getattr(np, name)))
+    cupy.asarray = lambda a, dtype=None: dev(np.array(a, dtype=dtype, copy=True)) \
+        if not isinstance(a, FakeNdarray) else (a if dtype is None else dev(np.asarray(a,
+                                                                                   dtype)))
+    cupy.int64, cupy.complex64 = np.int64, np.complex64
+    pinned = []
+
+    def alloc_pinned_memory(nbytes):
+        buf = np.zeros(-(-nbytes // 8), dtype=np.int64)
+        pinned.append(buf)
+        return _Pinned(buf)
+
+    cupy.cuda = types.SimpleNamespace(
+        alloc_pinned_memory=alloc_pinned_memory,
+        get_current_stream=lambda: types.SimpleNamespace(synchronize=lambda: None),
+        Device=lambda *a: types.SimpleNamespace(id=0),
+        runtime=types.SimpleNamespace(getDeviceProperties=lambda i: {"name": device_name.encode()},
+                                      getDeviceCount=lambda: 1, getDevice=lambda: 0,
+                                      memGetInfo=lambda: (free_bytes, 2 * free_bytes)))
+
+    class csr_matrix(sp.csr_matrix):  # noqa: N801 - cupyx's name
+        __module__ = "cupyx.scipy.sparse._csr"
+
+        def toarray(self):
+            return dev(sp.csr_matrix(self).toarray())
+
+    cupyx = types.ModuleType("cupyx")
+    cupyx_scipy = types.ModuleType("cupyx.scipy")
+    csp = types.ModuleType("cupyx.scipy.sparse")
+    csp.csr_matrix = csr_matrix
+    csp.issparse = lambda x: isinstance(x, csr_matrix)
+    cupyx.scipy, cupyx_scipy.sparse = cupyx_scipy, csp
+    for name, mod in (("cupy", cupy), ("cupyx", cupyx), ("cupyx.scipy", cupyx_scipy),
+                      ("cupyx.scipy.sparse", csp)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    launches = Launches()
+    monkeypatch.setattr(_module, "kernel", lambda family, dtype, *p: make_kernel(
+        _module.name(family, dtype, *p) if family != "csr_check"
+        else _module.name(family, p[0]), launches))
+    from wsesparse.gpu import csr
+    csr._rates.cache_clear()
+    return types.SimpleNamespace(cupy=cupy, csr_matrix=csr_matrix, launches=launches)

@@ -1,0 +1,123 @@
+"""The CUDA source of the GPU backend and its compiled kernels (CuPy ``RawModule``, cached).
+
+``kernels.cu`` (package data next to this file) holds C++ templates; :func:`kernel` compiles
+one module per kernel family and value dtype at first use, with every instantiation of that
+family listed as a name expression, and keeps it per device. CuPy also caches the compiled
+binary on disk, so a new process loads it without compiling.
+
+Everything but :func:`kernel` is plain Python, tested without cupy.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+SOURCE_PATH = Path(__file__).with_name("kernels.cu")
+
+#: C++ type of each value dtype in kernels.cu.
+VALUE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+               np.dtype(np.complex64): "wc64", np.dtype(np.complex128): "wc128"}
+#: C++ type of each index dtype.
+INDEX_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+#: Right-hand-side chunks of the TLR kernels (the host loops over chunks of the largest).
+TLR_CHUNKS = (1, 4, 16)
+
+_OPTIONS = ("-std=c++17",)
+
+
+def max_vector(dtype) -> int:
+    """Elements of ``dtype`` in one 16-byte access (the widest load of ``csr_dense``).
+
+    Examples
+    --------
+    >>> max_vector(np.float32), max_vector(np.complex128)
+    (4, 1)
+    """
+    return max(1, 16 // np.dtype(dtype).itemsize)
+
+
+def family_names(family: str, dtype) -> list[str]:
+    """The name expressions of one module: every instantiation of ``family`` for ``dtype``.
+
+    Examples
+    --------
+    >>> family_names("csr_dense", np.float64)[:3]
+    ['csr_dense<double, int, 1, false>', 'csr_dense<double, int, 1, true>', \
+'csr_dense<double, int, 2, false>']
+    >>> len(family_names("csr_dense", np.float64)), family_names("csr_check", np.int32)
+    (8, ['csr_check<int>'])
+    """
+    dtype = np.dtype(dtype)
+    if family == "csr_check":
+        return [f"csr_check<{INDEX_TYPES[dtype]}>"]
+    t = VALUE_TYPES[dtype]
+    if family == "csr_dense":
+        vecs = sorted({1, max_vector(dtype)})
+        return [f"csr_dense<{t}, {i}, {v}, {c}>" for i in INDEX_TYPES.values() for v in vecs
+                for c in ("false", "true")]
+    if family == "csr_densify":
+        return [f"csr_densify<{t}, {i}>" for i in INDEX_TYPES.values()]
+    if family in ("seg_gemv_t", "seg_gemv_h"):
+        return [f"{family}<{t}, {sc}>" for sc in TLR_CHUNKS]
+    raise ValueError(f"unknown kernel family {family!r}")
+
+
+def name(family: str, dtype, *params) -> str:
+    """The name expression of one instantiation (as listed by :func:`family_names`).
+
+    Examples
+    --------
+    >>> name("csr_dense", np.complex64, np.int64, 2, True)
+    'csr_dense<wc64, long long, 2, true>'
+    >>> name("seg_gemv_t", np.float32, 16)
+    'seg_gemv_t<float, 16>'
+    """
+    dtype = np.dtype(dtype)
+    if family == "csr_check":
+        return f"csr_check<{INDEX_TYPES[dtype]}>"
+    args = [VALUE_TYPES[dtype]]
+    if family == "csr_dense":
+        index, vec, check = params
+        args += [INDEX_TYPES[np.dtype(index)], str(int(vec)), "true" if check else "false"]
+    elif family == "csr_densify":
+        args += [INDEX_TYPES[np.dtype(params[0])]]
+    else:
+        args += [str(int(params[0]))]
+    return f"{family}<{', '.join(args)}>"
+
+
+@lru_cache(maxsize=None)
+def source() -> str:
+    """The text of kernels.cu."""
+    return SOURCE_PATH.read_text()
+
+
+@lru_cache(maxsize=None)
+def _module(family: str, dtype: np.dtype, device_id: int):
+    import cupy
+    return cupy.RawModule(code=source(), options=_OPTIONS,
+                          name_expressions=family_names(family, dtype))
+
+
+_KERNELS: dict = {}
+
+
+def kernel(family: str, dtype, *params):
+    """The compiled ``cupy.RawKernel`` of one instantiation, on the current device (kept:
+    looking it up again costs a dict access)."""
+    import cupy
+    dev = cupy.cuda.runtime.getDevice()
+    key = (family, dtype, params, dev)
+    k = _KERNELS.get(key)
+    if k is None:
+        if family == "csr_check":
+            mod = _module(family, np.dtype(params[0]), dev)
+            k = mod.get_function(name(family, params[0]))
+        else:
+            mod = _module(family, np.dtype(dtype), dev)
+            k = mod.get_function(name(family, dtype, *params))
+        _KERNELS[key] = k
+    return k

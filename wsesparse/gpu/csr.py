@@ -1,0 +1,403 @@
+"""CSR x dense products on the GPU with our own kernel (``csr_dense`` in kernels.cu).
+
+:class:`DeviceCSR` holds a CSR matrix in device memory, its structure checked once, its
+transpose and value casts kept; :func:`product` computes ``S @ D`` or ``D @ S`` for a
+``DeviceCSR`` ``S`` and a ``cupy.ndarray`` ``D``, choosing between the kernel and a dense
+cuBLAS product (``method="auto"``, see ``wsesparse/gpu/_machine.py``).
+``wsesparse.sparse_matmul`` calls :func:`product` for CuPy operands.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import numpy as np
+
+from wsesparse._checks import KERNEL_DTYPES, csr_error_message, describe, result_dtype
+from wsesparse._kernels._csr_tools import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
+                                           CSR_SHORT)
+from wsesparse.gpu import _machine, _module
+from wsesparse.gpu.plan import BLOCK, csr_launch
+
+_FLAG_CODES = ((1, CSR_BAD_START), (2, CSR_DECREASING), (4, CSR_SHORT), (8, CSR_BAD_INDEX))
+_MAX_GRID_Y = 65535
+_local = threading.local()
+
+
+def _fault_word():
+    """(device address, host view) of this thread's word of mapped pinned memory that a
+    checking kernel stores a fault into: read after a stream sync, no copy and no memset
+    (with unified addressing, pinned host memory is addressable from kernels as it is)."""
+    word = getattr(_local, "word", None)
+    if word is None:
+        cupy = _cupy()
+        mem = cupy.cuda.alloc_pinned_memory(64)
+        word = _local.word = (mem.ptr, np.frombuffer(mem, dtype=np.int32, count=1), mem)
+    return word
+
+
+def _cupy():
+    import cupy
+    return cupy
+
+
+class DeviceCSR:
+    """A CSR matrix in GPU memory, checked once, for repeated products with our kernel.
+
+    Parameters
+    ----------
+    A : cupyx.scipy.sparse matrix (any format), scipy.sparse matrix or array,
+        wsesparse.CSR, or a ``(data, indices, indptr)`` tuple of 1-D ``cupy.ndarray``
+        The matrix. Host matrices are copied to the current device; cupyx formats other
+        than CSR are converted. The tuple form takes int32 or int64 indices (cupyx's own
+        matrices hold int32) and is referenced, not copied.
+    shape : tuple of int, optional
+        Needed with the tuple form.
+    name : str
+        How error messages call the matrix.
+    keep_dense : bool or "auto"
+        Where ``method="auto"`` finds a dense cuBLAS product faster than our kernel, keep the
+        dense copy for later products: ``"auto"`` (default) when it takes at most a quarter of
+        the device memory free at that moment.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy.dtype
+    nnz : int
+        Stored entries (``indptr[-1]``); duplicates and unsorted indices are kept and add up.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp, cupy                            # doctest: +SKIP
+    >>> from wsesparse.gpu import DeviceCSR                         # doctest: +SKIP
+    >>> S = DeviceCSR(sp.random(1000, 800, density=0.01, format="csr"))   # doctest: +SKIP
+    >>> Y = S @ cupy.ones((800, 16))                               # doctest: +SKIP
+    """
+
+    _on_gpu = True   # wsesparse._cupy_backend.is_cupy sends products with it to the GPU
+    # cupy.ndarray @ DeviceCSR defers to __rmatmul__ (as for cupyx's matrices)
+    __array_priority__ = 1000
+    __array_ufunc__ = None
+
+    def __init__(self, A, shape=None, *, name: str = "A", keep_dense="auto"):
+        if keep_dense not in (True, False, "auto"):
+            raise ValueError(f"keep_dense must be True, False or 'auto', got {keep_dense!r}")
+        self._setup(A, shape, name, keep_dense)
+        self.ensure_checked()
+
+    @classmethod
+    def unchecked(cls, A, name: str = "A") -> "DeviceCSR":
+        """A one-shot view of a cupyx matrix: nothing is checked here; the product kernel
+        checks what it reads and raises after the launch (``sparse_matmul``'s path)."""
+        obj = cls.__new__(cls)
+        obj._setup(A, None, name, False)
+        return obj
+
+    def _setup(self, A, shape, name, keep_dense) -> None:
+        data, indices, indptr, shape = _arrays(A, shape, name, _cupy())
+        self.name, self.shape, self.keep_dense = name, shape, keep_dense
+        self.data, self.indices, self.indptr = data, indices, indptr
+        self.dtype = np.dtype(data.dtype)
+        self.checked = False
+        self.nnz = int(indices.size)        # an upper bound until checked
+        self._casts: dict = {}
+        self._transpose: DeviceCSR | None = None
+        self._dense: dict = {}
+
+    def ensure_checked(self) -> None:
+        """Check the structure (once) and read ``nnz``; raises ValueError if corrupt."""
+        if not self.checked:
+            check_structure(self.indptr, self.indices, self.shape, self.name)
+            self.nnz = int(self.indptr[-1])
+            self.checked = True
+
+    def values(self, dtype) -> "object":
+        """The stored values as ``dtype`` (cast once and kept)."""
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype:
+            return self.data
+        if dtype not in self._casts:
+            self._casts[dtype] = self.data.astype(dtype)
+        return self._casts[dtype]
+
+    @property
+    def T(self) -> "DeviceCSR":  # noqa: N802 - numpy's name
+        """The transpose (not conjugated) as a DeviceCSR, built once (a stable sort)."""
+        if self._transpose is None:
+            self.ensure_checked()
+            self._transpose = _transposed(self)
+        return self._transpose
+
+    def toarray(self, dtype=None):
+        """The dense matrix (``cupy.ndarray``, C order), duplicates added in a fixed order."""
+        cupy = _cupy()
+        self.ensure_checked()
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        m, k = self.shape
+        dense = cupy.zeros((m, k), dtype=dtype)
+        if m and k and self.nnz:
+            _module.kernel("csr_densify", dtype, self.indices.dtype)(
+                (-(-m * 32 // BLOCK),), (BLOCK,),
+                (self.indptr, self.indices, self.values(dtype), dense, np.int64(m), np.int64(k)))
+        return dense
+
+    def dense(self, dtype, keep: bool):
+        """The dense matrix as ``dtype``, kept for later calls when ``keep``."""
+        d = self._dense.get(np.dtype(dtype))
+        if d is None:
+            d = self.toarray(dtype)
+            if keep:
+                self._dense[np.dtype(dtype)] = d
+        return d
+
+    def __matmul__(self, D):
+        return product(self, D, transpose=False)
+
+    def __rmatmul__(self, D):
+        return product(self, D, transpose=True)
+
+    def __repr__(self) -> str:
+        return (f"<DeviceCSR {self.shape[0]}x{self.shape[1]}, {self.nnz} stored, "
+                f"{self.dtype}, {self.indices.dtype} indices>")
+
+
+def _arrays(A, shape, name, cupy):
+    import cupyx.scipy.sparse as csp
+    if isinstance(A, tuple):
+        if len(A) != 3 or shape is None:
+            raise TypeError(f"{name}: the tuple form is (data, indices, indptr) with shape=")
+        data, indices, indptr = A
+        for what, arr in (("data", data), ("indices", indices), ("indptr", indptr)):
+            if not isinstance(arr, cupy.ndarray) or arr.ndim != 1:
+                raise TypeError(f"{name}: {what} must be a 1-D cupy.ndarray, got {describe(arr)}")
+        shape = (int(shape[0]), int(shape[1]))
+    elif csp.issparse(A):
+        A = A if A.format == "csr" else A.tocsr()
+        data, indices, indptr, shape = A.data, A.indices, A.indptr, tuple(A.shape)
+    else:
+        import scipy.sparse as sp
+        from wsesparse.csr import CSR
+        if isinstance(A, CSR):
+            A = A.tocsr() if hasattr(A, "tocsr") else sp.csr_matrix((A.data, A.indices,
+                                                                     A.indptr), A.shape)
+        if not sp.issparse(A):
+            raise TypeError(f"{name} must be a sparse matrix (cupyx, scipy or wsesparse.CSR) "
+                            f"or a (data, indices, indptr) tuple, got {describe(A)}")
+        A = A.tocsr()
+        data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
+        shape = tuple(A.shape)
+    idx_t = np.dtype(indices.dtype)
+    if idx_t.kind not in "iu" or np.dtype(indptr.dtype).kind not in "iu":
+        raise TypeError(f"{name} has a corrupt structure: indices and indptr must be integer "
+                        f"arrays, got {indices.dtype} and {indptr.dtype}")
+    if idx_t not in _module.INDEX_TYPES or indptr.dtype != idx_t:
+        wide = np.dtype(np.int64)
+        indices, indptr = indices.astype(wide), indptr.astype(wide)
+    if np.dtype(data.dtype) not in KERNEL_DTYPES:
+        data = data.astype(result_dtype(data.dtype, np.float32))
+    if indptr.size != shape[0] + 1:
+        raise ValueError(f"{name} has a corrupt compressed structure ({shape[0]}x{shape[1]}): "
+                         f"indptr has {indptr.size} entries, not {shape[0] + 1}")
+    if indices.size != data.size:
+        raise ValueError(f"{name} has a corrupt compressed structure: {indices.size} indices "
+                         f"but {data.size} values")
+    return data, indices, indptr, shape
+
+
+def check_structure(indptr, indices, shape, name: str) -> None:
+    """Raise the CPU path's ValueError if the CSR structure is corrupt (one kernel launch,
+    one 4-byte read back)."""
+    cupy = _cupy()
+    flags = cupy.zeros(1, dtype=np.int32)
+    work = max(shape[0], indices.size, 1)
+    grid = min(-(-work // BLOCK), 2048)
+    _module.kernel("csr_check", None, indptr.dtype)(
+        (grid,), (BLOCK,), (indptr, indices, np.int64(shape[0]), np.int64(shape[1]),
+                            np.int64(indices.size), flags))
+    f = int(flags.get()[0])
+    for bit, code in _FLAG_CODES:
+        if f & bit:
+            raise ValueError(csr_error_message(code, name, shape, indices.size))
+
+
+def _expand_rows(indptr, nnz, cupy):
+    """Row number of each stored entry (length nnz), from indptr, on the device."""
+    entries = cupy.arange(nnz, dtype=indptr.dtype)
+    return (cupy.searchsorted(indptr, entries, side="right") - 1).astype(indptr.dtype)
+
+
+def _transposed(S: DeviceCSR) -> DeviceCSR:
+    cupy = _cupy()
+    m, k = S.shape
+    nnz = S.nnz
+    rows = _expand_rows(S.indptr, nnz, cupy)
+    cols = S.indices[:nnz]
+    order = cupy.argsort(cols, kind="stable")          # stable: rows stay in order per column
+    counts = cupy.bincount(cols, minlength=k) if nnz else cupy.zeros(k, dtype=cupy.int64)
+    indptr = cupy.zeros(k + 1, dtype=S.indptr.dtype)
+    cupy.cumsum(counts, out=indptr[1:])
+    T = DeviceCSR.__new__(DeviceCSR)
+    T.name, T.shape, T.dtype, T.nnz = f"{S.name}.T", (k, m), S.dtype, nnz
+    T.data, T.indices, T.indptr = S.data[:nnz][order], rows[order].astype(S.indptr.dtype), indptr
+    T._casts, T._transpose, T._dense = {}, S, {}
+    T.checked, T.keep_dense = True, S.keep_dense
+    return T
+
+
+@lru_cache(maxsize=8)
+def _rates(device_id: int) -> _machine.GPURates:
+    cupy = _cupy()
+    props = cupy.cuda.runtime.getDeviceProperties(device_id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return _machine.rates_for(name)
+
+
+def _keeps_dense(S: DeviceCSR, dtype) -> bool:
+    if S.keep_dense != "auto":
+        return bool(S.keep_dense)
+    free = _cupy().cuda.runtime.memGetInfo()[0]
+    return S.shape[0] * S.shape[1] * np.dtype(dtype).itemsize * 4 <= free
+
+
+#: Fewer output columns than this always take our kernel: cuBLAS reads the whole dense
+#: matrix for any N, and at N <= 8 the kernel won at every density up to 0.3 (docs/gpu.md).
+MIN_DENSE_COLUMNS = 32
+
+
+def choose(S: DeviceCSR, n_cols: int, dtype, vector: bool) -> str:
+    """``"sparse"`` (our kernel) or ``"dense"`` (cuBLAS on a dense copy) for ``S @ X`` with
+    ``n_cols`` columns: the smaller estimate of wsesparse/gpu/_machine.py, the dense copy
+    counted only where it is not kept from an earlier product.
+
+    Examples
+    --------
+    >>> choose(None, 1, "float64", vector=True)
+    'sparse'
+    """
+    if vector or n_cols < MIN_DENSE_COLUMNS:
+        return "sparse"
+    r = _rates(_cupy().cuda.runtime.getDevice())
+    m, k = S.shape
+    t_sparse = _machine.sparse_seconds(r, m, n_cols, S.nnz, dtype, S.indices.itemsize)
+    t_dense = _machine.gemm_seconds(r, m, k, n_cols, dtype)
+    if np.dtype(dtype) not in S._dense and not (S.checked and _keeps_dense(S, dtype)):
+        t_dense += _machine.densify_seconds(r, m, k, S.nnz, dtype)
+    return "dense" if t_dense < t_sparse else "sparse"
+
+
+def _address(arr) -> int:
+    """Device address of ``arr``'s first element (numpy's for the host-side tests)."""
+    ptr = getattr(arr.data, "ptr", None)
+    return ptr if ptr is not None else arr.__array_interface__["data"][0]
+
+
+def _aligned(arr, row_stride: int, itemsize: int) -> bool:
+    return _address(arr) % 16 == 0 and (row_stride * itemsize) % 16 == 0
+
+
+def run_kernel(S: DeviceCSR, X, Y, dtype, ldx: int, ldy_row: int, ldy_col: int,
+               n_cols: int) -> None:
+    """``Y = S @ X`` by ``csr_dense``: X row-major (unit column stride, row stride ``ldx``,
+    ``S.shape[1]`` rows), Y at element strides ``ldy_row``, ``ldy_col``; ``n_cols`` columns
+    (1 for a vector). An unchecked ``S`` is checked by the kernel: ValueError after it."""
+    cupy = _cupy()
+    m, k = S.shape
+    if m == 0 or n_cols == 0:
+        if not S.checked:
+            S.ensure_checked()
+        return
+    item = dtype.itemsize
+    vec = _module.max_vector(dtype)
+    if (n_cols % vec or not _aligned(X, ldx, item)
+            or (ldy_col == 1 and not _aligned(Y, ldy_row, item))):
+        vec = 1
+    launch = csr_launch(m, n_cols, S.nnz, vec)
+    check = not S.checked
+    kern = _module.kernel("csr_dense", dtype, S.indices.dtype, vec, check)
+    if check:
+        flag_ptr, flag, _ = _fault_word()
+        flag[0] = 0
+    else:
+        flag_ptr = 0
+    step = _MAX_GRID_Y * launch.column_lanes * vec
+    for c0 in range(0, n_cols, step):   # grid.y is at most 65535 blocks of columns
+        cols = min(step, n_cols - c0)
+        grid = (launch.grid[0], -(-cols // (launch.column_lanes * vec)))
+        kern(grid, (BLOCK,), (S.indptr, S.indices, S.values(dtype), X[:, c0:] if c0 else X,
+                              _offset(Y, c0, ldy_col), np.int64(m), np.int64(cols),
+                              np.int64(ldx), np.int64(ldy_row), np.int64(ldy_col),
+                              np.int32(launch.gs_log), np.int32(launch.q_log), np.int64(k),
+                              np.int64(S.indices.size), np.uint64(flag_ptr)))
+    if check:
+        cupy.cuda.get_current_stream().synchronize()
+        if flag[0]:     # the full check names the first fault as the CPU path does
+            check_structure(S.indptr, S.indices, S.shape, S.name)
+            raise ValueError(f"{S.name} has a corrupt compressed structure")   # not reached
+
+
+def _offset(Y, c0: int, ldy_col: int):
+    """A flat view of Y's memory starting at column ``c0`` (strides taken by the kernel)."""
+    if c0 == 0:
+        return Y
+    cupy = _cupy()
+    mem = cupy.cuda.MemoryPointer(Y.data.mem, Y.data.ptr - Y.data.mem.ptr
+                                  + c0 * ldy_col * Y.itemsize)
+    return cupy.ndarray((1,), dtype=Y.dtype, memptr=mem)
+
+
+def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
+    """``S @ D`` (``transpose=False``) or ``D @ S`` for a ``cupy.ndarray`` ``D`` (1-D or
+    2-D). The result dtype is scipy's promotion of the two; ``out`` (checked by the caller
+    for shape and dtype) may have any strides."""
+    cupy = _cupy()
+    if not isinstance(D, cupy.ndarray):
+        raise TypeError(f"the dense operand must be a cupy.ndarray, got {describe(D)}")
+    if D.ndim not in (1, 2):
+        raise ValueError(f"the dense operand must be 1-D or 2-D, got {describe(D)}")
+    m, k = S.shape
+    if D.shape[-1 if transpose else 0] != (m if transpose else k):
+        a, b = (describe(D), repr(S)) if transpose else (repr(S), describe(D))
+        raise ValueError(f"inner dimensions differ: A is {a}, B is {b}")
+    dtype = result_dtype(S.dtype, D.dtype)
+    if dtype not in KERNEL_DTYPES:
+        raise TypeError(f"on the GPU the product must be float32, float64, complex64 or "
+                        f"complex128; {repr(S)} with {describe(D)} gives {dtype}")
+    vector = D.ndim == 1
+    n_cols = 1 if vector else (D.shape[0] if transpose else D.shape[1])
+    if method == "auto":
+        method = choose(S, n_cols, dtype, vector)
+    if D.dtype != dtype:
+        D = D.astype(dtype)
+    if method == "dense":
+        dense = S._dense.get(dtype)
+        if dense is None:
+            dense = S.dense(dtype, keep=S.checked and _keeps_dense(S, dtype))
+        res = D @ dense if transpose else dense @ D
+        if out is None:
+            return res
+        out[...] = res
+        return out
+    # D @ S = (S^T @ D^T)^T: the rows of S^T are the output's columns.
+    P = S.T if transpose else S
+    if vector:
+        res_shape = (P.shape[0],)
+    else:
+        res_shape = (D.shape[0], P.shape[0]) if transpose else (m, n_cols)
+    Y = out if out is not None else cupy.empty(res_shape, dtype=dtype)
+    item = dtype.itemsize
+    if vector:
+        X = D if D.strides[0] % item == 0 and D.strides[0] >= 0 else cupy.ascontiguousarray(D)
+        run_kernel(P, X, Y, dtype, X.strides[0] // item,
+                   Y.strides[0] // item, 0, 1)
+        return Y
+    X = D.T if transpose else D          # row-major view of the kernel's X: rows = P's columns
+    if X.strides[1] != item or X.strides[0] < 0 or X.strides[0] % item:
+        X = cupy.ascontiguousarray(X)
+    if transpose:
+        ldy_row, ldy_col = Y.strides[1] // item, Y.strides[0] // item
+    else:
+        ldy_row, ldy_col = Y.strides[0] // item, Y.strides[1] // item
+    run_kernel(P, X, Y, dtype, X.strides[0] // item, ldy_row, ldy_col, n_cols)
+    return Y

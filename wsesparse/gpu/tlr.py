@@ -1,0 +1,185 @@
+"""TLR-MVM on the GPU: :class:`DeviceTLR` holds one :class:`~wsesparse.TLRMatrix`, or a
+batch of them, in device memory and applies it with two launches per product.
+
+Phase 1 (every tile column's stacked V at once) is one launch of ``seg_gemv_t``; phase 3
+(every tile row's stacked U) is another, with phase 2's gather fused into its loads. The
+adjoint runs ``seg_gemv_h`` (conjugated rows) the same way with the inverse gather. A batch
+(``TLRBatch``, e.g. frequency slices) is stacked into the same two launches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wsesparse._checks import KERNEL_DTYPES, describe, result_dtype
+from wsesparse.gpu import _module
+from wsesparse.gpu.plan import BLOCK, TLR_COLS, tlr_adjoint_tables, tlr_forward_tables
+
+
+class DeviceTLR:
+    """A :class:`~wsesparse.TLRMatrix` (or a :class:`~wsesparse.TLRBatch`) on the GPU.
+
+    Parameters
+    ----------
+    T : TLRMatrix or TLRBatch
+        Copied to the current device once (the bases, stacked; the segment tables). The
+        matrices of a batch must share one dtype.
+
+    Notes
+    -----
+    ``D @ x`` / ``D.matvec(x)`` computes ``T @ x`` and ``D.rmatvec(y)`` (or ``D.H @ y``)
+    ``T^H @ y`` for ``cupy.ndarray`` operands: ``x`` of shape ``(n,)`` or ``(n, s)`` for one
+    matrix; ``(F, n)`` or ``(F, n, s)`` for a batch of F. Results are new ``cupy`` arrays of
+    scipy's promoted dtype. A real matrix applied to complex vectors runs the real kernel on
+    the real and imaginary parts as ``2s`` right-hand sides. Every output element is summed
+    in a fixed order: results are bitwise reproducible run to run.
+
+    Examples
+    --------
+    >>> import numpy as np, cupy                                    # doctest: +SKIP
+    >>> from wsesparse import TLRMatrix                             # doctest: +SKIP
+    >>> from wsesparse.gpu import DeviceTLR                         # doctest: +SKIP
+    >>> from wsesparse.datasets import seismic_slice                # doctest: +SKIP
+    >>> T = TLRMatrix.from_dense(seismic_slice(20, 20), nb=64)       # doctest: +SKIP
+    >>> D = DeviceTLR(T)                                            # doctest: +SKIP
+    >>> y = D @ cupy.ones(400, dtype=np.complex64)                  # doctest: +SKIP
+    >>> bool(np.allclose(y.get(), T @ np.ones(400, np.complex64), atol=1e-4))  # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, T):
+        import cupy
+        from wsesparse.tlr import TLRBatch, TLRMatrix
+        if isinstance(T, TLRMatrix):
+            mats, self.batched = [T], False
+        elif isinstance(T, TLRBatch):
+            mats, self.batched = list(T.matrices), True
+            if not mats:
+                raise ValueError("T is an empty TLRBatch")
+        else:
+            raise TypeError(f"T must be a wsesparse.TLRMatrix or TLRBatch, got {describe(T)}")
+        shapes = {M.shape for M in mats}
+        dtypes = {M.dtype for M in mats}
+        if len(shapes) != 1 or len(dtypes) != 1:
+            raise ValueError(f"the matrices of a batch must share one shape and dtype, got "
+                             f"{sorted(shapes)} and {sorted(map(str, dtypes))}")
+        self.shape, self.dtype, self.n_matrices = mats[0].shape, mats[0].dtype, len(mats)
+        self.K = sum(int(M.kcol_ptr[-1]) for M in mats)
+        self.nbytes = sum(M.nbytes for M in mats)
+        self._U = cupy.asarray(np.concatenate([M.U for M in mats]))
+        self._V = cupy.asarray(np.concatenate([M.V for M in mats]))
+        self._tables = {}
+        for key, (first, third) in (("fwd", tlr_forward_tables(mats)),
+                                    ("adj", tlr_adjoint_tables(mats))):
+            self._tables[key] = tuple(_to_device(seg, cupy) for seg in (first, third))
+        self._cast: dict = {}
+
+    @property
+    def H(self) -> "_DeviceTLRAdjoint":
+        """The conjugate transpose, as an operator: ``D.H @ y`` is ``D.rmatvec(y)``."""
+        return _DeviceTLRAdjoint(self)
+
+    def _bases(self, dtype):
+        if dtype == self.dtype:
+            return self._U, self._V
+        if dtype not in self._cast:
+            self._cast[dtype] = (self._U.astype(dtype), self._V.astype(dtype))
+        return self._cast[dtype]
+
+    def matvec(self, x):
+        """``T @ x`` (each matrix of a batch with its own x)."""
+        return self._apply(x, adjoint=False)
+
+    def rmatvec(self, y):
+        """``T^H @ y`` (conjugate transpose)."""
+        return self._apply(y, adjoint=True)
+
+    def __matmul__(self, x):
+        return self._apply(x, adjoint=False)
+
+    def _apply(self, x, adjoint: bool):
+        import cupy
+        m, n = self.shape
+        n_in, n_out = (m, n) if adjoint else (n, m)
+        name = "y" if adjoint else "x"
+        if not isinstance(x, cupy.ndarray):
+            raise TypeError(f"{name} must be a cupy.ndarray, got {describe(x)}")
+        lead = (self.n_matrices,) if self.batched else ()
+        nd = len(lead)
+        if x.ndim not in (nd + 1, nd + 2) or tuple(x.shape[:nd + 1]) != lead + (n_in,):
+            op = "T.H" if adjoint else "T"
+            want = f"({', '.join(map(str, lead + (n_in,)))}[, s])"
+            raise ValueError(f"{op} @ {name}: {op} has shape {(n_out, n_in)}"
+                             f"{' x ' + str(self.n_matrices) + ' matrices' if nd else ''} but "
+                             f"{name} is {describe(x)}; {name} must be of shape {want}")
+        dtype = result_dtype(self.dtype, x.dtype)
+        if dtype not in KERNEL_DTYPES:
+            raise TypeError(f"{name} gives {dtype}; TLR-MVM computes float32, float64, "
+                            "complex64 or complex128")
+        vec = x.ndim == nd + 1
+        s = 1 if vec else x.shape[-1]
+        X = x.reshape(self.n_matrices * n_in, s)
+        if self.dtype.kind != "c" and dtype.kind == "c":
+            real = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+            Xs = cupy.concatenate([X.real, X.imag], axis=1).astype(real)
+            Y2 = self._run(Xs, adjoint, real, n_out)
+            Y = (Y2[:, :s] + 1j * Y2[:, s:]).astype(dtype)
+        else:
+            Y = self._run(cupy.ascontiguousarray(X.astype(dtype, copy=False)), adjoint, dtype,
+                          n_out)
+        shape = lead + (n_out,) + (() if vec else (s,))
+        return Y.reshape(shape)
+
+    def _run(self, X, adjoint: bool, dtype, n_out: int):
+        import cupy
+        U, V = self._bases(dtype)
+        s = X.shape[1]
+        first, third = self._tables["adj" if adjoint else "fwd"]
+        mid = cupy.empty((self.K, s), dtype=dtype)
+        Y = cupy.empty((self.n_matrices * n_out, s), dtype=dtype)
+        if s == 0:
+            return Y
+        M1, M3 = (U, V) if adjoint else (V, U)
+        fam = "seg_gemv_h" if adjoint else "seg_gemv_t"
+        sc = next((c for c in _module.TLR_CHUNKS if c >= s), _module.TLR_CHUNKS[-1])
+        kern = _module.kernel(fam, dtype, sc)
+        for c0 in range(0, s, sc):
+            S = min(sc, s - c0)
+            for seg, M, src, dst in ((first, M1, X, mid), (third, M3, mid, Y)):
+                _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, adjoint, sc)
+        return Y
+
+
+class _DeviceTLRAdjoint:
+    def __init__(self, parent: DeviceTLR):
+        self.parent = parent
+        self.shape = parent.shape[::-1]
+        self.dtype = parent.dtype
+
+    def __matmul__(self, y):
+        return self.parent.rmatvec(y)
+
+
+def _to_device(seg, cupy):
+    return {"m_off": cupy.asarray(seg.m_off), "rows": cupy.asarray(seg.rows),
+            "cols": cupy.asarray(seg.cols), "x_off": cupy.asarray(seg.x_off),
+            "y_off": cupy.asarray(seg.y_off), "a": cupy.asarray(seg.work_a),
+            "b": cupy.asarray(seg.work_b), "n": int(seg.work_a.size),
+            "perm": None if seg.perm is None else cupy.asarray(seg.perm),
+            "groups": seg.row_groups}
+
+
+def _launch(kern, seg, M, x, y, S: int, ld: int, adjoint: bool, sc: int) -> None:
+    n = seg["n"]
+    if n == 0:
+        return
+    perm = seg["perm"] if seg["perm"] is not None else np.uint64(0)
+    common = (M, seg["m_off"], seg["rows"], seg["cols"], seg["x_off"], seg["y_off"])
+    tail = (perm, x, y, np.int32(S), np.int64(ld), np.int64(ld))
+    if adjoint:   # one warp per output row
+        kern((-(-n * 32 // BLOCK),), (BLOCK,), common + (seg["a"], seg["b"], np.int64(n)) + tail)
+    else:         # one block per 32 columns of a segment
+        # 16 row groups only for one right-hand side: the 16-column kernel holds 16
+        # accumulators a thread (fwd16 168 us with 8 groups, 197 us with 16; docs/gpu.md)
+        groups = seg["groups"] if sc == 1 else 8
+        kern((n,), (TLR_COLS, groups), common + (seg["a"], seg["b"]) + tail)
