@@ -193,6 +193,46 @@ def _run_seg_gemv_h(params, grid, block, args):
             yf[(y_off[g] + c) * ldy + s] = acc
 
 
+def _run_seg_gemm_t(params, grid, block, args):
+    T, LS = _CTYPES[params[0]], int(params[1])
+    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
+    blk_seg, blk_c0, perm, x, y, S, ldx, ldy = args[6:]
+    assert grid == (len(blk_seg),) and block == (256,) and 1 <= S <= LS
+    assert M.dtype == T and x.dtype == T and y.dtype == T
+    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
+    xf, yf = _flat(x), _flat(y)
+    for b in range(grid[0]):
+        g, c0 = int(blk_seg[b]), int(blk_c0[b])
+        R, C = int(rows[g]), int(cols[g])
+        for t in range(256):
+            lane, warp = t & 31, t >> 5
+            s, c = lane % LS, c0 + warp * (32 // LS) + lane // LS
+            if c >= C or s >= S:
+                continue
+            acc = T(0)
+            for r in range(R):
+                acc += M[m_off[g] + r * C + c] * xf[_rows(perm, int(x_off[g]), r) * ldx + s]
+            yf[(y_off[g] + c) * ldy + s] = acc
+
+
+def _run_seg_gemm_h(params, grid, block, args):
+    T, LS = _CTYPES[params[0]], int(params[1])
+    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
+    out_seg, out_row, n_out, perm, x, y, S, ldx, ldy = args[6:]
+    assert block == (256,) and grid[0] * 8 >= n_out and 1 <= S <= LS
+    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
+    xf, yf = _flat(x), _flat(y)
+    for w in range(int(n_out)):
+        g, c = int(out_seg[w]), int(out_row[w])
+        L = int(cols[g])
+        for s in range(S):
+            acc = T(0)
+            for r in range(L):
+                acc += np.conj(M[m_off[g] + c * L + r]) * xf[_rows(perm, int(x_off[g]), r)
+                                                             * ldx + s]
+            yf[(y_off[g] + c) * ldy + s] = acc
+
+
 def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes: int = 1 << 34):
     """Put the stand-in ``cupy``/``cupyx`` in ``sys.modules`` and the replayed kernels behind
     ``wsesparse.gpu._module.kernel``; returns the list that records every launch."""

@@ -170,11 +170,14 @@ def run_tlr_gpu(nx: int = 99, nb: int = 256, tol: float = 1e-3, batch: int = 8,
     rs = cupy.random.RandomState(1)
     x1 = (rs.standard_normal(n) + 1j * rs.standard_normal(n)).astype(np.complex64)
     x16 = (rs.standard_normal((n, 16)) + 1j * rs.standard_normal((n, 16))).astype(np.complex64)
+    x4 = cupy.ascontiguousarray(x16[:, :4])
     res = {"shape": T.shape, "nb": nb, "tol": tol, "bases_MB": T.nbytes / 1e6,
            "compress_s": t_comp}
     res["copy_GBs"] = copy_bandwidth() / 1e9
     res["fwd1_us"] = event_time(lambda: D @ x1, repeats) * 1e6
     res["adj1_us"] = event_time(lambda: D.H @ x1, repeats) * 1e6
+    res["fwd4_us"] = event_time(lambda: D @ x4, repeats) * 1e6
+    res["adj4_us"] = event_time(lambda: D.H @ x4, repeats) * 1e6
     res["fwd16_us"] = event_time(lambda: D @ x16, repeats) * 1e6
     res["adj16_us"] = event_time(lambda: D.H @ x16, repeats) * 1e6
     ref = TLRDevice(T)
@@ -183,6 +186,10 @@ def run_tlr_gpu(nx: int = 99, nb: int = 256, tol: float = 1e-3, batch: int = 8,
     res["dense_gemv_us"] = event_time(lambda: A @ x1, repeats) * 1e6
     y_ref = T @ x1.get()
     res["fwd_rel_err"] = float(np.linalg.norm((D @ x1).get() - y_ref) / np.linalg.norm(y_ref))
+    Y_ref = T @ x16.get()
+    res["fwd16_rel_err"] = float(np.linalg.norm((D @ x16).get() - Y_ref) / np.linalg.norm(Y_ref))
+    res["fwd16_over_fwd1"] = res["fwd16_us"] / res["fwd1_us"]
+    res["adj1_over_fwd1"] = res["adj1_us"] / res["fwd1_us"]
     del A
     B = DeviceTLR(TLRBatch([T] * batch))
     xs = cupy.stack([x1] * batch)

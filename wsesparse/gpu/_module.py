@@ -22,8 +22,9 @@ VALUE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
                np.dtype(np.complex64): "wc64", np.dtype(np.complex128): "wc128"}
 #: C++ type of each index dtype.
 INDEX_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
-#: Right-hand-side chunks of the TLR kernels (the host loops over chunks of the largest).
-TLR_CHUNKS = (1, 4, 16)
+#: Right-hand sides a launch of the many-rhs TLR kernels (seg_gemm_t/h) takes: lanes of a
+#: warp per row of x (the host loops over chunks of the largest).
+TLR_RHS_LANES = (4, 16)
 
 _OPTIONS = ("-std=c++17",)
 
@@ -61,7 +62,9 @@ def family_names(family: str, dtype) -> list[str]:
     if family == "csr_densify":
         return [f"csr_densify<{t}, {i}>" for i in INDEX_TYPES.values()]
     if family in ("seg_gemv_t", "seg_gemv_h"):
-        return [f"{family}<{t}, {sc}>" for sc in TLR_CHUNKS]
+        return [f"{family}<{t}, 1>"]
+    if family in ("seg_gemm_t", "seg_gemm_h"):
+        return [f"{family}<{t}, {ls}>" for ls in TLR_RHS_LANES]
     raise ValueError(f"unknown kernel family {family!r}")
 
 
@@ -72,8 +75,8 @@ def name(family: str, dtype, *params) -> str:
     --------
     >>> name("csr_dense", np.complex64, np.int64, 2, True)
     'csr_dense<wc64, long long, 2, true>'
-    >>> name("seg_gemv_t", np.float32, 16)
-    'seg_gemv_t<float, 16>'
+    >>> name("seg_gemm_t", np.float32, 16)
+    'seg_gemm_t<float, 16>'
     """
     dtype = np.dtype(dtype)
     if family == "csr_check":

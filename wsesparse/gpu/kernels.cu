@@ -337,6 +337,94 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
         if (s < S) y[(y_off[g] + c) * ldy + s] = acc[s];
 }
 
+// Many right-hand sides: a warp's lanes are LC = 32 / LS columns x LS right-hand sides, so
+// the x loads of a warp are LS consecutive values of one row and every thread keeps one sum.
+// Transposed (forward phases): 8 warps a block, block b covering columns blk_c0[b] + [0, 8*LC)
+// of segment blk_seg[b]; each thread sums its (column, rhs) over all R_g rows in order (no
+// row groups: there are C x S threads, enough to fill the GPU without them).
+template <typename T, int LS>
+__global__ void __launch_bounds__(256) seg_gemm_t(
+        const T* __restrict__ M, const long long* __restrict__ m_off,
+        const int* __restrict__ rows, const int* __restrict__ cols,
+        const long long* __restrict__ x_off, const long long* __restrict__ y_off,
+        const int* __restrict__ blk_seg, const int* __restrict__ blk_c0,
+        const long long* __restrict__ perm, const T* __restrict__ x, T* __restrict__ y,
+        int S, long long ldx, long long ldy) {
+    constexpr int LC = 32 / LS;
+    const int g = blk_seg[blockIdx.x];
+    const int R = rows[g], C = cols[g];
+    const int lane = threadIdx.x & 31;
+    const int s = lane % LS;
+    const int c = blk_c0[blockIdx.x] + (threadIdx.x >> 5) * LC + lane / LS;
+    if (c >= C || s >= S) return;          // nothing below waits for other threads
+    const T* Mg = M + m_off[g] + c;
+    const long long xo = x_off[g];
+    const T* xs = x + s;
+    T acc = w_zero<T>();
+    int r = 0;
+    for (; r + 3 < R; r += 4) {
+        const T m0 = Mg[(long long)r * C], m1 = Mg[(long long)(r + 1) * C];
+        const T m2 = Mg[(long long)(r + 2) * C], m3 = Mg[(long long)(r + 3) * C];
+        const long long i0 = perm ? perm[xo + r] : xo + r;
+        const long long i1 = perm ? perm[xo + r + 1] : xo + r + 1;
+        const long long i2 = perm ? perm[xo + r + 2] : xo + r + 2;
+        const long long i3 = perm ? perm[xo + r + 3] : xo + r + 3;
+        const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx], x2 = xs[i2 * ldx], x3 = xs[i3 * ldx];
+        acc = w_fma(acc, m0, x0);
+        acc = w_fma(acc, m1, x1);
+        acc = w_fma(acc, m2, x2);
+        acc = w_fma(acc, m3, x3);
+    }
+    for (; r < R; ++r) {
+        const long long i0 = perm ? perm[xo + r] : xo + r;
+        acc = w_fma(acc, Mg[(long long)r * C], xs[i0 * ldx]);
+    }
+    y[(y_off[g] + c) * ldy + s] = acc;
+}
+
+// Many right-hand sides, conjugated rows (adjoint phases): one warp per output row, lanes =
+// LR = 32 / LS row positions x LS right-hand sides; the LR partial sums meet in a fixed
+// xor-shuffle tree.
+template <typename T, int LS>
+__global__ void __launch_bounds__(256) seg_gemm_h(
+        const T* __restrict__ M, const long long* __restrict__ m_off,
+        const int* __restrict__ rows, const int* __restrict__ cols,
+        const long long* __restrict__ x_off, const long long* __restrict__ y_off,
+        const int* __restrict__ out_seg, const int* __restrict__ out_row, long long n_out,
+        const long long* __restrict__ perm, const T* __restrict__ x, T* __restrict__ y,
+        int S, long long ldx, long long ldy) {
+    constexpr int LR = 32 / LS;
+    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    const int s = lane % LS, lr = lane / LS;
+    T acc = w_zero<T>();
+    int g = 0, c = 0;
+    if (w < n_out && s < S) {
+        g = out_seg[w];
+        c = out_row[w];
+        const int L = cols[g];
+        const T* Mr = M + m_off[g] + (long long)c * L;
+        const long long xo = x_off[g];
+        const T* xs = x + s;
+        int r = lr;
+        for (; r + LR < L; r += 2 * LR) {
+            const T m0 = w_conj(Mr[r]), m1 = w_conj(Mr[r + LR]);
+            const long long i0 = perm ? perm[xo + r] : xo + r;
+            const long long i1 = perm ? perm[xo + r + LR] : xo + r + LR;
+            const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx];
+            acc = w_fma(acc, m0, x0);
+            acc = w_fma(acc, m1, x1);
+        }
+        for (; r < L; r += LR) {
+            const long long i0 = perm ? perm[xo + r] : xo + r;
+            acc = w_fma(acc, w_conj(Mr[r]), xs[i0 * ldx]);
+        }
+    }
+    for (int m = LS; m < 32; m <<= 1) acc = w_add(acc, w_shfl_xor(acc, m));
+    if (w >= n_out || lr != 0 || s >= S) return;
+    y[(y_off[g] + c) * ldy + s] = acc;
+}
+
 // ------------------------------------------------------------------------------ structure check
 // OR of the failures of a CSR structure (bits: 1 indptr[0] != 0, 2 indptr decreases, 4 indptr[-1]
 // over the n_stored indices, 8 an index of the first min(indptr[-1], n_stored) outside

@@ -119,12 +119,27 @@ class Segments:
     row_groups: int = 8
 
 
-def _blocks(cols: np.ndarray):
-    per = -(-cols // TLR_COLS)
+def _blocks(cols: np.ndarray, width: int = TLR_COLS):
+    per = -(-cols // width)
     seg = np.repeat(np.arange(len(cols), dtype=np.int32), per)
     first = np.repeat(np.cumsum(per) - per, per)
-    c0 = ((np.arange(len(seg)) - first) * TLR_COLS).astype(np.int32)
+    c0 = ((np.arange(len(seg)) - first) * width).astype(np.int32)
     return seg, c0
+
+
+def gemm_blocks(seg: Segments, rhs_lanes: int):
+    """Block table of ``seg_gemm_t`` with ``rhs_lanes`` right-hand sides a warp: 8 warps of
+    ``32 // rhs_lanes`` columns a block.
+
+    Examples
+    --------
+    >>> z = np.zeros(2, np.int64)
+    >>> s = Segments(m_off=z, rows=np.array([5, 5], np.int32), cols=np.array([20, 3], np.int32),
+    ...              x_off=z, y_off=z, work_a=None, work_b=None, perm=None)
+    >>> [a.tolist() for a in gemm_blocks(s, 16)]      # 16 columns a block
+    [[0, 0, 1], [0, 16, 0]]
+    """
+    return _blocks(seg.cols, 8 * (32 // rhs_lanes))
 
 
 def _row_table(rows: np.ndarray):

@@ -13,7 +13,8 @@ import numpy as np
 
 from wsesparse._checks import KERNEL_DTYPES, describe, result_dtype
 from wsesparse.gpu import _module
-from wsesparse.gpu.plan import BLOCK, TLR_COLS, tlr_adjoint_tables, tlr_forward_tables
+from wsesparse.gpu.plan import (BLOCK, TLR_COLS, gemm_blocks, tlr_adjoint_tables,
+                                tlr_forward_tables)
 
 
 class DeviceTLR:
@@ -69,9 +70,13 @@ class DeviceTLR:
         self._U = cupy.asarray(np.concatenate([M.U for M in mats]))
         self._V = cupy.asarray(np.concatenate([M.V for M in mats]))
         self._tables = {}
-        for key, (first, third) in (("fwd", tlr_forward_tables(mats)),
-                                    ("adj", tlr_adjoint_tables(mats))):
+        fwd = tlr_forward_tables(mats)
+        for key, (first, third) in (("fwd", fwd), ("adj", tlr_adjoint_tables(mats))):
             self._tables[key] = tuple(_to_device(seg, cupy) for seg in (first, third))
+        for ls in _module.TLR_RHS_LANES:   # block tables of the many-rhs forward kernel
+            self._tables[f"fwd{ls}"] = tuple(
+                dict(t, a=cupy.asarray(a), b=cupy.asarray(b), n=int(a.size))
+                for t, (a, b) in zip(self._tables["fwd"], (gemm_blocks(seg, ls) for seg in fwd)))
         self._cast: dict = {}
 
     @property
@@ -140,13 +145,17 @@ class DeviceTLR:
         if s == 0:
             return Y
         M1, M3 = (U, V) if adjoint else (V, U)
-        fam = "seg_gemv_h" if adjoint else "seg_gemv_t"
-        sc = next((c for c in _module.TLR_CHUNKS if c >= s), _module.TLR_CHUNKS[-1])
-        kern = _module.kernel(fam, dtype, sc)
-        for c0 in range(0, s, sc):
-            S = min(sc, s - c0)
-            for seg, M, src, dst in ((first, M1, X, mid), (third, M3, mid, Y)):
-                _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, adjoint, sc)
+        if s == 1:     # one right-hand side: row groups of a block share each column
+            kern = _module.kernel("seg_gemv_h" if adjoint else "seg_gemv_t", dtype, 1)
+            ls, tables = 1, (first, third)
+        else:          # lanes of a warp over the right-hand sides
+            ls = next((c for c in _module.TLR_RHS_LANES if c >= s), _module.TLR_RHS_LANES[-1])
+            kern = _module.kernel("seg_gemm_h" if adjoint else "seg_gemm_t", dtype, ls)
+            tables = (first, third) if adjoint else self._tables[f"fwd{ls}"]
+        for c0 in range(0, s, ls):
+            S = min(ls, s - c0)
+            for seg, M, src, dst in ((tables[0], M1, X, mid), (tables[1], M3, mid, Y)):
+                _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, adjoint, ls)
         return Y
 
 
@@ -169,7 +178,7 @@ def _to_device(seg, cupy):
             "groups": seg.row_groups}
 
 
-def _launch(kern, seg, M, x, y, S: int, ld: int, adjoint: bool, sc: int) -> None:
+def _launch(kern, seg, M, x, y, S: int, ld: int, adjoint: bool, ls: int) -> None:
     n = seg["n"]
     if n == 0:
         return
@@ -178,8 +187,7 @@ def _launch(kern, seg, M, x, y, S: int, ld: int, adjoint: bool, sc: int) -> None
     tail = (perm, x, y, np.int32(S), np.int64(ld), np.int64(ld))
     if adjoint:   # one warp per output row
         kern((-(-n * 32 // BLOCK),), (BLOCK,), common + (seg["a"], seg["b"], np.int64(n)) + tail)
-    else:         # one block per 32 columns of a segment
-        # 16 row groups only for one right-hand side: the 16-column kernel holds 16
-        # accumulators a thread (fwd16 168 us with 8 groups, 197 us with 16; docs/gpu.md)
-        groups = seg["groups"] if sc == 1 else 8
-        kern((n,), (TLR_COLS, groups), common + (seg["a"], seg["b"]) + tail)
+    elif ls == 1:  # a block of 32 columns x row groups
+        kern((n,), (TLR_COLS, seg["groups"]), common + (seg["a"], seg["b"]) + tail)
+    else:         # 8 warps of 32 / ls columns
+        kern((n,), (BLOCK,), common + (seg["a"], seg["b"]) + tail)
