@@ -197,16 +197,15 @@ def _run_seg_gemm_t(params, grid, block, args):
     T, LS = _CTYPES[params[0]], int(params[1])
     M, m_off, rows, cols, x_off, y_off = _segment_args(args)
     blk_seg, blk_c0, perm, x, y, S, ldx, ldy = args[6:]
-    assert grid == (len(blk_seg),) and block == (256,) and 1 <= S <= LS
+    assert grid == (len(blk_seg),) and block == (32, 8) and 1 <= S <= LS
     assert M.dtype == T and x.dtype == T and y.dtype == T
     perm = None if isinstance(perm, np.integer) else np.asarray(perm)
     xf, yf = _flat(x), _flat(y)
     for b in range(grid[0]):
         g, c0 = int(blk_seg[b]), int(blk_c0[b])
         R, C = int(rows[g]), int(cols[g])
-        for t in range(256):
-            lane, warp = t & 31, t >> 5
-            s, c = lane % LS, c0 + warp * (32 // LS) + lane // LS
+        for lane in range(32):
+            s, c = lane % LS, c0 + lane // LS
             if c >= C or s >= S:
                 continue
             acc = T(0)

@@ -23,8 +23,10 @@ VALUE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 #: C++ type of each index dtype.
 INDEX_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 #: Right-hand sides a launch of the many-rhs TLR kernels (seg_gemm_t/h) takes: lanes of a
-#: warp per row of x (the host loops over chunks of the largest).
+#: warp per row of x (the host loops over chunks of the largest). The forward phases take
+#: seg_gemm_t for up to 4 and seg_gemv_t<T, 16> (16 sums a thread) beyond (docs/gpu.md).
 TLR_RHS_LANES = (4, 16)
+TLR_FORWARD_WIDE = 16
 
 _OPTIONS = ("-std=c++17",)
 
@@ -61,9 +63,13 @@ def family_names(family: str, dtype) -> list[str]:
                 for c in ("false", "true")]
     if family == "csr_densify":
         return [f"csr_densify<{t}, {i}>" for i in INDEX_TYPES.values()]
-    if family in ("seg_gemv_t", "seg_gemv_h"):
+    if family == "seg_gemv_t":
+        return [f"{family}<{t}, {sc}>" for sc in (1, TLR_FORWARD_WIDE)]
+    if family == "seg_gemv_h":
         return [f"{family}<{t}, 1>"]
-    if family in ("seg_gemm_t", "seg_gemm_h"):
+    if family == "seg_gemm_t":
+        return [f"{family}<{t}, {TLR_RHS_LANES[0]}>"]
+    if family == "seg_gemm_h":
         return [f"{family}<{t}, {ls}>" for ls in TLR_RHS_LANES]
     raise ValueError(f"unknown kernel family {family!r}")
 

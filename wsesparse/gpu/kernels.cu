@@ -339,9 +339,9 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
 
 // Many right-hand sides: a warp's lanes are LC = 32 / LS columns x LS right-hand sides, so
 // the x loads of a warp are LS consecutive values of one row and every thread keeps one sum.
-// Transposed (forward phases): 8 warps a block, block b covering columns blk_c0[b] + [0, 8*LC)
-// of segment blk_seg[b]; each thread sums its (column, rhs) over all R_g rows in order (no
-// row groups: there are C x S threads, enough to fill the GPU without them).
+// Transposed (forward phases): block b covers columns blk_c0[b] + [0, LC) of segment
+// blk_seg[b] with blockDim.y <= 8 row groups (warps), whose sums meet in shared memory in a
+// fixed order.
 template <typename T, int LS>
 __global__ void __launch_bounds__(256) seg_gemm_t(
         const T* __restrict__ M, const long long* __restrict__ m_off,
@@ -350,36 +350,43 @@ __global__ void __launch_bounds__(256) seg_gemm_t(
         const int* __restrict__ blk_seg, const int* __restrict__ blk_c0,
         const long long* __restrict__ perm, const T* __restrict__ x, T* __restrict__ y,
         int S, long long ldx, long long ldy) {
-    constexpr int LC = 32 / LS;
+    __shared__ T part[8][32];
     const int g = blk_seg[blockIdx.x];
     const int R = rows[g], C = cols[g];
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x, ty = threadIdx.y, RG = blockDim.y;
     const int s = lane % LS;
-    const int c = blk_c0[blockIdx.x] + (threadIdx.x >> 5) * LC + lane / LS;
-    if (c >= C || s >= S) return;          // nothing below waits for other threads
-    const T* Mg = M + m_off[g] + c;
-    const long long xo = x_off[g];
-    const T* xs = x + s;
+    const int c = blk_c0[blockIdx.x] + lane / LS;
+    const bool on = c < C && s < S;
     T acc = w_zero<T>();
-    int r = 0;
-    for (; r + 3 < R; r += 4) {
-        const T m0 = Mg[(long long)r * C], m1 = Mg[(long long)(r + 1) * C];
-        const T m2 = Mg[(long long)(r + 2) * C], m3 = Mg[(long long)(r + 3) * C];
-        const long long i0 = perm ? perm[xo + r] : xo + r;
-        const long long i1 = perm ? perm[xo + r + 1] : xo + r + 1;
-        const long long i2 = perm ? perm[xo + r + 2] : xo + r + 2;
-        const long long i3 = perm ? perm[xo + r + 3] : xo + r + 3;
-        const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx], x2 = xs[i2 * ldx], x3 = xs[i3 * ldx];
-        acc = w_fma(acc, m0, x0);
-        acc = w_fma(acc, m1, x1);
-        acc = w_fma(acc, m2, x2);
-        acc = w_fma(acc, m3, x3);
+    if (on) {
+        const T* Mg = M + m_off[g] + c;
+        const long long xo = x_off[g];
+        const T* xs = x + s;
+        int r = ty;
+        for (; r + 3 * RG < R; r += 4 * RG) {
+            const T m0 = Mg[(long long)r * C], m1 = Mg[(long long)(r + RG) * C];
+            const T m2 = Mg[(long long)(r + 2 * RG) * C], m3 = Mg[(long long)(r + 3 * RG) * C];
+            const long long i0 = perm ? perm[xo + r] : xo + r;
+            const long long i1 = perm ? perm[xo + r + RG] : xo + r + RG;
+            const long long i2 = perm ? perm[xo + r + 2 * RG] : xo + r + 2 * RG;
+            const long long i3 = perm ? perm[xo + r + 3 * RG] : xo + r + 3 * RG;
+            const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx], x2 = xs[i2 * ldx], x3 = xs[i3 * ldx];
+            acc = w_fma(acc, m0, x0);
+            acc = w_fma(acc, m1, x1);
+            acc = w_fma(acc, m2, x2);
+            acc = w_fma(acc, m3, x3);
+        }
+        for (; r < R; r += RG) {
+            const long long i0 = perm ? perm[xo + r] : xo + r;
+            acc = w_fma(acc, Mg[(long long)r * C], xs[i0 * ldx]);
+        }
     }
-    for (; r < R; ++r) {
-        const long long i0 = perm ? perm[xo + r] : xo + r;
-        acc = w_fma(acc, Mg[(long long)r * C], xs[i0 * ldx]);
-    }
-    y[(y_off[g] + c) * ldy + s] = acc;
+    part[ty][lane] = acc;
+    __syncthreads();
+    if (ty != 0 || !on) return;
+    T sum = part[0][lane];
+    for (int t = 1; t < RG; ++t) sum = w_add(sum, part[t][lane]);
+    y[(y_off[g] + c) * ldy + s] = sum;
 }
 
 // Many right-hand sides, conjugated rows (adjoint phases): one warp per output row, lanes =

@@ -73,7 +73,7 @@ class DeviceTLR:
         fwd = tlr_forward_tables(mats)
         for key, (first, third) in (("fwd", fwd), ("adj", tlr_adjoint_tables(mats))):
             self._tables[key] = tuple(_to_device(seg, cupy) for seg in (first, third))
-        for ls in _module.TLR_RHS_LANES:   # block tables of the many-rhs forward kernel
+        for ls in _module.TLR_RHS_LANES[:1]:   # block tables of the many-rhs forward kernel
             self._tables[f"fwd{ls}"] = tuple(
                 dict(t, a=cupy.asarray(a), b=cupy.asarray(b), n=int(a.size))
                 for t, (a, b) in zip(self._tables["fwd"], (gemm_blocks(seg, ls) for seg in fwd)))
@@ -145,17 +145,23 @@ class DeviceTLR:
         if s == 0:
             return Y
         M1, M3 = (U, V) if adjoint else (V, U)
+        narrow = _module.TLR_RHS_LANES[0]
         if s == 1:     # one right-hand side: row groups of a block share each column
             kern = _module.kernel("seg_gemv_h" if adjoint else "seg_gemv_t", dtype, 1)
-            ls, tables = 1, (first, third)
-        else:          # lanes of a warp over the right-hand sides
-            ls = next((c for c in _module.TLR_RHS_LANES if c >= s), _module.TLR_RHS_LANES[-1])
-            kern = _module.kernel("seg_gemm_h" if adjoint else "seg_gemm_t", dtype, ls)
-            tables = (first, third) if adjoint else self._tables[f"fwd{ls}"]
+            ls, kind, tables = 1, ("rows" if adjoint else "groups"), (first, third)
+        elif adjoint:  # lanes of a warp over the right-hand sides
+            ls = narrow if s <= narrow else _module.TLR_RHS_LANES[-1]
+            kern, kind, tables = _module.kernel("seg_gemm_h", dtype, ls), "rows", (first, third)
+        elif s <= narrow:
+            ls, kind, tables = narrow, "lanes", self._tables[f"fwd{narrow}"]
+            kern = _module.kernel("seg_gemm_t", dtype, ls)
+        else:          # 16 sums a thread: fewer x loads per base element than lanes over s
+            ls, kind, tables = _module.TLR_FORWARD_WIDE, "wide", (first, third)
+            kern = _module.kernel("seg_gemv_t", dtype, ls)
         for c0 in range(0, s, ls):
             S = min(ls, s - c0)
             for seg, M, src, dst in ((tables[0], M1, X, mid), (tables[1], M3, mid, Y)):
-                _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, adjoint, ls)
+                _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, kind)
         return Y
 
 
@@ -178,16 +184,17 @@ def _to_device(seg, cupy):
             "groups": seg.row_groups}
 
 
-def _launch(kern, seg, M, x, y, S: int, ld: int, adjoint: bool, ls: int) -> None:
+def _launch(kern, seg, M, x, y, S: int, ld: int, kind: str) -> None:
     n = seg["n"]
     if n == 0:
         return
     perm = seg["perm"] if seg["perm"] is not None else np.uint64(0)
     common = (M, seg["m_off"], seg["rows"], seg["cols"], seg["x_off"], seg["y_off"])
     tail = (perm, x, y, np.int32(S), np.int64(ld), np.int64(ld))
-    if adjoint:   # one warp per output row
+    if kind == "rows":     # adjoint: one warp per output row
         kern((-(-n * 32 // BLOCK),), (BLOCK,), common + (seg["a"], seg["b"], np.int64(n)) + tail)
-    elif ls == 1:  # a block of 32 columns x row groups
+    elif kind == "groups":  # one right-hand side: 32 columns x 8 or 16 row groups
         kern((n,), (TLR_COLS, seg["groups"]), common + (seg["a"], seg["b"]) + tail)
-    else:         # 8 warps of 32 / ls columns
-        kern((n,), (BLOCK,), common + (seg["a"], seg["b"]) + tail)
+    else:  # 32 columns (or 32 / ls columns x ls right-hand sides) x 8 row groups; 16 sums a
+        # thread hold 16 accumulators: 8 groups (fwd16 154-168 us, 197 with 16; docs/gpu.md)
+        kern((n,), (TLR_COLS, 8), common + (seg["a"], seg["b"]) + tail)
