@@ -1,13 +1,15 @@
 """CuPy backend of ``sparse_matmul``: ``cupyx.scipy.sparse`` and ``cupy`` operands run on the GPU.
 
-``sparse_matmul`` sends a product here as soon as one operand is a CuPy object; the product is
-then CuPy's own ``A @ B`` on the device (cuSPARSE SpMV/SpMM for a sparse operand, cuBLAS with
-``method="dense"``), with the result dtype, shape and ``out=`` rules of the CPU path.
+``sparse_matmul`` sends a product here as soon as one operand is a CuPy object (or a
+:class:`wsesparse.gpu.DeviceCSR`); sparse @ dense and dense @ sparse then run our kernels
+(:mod:`wsesparse.gpu`) or cuBLAS on a dense copy, sparse @ sparse is cupyx's, with the result
+dtype, shape and ``out=`` rules of the CPU path.
 
 CuPy is never imported by wsesparse unless an operand already is a CuPy object (its module is
 loaded then anyway) or the user asks (:func:`available`, :class:`TLRDevice`): :func:`is_cupy`
 looks only at the operand's type's ``__module__``. :class:`TLRDevice` runs a ``TLRMatrix``'s
-TLR-MVM on the device.
+TLR-MVM on the device one GEMV per tile row and column: the reference for
+:class:`wsesparse.gpu.DeviceTLR` (two launches a product).
 """
 
 from __future__ import annotations

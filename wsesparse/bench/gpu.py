@@ -117,10 +117,11 @@ def run_grid(m: int = 16384, densities=GPU_DENSITIES, tokens=GPU_TOKENS,
                            r_prep=best_held / t["prep"],
                            gather_tbs=S.nnz * N * np.dtype(dtype).itemsize / t["kernel"] / 1e12)
                 rows.append(row)
+                choice = t["choice"][0] + "/" + t["choice_oneshot"][0]
                 print(f"{dtype:>8} {density:>7} {N:>5} " + " ".join(
                     f"{t[k] * 1e3:9.3f}" for k in ("auto", "prep", "kernel", "cusparse",
                                                    "cublas", "gemm"))
-                    + f" {t['choice'][0] + '/' + t['choice_oneshot'][0]:>6} {row['r_auto']:6.2f} {row['r_gemm']:6.2f} "
+                    + f" {choice:>6} {row['r_auto']:6.2f} {row['r_gemm']:6.2f} "
                     f"{row['r_prep']:6.2f}", flush=True)
                 del X
             del A, S, dense
@@ -205,7 +206,13 @@ def run_tlr_gpu(nx: int = 99, nb: int = 256, tol: float = 1e-3, batch: int = 8,
 
 
 def run_gpu(args) -> int:
-    """``wsesparse bench --gpu``: device, copy rate, the sparse grid and the TLR table."""
+    """``wsesparse bench --gpu``: device, copy rate, the sparse grid and the TLR table.
+    Returns 2 (with a message) where cupy or a CUDA device is missing."""
+    from wsesparse._cupy_backend import available
+    if not available():
+        print("wsesparse bench --gpu needs cupy and a CUDA device (pip install cupy-cuda12x); "
+              "none found")
+        return 2
     import cupy
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     print(f"device {props['name'].decode()}  cupy {cupy.__version__}  "

@@ -1,0 +1,331 @@
+"""The host side of the GPU backend, without a GPU (runs in CI).
+
+``gpu_helpers.install`` puts a stand-in ``cupy`` (numpy underneath) in ``sys.modules`` and
+replays each kernel of wsesparse/gpu/kernels.cu in Python from the exact launch arguments, so
+these tests check the launch geometry, strides, offsets, dtypes, segment tables, the check
+word and the dispatch. The kernels' CUDA is tested on a device (tests/gpu/test_device.py).
+"""
+
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpu_helpers
+from wsesparse import TLRBatch, TLRMatrix, sparse_matmul
+from wsesparse.gpu import _machine, _module, plan
+
+DTYPES = ["float32", "float64", "complex64", "complex128"]
+
+
+@pytest.fixture
+def env(monkeypatch):
+    return gpu_helpers.install(monkeypatch)
+
+
+def _tol(dtype):
+    return 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+
+
+def _random(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _close(Y, ref, dtype):
+    Y = np.asarray(Y)
+    assert Y.dtype == ref.dtype and Y.shape == ref.shape
+    scale = max(np.abs(ref).max(initial=0), 1)
+    np.testing.assert_allclose(Y, ref, rtol=_tol(dtype), atol=_tol(dtype) * scale)
+
+
+# ------------------------------------------------------------------------------ kernel source
+def test_every_instantiation_names_a_template_of_the_source():
+    src = _module.source()
+    templates = set(re.findall(r"template <[^>]*>\s*__global__ void __launch_bounds__\(\d+\) "
+                               r"(\w+)\(", src))
+    families = {"csr_dense", "csr_densify", "csr_check", "seg_gemv_t", "seg_gemv_h",
+                "seg_gemm_t", "seg_gemm_h"}
+    assert templates == families
+    for fam in families - {"csr_check"}:
+        for dtype in DTYPES:
+            for expr in _module.family_names(fam, dtype):
+                assert re.fullmatch(rf"{fam}<(float|double|wc64|wc128)(, [\w ]+)*>", expr)
+    assert _module.family_names("csr_check", np.int64) == ["csr_check<long long>"]
+
+
+# -------------------------------------------------------------------------- launch geometry
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 300), st.integers(0, 4000),
+       st.sampled_from([1, 2, 4]))
+def test_csr_launch_writes_every_output_once(n_rows, n_cols, nnz, vec):
+    launch = plan.csr_launch(n_rows, n_cols, nnz, vec)
+    assert 0 <= launch.q_log <= launch.gs_log <= 5
+    cells = plan.covered_cells(launch, n_rows, n_cols)
+    assert len(cells) == len(set(cells)) == n_rows * n_cols
+
+
+def test_csr_launch_shapes():
+    spmv = plan.csr_launch(100_000, 1, 100_000 * 200, 1)
+    assert (spmv.column_lanes, spmv.nonzero_lanes) == (1, 32)       # long rows: a warp a row
+    wide = plan.csr_launch(1000, 1024, 1000 * 16, 4)
+    assert (wide.column_lanes, wide.nonzero_lanes, wide.grid[1]) == (32, 1, 8)
+    with pytest.raises(ValueError, match="power of two"):
+        plan.csr_launch(10, 10, 10, 3)
+
+
+# ------------------------------------------------------------------------------ TLR tables
+def _tlr(rng, dtype="float64", m=70, n=50, nb=20):
+    A = rng.standard_normal((m, n)) @ np.diag(np.exp(-np.arange(n) / 3)) \
+        @ rng.standard_normal((n, n))
+    if np.dtype(dtype).kind == "c":
+        A = A + 0.5j * A[::-1]
+    A[:nb, nb:] = 0                     # zero-rank tiles
+    return TLRMatrix.from_dense(A.astype(dtype), nb=nb, tol=1e-3)
+
+
+@pytest.mark.parametrize("nb", [7, 20, 64])
+def test_segment_tables_compute_the_tlr_product(rng, nb):
+    mats = [_tlr(rng, "complex128", nb=nb), _tlr(rng, "complex128", nb=nb)]
+    assert nb > 50 or any((T.ranks == 0).any() for T in mats)
+    U = np.concatenate([T.U for T in mats])
+    V = np.concatenate([T.V for T in mats])
+    K = sum(int(T.kcol_ptr[-1]) for T in mats)
+    x = _random(rng, (2 * 50, 3), "complex128")
+    p1, p3 = plan.tlr_forward_tables(mats)
+    mid, y = np.full((K, 3), np.nan, complex), np.full((140, 3), np.nan, complex)
+    plan.run_segments_numpy(p1, V, x, mid, transposed=True)
+    plan.run_segments_numpy(p3, U, mid, y, transposed=True)
+    for f, T in enumerate(mats):
+        np.testing.assert_allclose(y[70 * f:70 * (f + 1)], T @ x[50 * f:50 * (f + 1)],
+                                   rtol=1e-12, atol=1e-12)
+    yin = _random(rng, (140, 2), "complex128")
+    a1, a3 = plan.tlr_adjoint_tables(mats)
+    mid, z = np.full((K, 2), np.nan, complex), np.full((100, 2), np.nan, complex)
+    plan.run_segments_numpy(a1, U, yin, mid, transposed=False)
+    plan.run_segments_numpy(a3, V, mid, z, transposed=False)
+    for f, T in enumerate(mats):
+        np.testing.assert_allclose(z[50 * f:50 * (f + 1)], T.rmatvec(yin[70 * f:70 * (f + 1)]),
+                                   rtol=1e-12, atol=1e-12)
+    # block tables cover every column of every segment once
+    for seg in (p1, p3):
+        for ls in (1, 4, 16):
+            blk_seg, blk_c0 = plan.gemm_blocks(seg, ls) if ls > 1 else (seg.work_a, seg.work_b)
+            width = 32 // ls if ls > 1 else plan.TLR_COLS
+            cover = sorted((g, c) for g, c0 in zip(blk_seg, blk_c0)
+                           for c in range(c0, min(c0 + width, seg.cols[g])))
+            assert cover == [(g, c) for g in range(len(seg.cols)) for c in range(seg.cols[g])]
+
+
+# ------------------------------------------------------------------------- CSR products
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_device_csr_products(env, rng, dtype, index):
+    from wsesparse.gpu import DeviceCSR
+    W = sp.random(23, 17, density=0.3, format="csr", random_state=rng).astype(dtype)
+    S = DeviceCSR((gpu_helpers.dev(W.data), gpu_helpers.dev(W.indices.astype(index)),
+                   gpu_helpers.dev(W.indptr.astype(index))), shape=W.shape)
+    assert S.checked and S.nnz == W.nnz
+    for n in (1, 5, 8):
+        X = _random(rng, (17, n), dtype)
+        _close(S @ gpu_helpers.dev(X), W @ X, dtype)
+        Z = _random(rng, (n, 23), dtype)
+        _close(gpu_helpers.dev(Z) @ S, Z @ W, dtype)
+    _close(S @ gpu_helpers.dev(X[:, 0]), W @ X[:, 0], dtype)
+    assert S.T is S.T                                        # built once
+    assert {n.partition("<")[2].split(", ")[1] for n, _, _ in env.launches
+            if n.startswith("csr_dense")} == {_module.INDEX_TYPES[np.dtype(index)]}
+
+
+def test_layouts_out_and_vector_widths(env, rng):
+    from wsesparse.gpu import DeviceCSR
+    W = sp.random(30, 20, density=0.3, format="csr", random_state=rng, dtype=np.float32)
+    S = DeviceCSR(W)
+    X = _random(rng, (20, 8), "float32")
+    wide = np.zeros((20, 16), np.float32)
+    wide[:, ::2] = X
+    for Xd, vec in ((X, 4), (np.asfortranarray(X), 4), (wide[:, ::2], 4),   # (copied)
+                    (np.concatenate([X[:, :1], X], axis=1)[:, 1:], 1)):
+        env.launches.clear()
+        _close(sparse_matmul(S, gpu_helpers.dev(Xd), method="sparse"), W @ X, "float32")
+        assert env.launches[-1][0] == f"csr_dense<float, int, {vec}, false>"
+    out = gpu_helpers.dev(np.full((30, 16), np.nan, np.float32))
+    sparse_matmul(S, gpu_helpers.dev(X), out=out[:, 1::2], method="sparse")
+    _close(out[:, 1::2], W @ X, "float32")
+    assert np.isnan(np.asarray(out)[:, ::2]).all()
+    outT = gpu_helpers.dev(np.full((8, 30), np.nan, np.float32))
+    r = sparse_matmul(gpu_helpers.dev(X.T.copy()), DeviceCSR(W.T.tocsr()), out=outT,
+                      method="sparse")
+    assert r is outT
+    _close(outT, X.T @ W.T, "float32")
+
+
+def test_degenerate_shapes(env, rng):
+    from wsesparse.gpu import DeviceCSR
+    for m, k, n in ((0, 5, 3), (5, 0, 3), (5, 4, 0), (1, 1, 1)):
+        W = sp.random(m, k, density=0.5, format="csr", random_state=rng)
+        X = rng.standard_normal((k, n))
+        Y = sparse_matmul(DeviceCSR(W), gpu_helpers.dev(X), method="sparse")
+        _close(Y, W @ X, "float64")
+        Y = sparse_matmul(env.csr_matrix(W), gpu_helpers.dev(X))      # one-shot
+        _close(Y, W @ X, "float64")
+
+
+def test_unsorted_duplicates_and_dense_copies(env, rng):
+    from wsesparse.gpu import DeviceCSR
+    indptr = np.array([0, 4, 4, 7])
+    indices = np.array([3, 0, 3, 3, 2, 0, 2])
+    data = np.arange(1.0, 8.0)
+    W = sp.csr_matrix((data, indices, indptr), shape=(3, 4))
+    assert not W.has_canonical_format
+    X = rng.standard_normal((4, 40))
+    for keep in (True, False):
+        S = DeviceCSR(W, keep_dense=keep)
+        np.testing.assert_array_equal(np.asarray(S.toarray()), W.toarray())
+        for _ in range(2):
+            _close(sparse_matmul(S, gpu_helpers.dev(X), method="dense"), W @ X, "float64")
+        assert bool(S._dense) == keep
+        _close(sparse_matmul(S, gpu_helpers.dev(X), method="sparse"), W @ X, "float64")
+        Z = rng.standard_normal((6, 3))
+        _close(sparse_matmul(gpu_helpers.dev(Z), S, method="sparse"), Z @ W, "float64")
+    with pytest.raises(ValueError, match="keep_dense must be"):
+        DeviceCSR(W, keep_dense="yes")
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("index", "a stored index is negative or not below 20"),
+    ("negative", "a stored index is negative"),
+    ("decreasing", "indptr decreases somewhere"),
+    ("short", "indptr\\[-1\\] exceeds the number of stored indices"),
+    ("start", "indptr\\[0\\] is not 0"),
+])
+def test_corrupt_structures_raise_the_cpu_message(env, rng, fault, message):
+    from wsesparse.gpu import DeviceCSR
+    W = sp.random(30, 20, density=0.3, format="csr", random_state=rng)
+    indptr, indices = W.indptr.copy(), W.indices.copy()
+    if fault == "index":
+        indices[4] = 20
+    elif fault == "negative":
+        indices[-1] = -3
+    elif fault == "decreasing":
+        indptr[5] = indptr[6] + 1
+    elif fault == "short":
+        indptr[-1] += 2
+    else:
+        indptr[0] = 1
+    arrays = (gpu_helpers.dev(W.data), gpu_helpers.dev(indices), gpu_helpers.dev(indptr))
+    with pytest.raises(ValueError, match=message):
+        DeviceCSR(arrays, shape=W.shape)
+    bad = env.csr_matrix(W)
+    bad.indices, bad.indptr = indices, indptr          # (scipy's constructor would refuse)
+    for n in (1, 3, 64):      # one-shot: the product kernel finds it (or csr_check, densify)
+        X = gpu_helpers.dev(np.ones((20, n)) if n > 1 else np.ones(20))
+        with pytest.raises(ValueError, match="A has a corrupt compressed structure.*" + message):
+            sparse_matmul(bad, X)
+    with pytest.raises(ValueError, match=message):
+        sparse_matmul(gpu_helpers.dev(np.ones((2, 30))), bad)           # transposed
+
+
+def test_bad_arguments(env, rng):
+    from wsesparse.gpu import DeviceCSR
+    W = sp.random(5, 4, density=0.5, format="csr", random_state=rng)
+    with pytest.raises(TypeError, match="tuple form"):
+        DeviceCSR((gpu_helpers.dev(W.data), gpu_helpers.dev(W.indices)), shape=(5, 4))
+    with pytest.raises(TypeError, match="indices must be a 1-D cupy.ndarray"):
+        DeviceCSR((gpu_helpers.dev(W.data), W.indices, gpu_helpers.dev(W.indptr)), shape=(5, 4))
+    with pytest.raises(ValueError, match="indptr has 6 entries, not 4"):
+        DeviceCSR((gpu_helpers.dev(W.data), gpu_helpers.dev(W.indices),
+                   gpu_helpers.dev(W.indptr)), shape=(3, 4))
+    with pytest.raises(TypeError, match="must be a sparse matrix"):
+        DeviceCSR(np.eye(3))
+    S = DeviceCSR(W)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        S @ gpu_helpers.dev(np.ones((5, 2)))
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        S @ np.ones((4, 2))
+    with pytest.raises(TypeError, match="not DeviceCSR"):
+        sparse_matmul(S, env.csr_matrix(W.T.tocsr()))
+
+
+# ----------------------------------------------------------------------------- dispatch
+@pytest.mark.parametrize("dtype, density, n, expected", [
+    ("float32", 0.01, 256, "sparse"),    # measured: kernel 0.31 ms, GEMM 2.71
+    ("float32", 0.3, 64, "dense"),       # kernel 1.92, GEMM 0.78
+    ("float64", 0.3, 256, "dense"),      # kernel 15.1, GEMM 2.33
+    ("float64", 0.001, 1024, "sparse"),  # kernel 0.28, GEMM 8.85
+    ("float64", 0.3, 8, "sparse"),       # N < 32: always the kernel
+])
+def test_choice_on_the_h200_rates(monkeypatch, dtype, density, n, expected):
+    gpu_helpers.install(monkeypatch, device_name="NVIDIA H200")
+    from wsesparse.gpu import DeviceCSR
+    from wsesparse.gpu.csr import choose
+    m = 16384
+    nnz = int(density * m * m)
+    S = DeviceCSR.__new__(DeviceCSR)     # the shape and counts choose() reads, no arrays
+    S.shape, S.nnz, S.checked, S.keep_dense, S._dense = (m, m), nnz, True, True, {}
+    S.indices = np.empty(0, np.int32)
+    assert choose(S, n, dtype, vector=False) == expected
+    assert choose(S, 1, dtype, vector=True) == "sparse"
+
+
+def test_rates_and_estimates():
+    assert _machine.rates_for("NVIDIA H200").gemm["float64"] == 63e12
+    t_s = _machine.sparse_seconds(_machine.H200, 16384, 1024, 268_435, np.float64, 4)
+    assert 0.1e-3 < t_s < 0.5e-3                         # measured 0.28 ms
+    t_g = _machine.gemm_seconds(_machine.H200, 16384, 16384, 1024, np.float64)
+    assert 7e-3 < t_g < 10e-3                            # measured 8.8 ms
+
+
+# ----------------------------------------------------------------------------------- TLR
+@pytest.mark.parametrize("dtype", ["float32", "complex64", "complex128"])
+@pytest.mark.parametrize("s", [None, 1, 3, 5, 18])
+def test_device_tlr(env, rng, dtype, s):
+    from wsesparse.gpu import DeviceTLR
+    T = _tlr(rng, dtype)
+    D = DeviceTLR(T)
+    x = _random(rng, (50,) if s is None else (50, s), dtype)
+    y = _random(rng, (70,) if s is None else (70, s), dtype)
+    _close(D @ gpu_helpers.dev(x), T @ x, dtype)
+    _close(D.H @ gpu_helpers.dev(y), T.rmatvec(y), dtype)
+    used = {n.partition("<")[0] for n, _, _ in env.launches}
+    if s is None or s == 1:
+        assert used == {"seg_gemv_t", "seg_gemv_h"}
+    elif s <= 4:
+        assert used == {"seg_gemm_t", "seg_gemm_h"}
+    else:
+        assert used == {"seg_gemv_t", "seg_gemm_h"}
+
+
+def test_device_tlr_batch_promotion_and_errors(env, rng):
+    from wsesparse.gpu import DeviceTLR
+    T = _tlr(rng, "float32")
+    xc = _random(rng, (50, 2), "complex64")
+    _close(DeviceTLR(T) @ gpu_helpers.dev(xc), T @ xc, "complex64")      # [Re, Im] trick
+    B = TLRBatch([_tlr(rng, "complex64") for _ in range(3)])
+    D = DeviceTLR(B)
+    xs = _random(rng, (3, 50, 2), "complex64")
+    ys = np.asarray(D @ gpu_helpers.dev(xs))
+    assert ys.shape == (3, 70, 2)
+    for f in range(3):
+        _close(ys[f], B[f] @ xs[f], "complex64")
+    with pytest.raises(ValueError, match=r"x must be of shape \(3, 50\[, s\]\)"):
+        D @ gpu_helpers.dev(np.ones(50, np.complex64))
+    with pytest.raises(TypeError, match="x must be a cupy.ndarray"):
+        D @ np.ones((3, 50))
+    with pytest.raises(TypeError, match="TLRMatrix or TLRBatch"):
+        DeviceTLR(np.eye(3))
+    with pytest.raises(ValueError, match="share one shape and dtype"):
+        DeviceTLR(TLRBatch([_tlr(rng, "complex64"), _tlr(rng, "complex128")]))
+
+
+def test_bench_gpu_without_cupy(monkeypatch, capsys):
+    import sys
+    from wsesparse.cli import main
+    monkeypatch.setitem(sys.modules, "cupy", None)          # import cupy raises ImportError
+    assert main(["bench", "--gpu"]) == 2
+    assert "needs cupy and a CUDA device" in capsys.readouterr().out
