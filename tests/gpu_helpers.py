@@ -20,6 +20,26 @@ _CTYPES = {"float": np.float32, "double": np.float64, "wc64": np.complex64,
            "wc128": np.complex128, "int": np.int32, "long long": np.int64}
 
 
+def random_values(rng, shape, dtype) -> np.ndarray:
+    """Standard normal values of ``dtype`` (real and imaginary parts for complex)."""
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def tlr_test_matrix(rng, dtype, m: int = 70, n: int = 50, nb: int = 20):
+    """A TLRMatrix with ragged edge tiles and zero-rank tiles (the block right of the first
+    tile row is zero)."""
+    from wsesparse import TLRMatrix
+    A = rng.standard_normal((m, n)) @ np.diag(np.exp(-np.arange(n) / 3)) \
+        @ rng.standard_normal((n, n))
+    if np.dtype(dtype).kind == "c":
+        A = A + 0.5j * A[::-1]
+    A[:nb, nb:] = 0
+    return TLRMatrix.from_dense(A.astype(dtype), nb=nb, tol=1e-3)
+
+
 class FakeNdarray(np.ndarray):
     """A numpy array whose class claims to be cupy's, with cupy's ``get``."""
     __module__ = "cupy"

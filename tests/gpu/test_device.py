@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gpu_helpers import random_values, tlr_test_matrix
 from wsesparse import TLRBatch, TLRMatrix, sparse_matmul
 
 pytestmark = pytest.mark.gpu
@@ -31,12 +32,6 @@ def _tol(dtype):
     return 2e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
 
 
-def _random(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
-
 
 def _matrix(rng, m, k, density, dtype, kind="random"):
     W = sp.random(m, k, density=density, format="csr", random_state=rng).astype(dtype)
@@ -45,7 +40,7 @@ def _matrix(rng, m, k, density, dtype, kind="random"):
     W = sp.csr_matrix(W)
     if kind == "long_rows":         # a few dense rows among empty ones
         D = np.zeros((m, k), dtype=dtype)
-        D[::max(m // 3, 1)] = _random(rng, (len(range(0, m, max(m // 3, 1))), k), dtype)
+        D[::max(m // 3, 1)] = random_values(rng, (len(range(0, m, max(m // 3, 1))), k), dtype)
         W = sp.csr_matrix(D)
     elif kind == "unsorted_duplicates":
         coo = W.tocoo()
@@ -77,10 +72,10 @@ def test_csr_dense_matches_scipy(cp, rng, dtype, index, n, kind):
     W = _matrix(rng, 301, 203, 0.05, dtype, kind)
     S = DeviceCSR((cp.asarray(W.data), cp.asarray(W.indices.astype(index)),
                    cp.asarray(W.indptr.astype(index))), shape=W.shape)
-    X = _random(rng, (203, n), dtype)
+    X = random_values(rng, (203, n), dtype)
     _check(sparse_matmul(S, cp.asarray(X), method="sparse"), W @ X, dtype)
     _check(S @ cp.asarray(X[:, 0]), W @ X[:, 0], dtype)                   # SpMV
-    Z = _random(rng, (n, 301), dtype)
+    Z = random_values(rng, (n, 301), dtype)
     _check(sparse_matmul(cp.asarray(Z), S, method="sparse"), Z @ W, dtype)  # dense @ CSR
     _check(cp.asarray(Z[0]) @ S, Z[0] @ W, dtype)
 
@@ -90,7 +85,7 @@ def test_layouts_and_out(cp, rng, dtype):
     W = _matrix(rng, 120, 90, 0.1, dtype)
     import cupyx.scipy.sparse as csp
     S = csp.csr_matrix(W)
-    X = _random(rng, (90, 24), dtype)
+    X = random_values(rng, (90, 24), dtype)
     wide = np.zeros((90, 48), dtype=dtype)
     wide[:, ::2] = X
     for Xd in (cp.asarray(X), cp.asfortranarray(cp.asarray(X)),
@@ -141,7 +136,7 @@ def test_promotion_and_method_dense(cp, rng):
 def test_dense_method_and_kept_copy(cp, rng, dtype):
     from wsesparse.gpu import DeviceCSR
     W = _matrix(rng, 200, 150, 0.2, dtype, "unsorted_duplicates")
-    X = _random(rng, (150, 40), dtype)
+    X = random_values(rng, (150, 40), dtype)
     for keep in (True, False):
         S = DeviceCSR(W, keep_dense=keep)
         dense = S.toarray()
@@ -150,7 +145,7 @@ def test_dense_method_and_kept_copy(cp, rng, dtype):
         for _ in range(2):
             _check(sparse_matmul(S, cp.asarray(X), method="dense"), W @ X, dtype)
         assert bool(S._dense) == keep
-        Z = _random(rng, (7, 200), dtype)
+        Z = random_values(rng, (7, 200), dtype)
         _check(sparse_matmul(cp.asarray(Z), S, method="dense"), Z @ W, dtype)
 
 
@@ -176,11 +171,11 @@ def test_bitwise_reproducible(cp, rng, dtype):
     W = _matrix(rng, 3000, 2000, 0.02, dtype)
     S = DeviceCSR(W)
     for n in (1, 8, 256):
-        X = cp.asarray(_random(rng, (2000, n), dtype))
+        X = cp.asarray(random_values(rng, (2000, n), dtype))
         first = (S @ X).get()
         for _ in range(5):
             assert np.array_equal((S @ X).get(), first)
-        Z = cp.asarray(_random(rng, (n, 3000), dtype))
+        Z = cp.asarray(random_values(rng, (n, 3000), dtype))
         z0 = (Z @ S).get()
         assert np.array_equal((Z @ S).get(), z0)
 
@@ -225,23 +220,15 @@ def test_bad_structure_is_rejected(cp, rng):
 
 
 # ------------------------------------------------------------------------------------- TLR
-def _tlr(rng, dtype, m=70, n=50, nb=20):
-    A = rng.standard_normal((m, n)) @ np.diag(np.exp(-np.arange(n) / 3)) \
-        @ rng.standard_normal((n, n))
-    A[:nb, nb:] = 0
-    if np.dtype(dtype).kind == "c":
-        A = A + 0.5j * A[::-1]
-    return TLRMatrix.from_dense(A.astype(dtype), nb=nb, tol=1e-3)
-
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("s", [None, 1, 3, 16, 21])
 def test_tlr_forward_adjoint(cp, rng, dtype, s):
     from wsesparse.gpu import DeviceTLR
-    T = _tlr(rng, dtype)
+    T = tlr_test_matrix(rng, dtype)
     D = DeviceTLR(T)
-    x = _random(rng, (50,) if s is None else (50, s), dtype)
-    y = _random(rng, (70,) if s is None else (70, s), dtype)
+    x = random_values(rng, (50,) if s is None else (50, s), dtype)
+    y = random_values(rng, (70,) if s is None else (70, s), dtype)
     _check(D @ cp.asarray(x), T @ x, dtype)
     _check(D.H @ cp.asarray(y), T.rmatvec(y), dtype)
     a, b = (D @ cp.asarray(x)).get(), (D.H @ cp.asarray(y)).get()
@@ -251,17 +238,17 @@ def test_tlr_forward_adjoint(cp, rng, dtype, s):
 
 def test_tlr_real_matrix_complex_vector_and_batch(cp, rng):
     from wsesparse.gpu import DeviceTLR
-    T = _tlr(rng, "float32")
-    xc = _random(rng, (50, 2), "complex64")
+    T = tlr_test_matrix(rng, "float32")
+    xc = random_values(rng, (50, 2), "complex64")
     _check(DeviceTLR(T) @ cp.asarray(xc), T @ xc, "complex64")
-    B = TLRBatch([_tlr(rng, "complex64") for _ in range(3)])
+    B = TLRBatch([tlr_test_matrix(rng, "complex64") for _ in range(3)])
     D = DeviceTLR(B)
-    xs = _random(rng, (3, 50, 4), "complex64")
+    xs = random_values(rng, (3, 50, 4), "complex64")
     ys = D @ cp.asarray(xs)
     assert ys.shape == (3, 70, 4)
     for f in range(3):
         _check(ys[f], B[f] @ xs[f], "complex64")
-    zs = D.H @ cp.asarray(_random(rng, (3, 70), "complex64"))
+    zs = D.H @ cp.asarray(random_values(rng, (3, 70), "complex64"))
     assert zs.shape == (3, 50)
     with pytest.raises(ValueError, match=r"x must be of shape \(3, 50\[, s\]\)"):
         D @ cp.ones((50,), np.complex64)
@@ -274,5 +261,5 @@ def test_tlr_seismic(cp, rng):
     from wsesparse.gpu import DeviceTLR
     A = seismic_slice(nx=20, ny=20, frequency=10.0)
     T = TLRMatrix.from_dense(A, nb=64, tol=1e-3)
-    x = _random(rng, A.shape[1], np.complex64)
+    x = random_values(rng, A.shape[1], np.complex64)
     _check(DeviceTLR(T) @ cp.asarray(x), T @ x, "complex64")

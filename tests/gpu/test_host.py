@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu_helpers
-from wsesparse import TLRBatch, TLRMatrix, sparse_matmul
+from gpu_helpers import random_values, tlr_test_matrix
+from wsesparse import TLRBatch, sparse_matmul
 from wsesparse.gpu import _machine, _module, plan
 
 DTYPES = ["float32", "float64", "complex64", "complex128"]
@@ -29,12 +30,6 @@ def env(monkeypatch):
 def _tol(dtype):
     return 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
 
-
-def _random(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def _close(Y, ref, dtype):
@@ -80,23 +75,15 @@ def test_csr_launch_shapes():
 
 
 # ------------------------------------------------------------------------------ TLR tables
-def _tlr(rng, dtype="float64", m=70, n=50, nb=20):
-    A = rng.standard_normal((m, n)) @ np.diag(np.exp(-np.arange(n) / 3)) \
-        @ rng.standard_normal((n, n))
-    if np.dtype(dtype).kind == "c":
-        A = A + 0.5j * A[::-1]
-    A[:nb, nb:] = 0                     # zero-rank tiles
-    return TLRMatrix.from_dense(A.astype(dtype), nb=nb, tol=1e-3)
-
 
 @pytest.mark.parametrize("nb", [7, 20, 64])
 def test_segment_tables_compute_the_tlr_product(rng, nb):
-    mats = [_tlr(rng, "complex128", nb=nb), _tlr(rng, "complex128", nb=nb)]
+    mats = [tlr_test_matrix(rng, "complex128", nb=nb), tlr_test_matrix(rng, "complex128", nb=nb)]
     assert nb > 50 or any((T.ranks == 0).any() for T in mats)
     U = np.concatenate([T.U for T in mats])
     V = np.concatenate([T.V for T in mats])
     K = sum(int(T.kcol_ptr[-1]) for T in mats)
-    x = _random(rng, (2 * 50, 3), "complex128")
+    x = random_values(rng, (2 * 50, 3), "complex128")
     p1, p3 = plan.tlr_forward_tables(mats)
     mid, y = np.full((K, 3), np.nan, complex), np.full((140, 3), np.nan, complex)
     plan.run_segments_numpy(p1, V, x, mid, transposed=True)
@@ -104,7 +91,7 @@ def test_segment_tables_compute_the_tlr_product(rng, nb):
     for f, T in enumerate(mats):
         np.testing.assert_allclose(y[70 * f:70 * (f + 1)], T @ x[50 * f:50 * (f + 1)],
                                    rtol=1e-12, atol=1e-12)
-    yin = _random(rng, (140, 2), "complex128")
+    yin = random_values(rng, (140, 2), "complex128")
     a1, a3 = plan.tlr_adjoint_tables(mats)
     mid, z = np.full((K, 2), np.nan, complex), np.full((100, 2), np.nan, complex)
     plan.run_segments_numpy(a1, U, yin, mid, transposed=False)
@@ -132,9 +119,9 @@ def test_device_csr_products(env, rng, dtype, index):
                    gpu_helpers.dev(W.indptr.astype(index))), shape=W.shape)
     assert S.checked and S.nnz == W.nnz
     for n in (1, 5, 8):
-        X = _random(rng, (17, n), dtype)
+        X = random_values(rng, (17, n), dtype)
         _close(S @ gpu_helpers.dev(X), W @ X, dtype)
-        Z = _random(rng, (n, 23), dtype)
+        Z = random_values(rng, (n, 23), dtype)
         _close(gpu_helpers.dev(Z) @ S, Z @ W, dtype)
     _close(S @ gpu_helpers.dev(X[:, 0]), W @ X[:, 0], dtype)
     assert S.T is S.T                                        # built once
@@ -146,7 +133,7 @@ def test_layouts_out_and_vector_widths(env, rng):
     from wsesparse.gpu import DeviceCSR
     W = sp.random(30, 20, density=0.3, format="csr", random_state=rng, dtype=np.float32)
     S = DeviceCSR(W)
-    X = _random(rng, (20, 8), "float32")
+    X = random_values(rng, (20, 8), "float32")
     wide = np.zeros((20, 16), np.float32)
     wide[:, ::2] = X
     for Xd, vec in ((X, 4), (np.asfortranarray(X), 4), (wide[:, ::2], 4),   # (copied)
@@ -284,12 +271,12 @@ def test_rates_and_estimates():
 # ----------------------------------------------------------------------------------- TLR
 @pytest.mark.parametrize("dtype", ["float32", "complex64", "complex128"])
 @pytest.mark.parametrize("s", [None, 1, 3, 5, 18])
-def test_device_tlr(env, rng, dtype, s):
+def test_devicetlr_test_matrix(env, rng, dtype, s):
     from wsesparse.gpu import DeviceTLR
-    T = _tlr(rng, dtype)
+    T = tlr_test_matrix(rng, dtype)
     D = DeviceTLR(T)
-    x = _random(rng, (50,) if s is None else (50, s), dtype)
-    y = _random(rng, (70,) if s is None else (70, s), dtype)
+    x = random_values(rng, (50,) if s is None else (50, s), dtype)
+    y = random_values(rng, (70,) if s is None else (70, s), dtype)
     _close(D @ gpu_helpers.dev(x), T @ x, dtype)
     _close(D.H @ gpu_helpers.dev(y), T.rmatvec(y), dtype)
     used = {n.partition("<")[0] for n, _, _ in env.launches}
@@ -303,12 +290,12 @@ def test_device_tlr(env, rng, dtype, s):
 
 def test_device_tlr_batch_promotion_and_errors(env, rng):
     from wsesparse.gpu import DeviceTLR
-    T = _tlr(rng, "float32")
-    xc = _random(rng, (50, 2), "complex64")
+    T = tlr_test_matrix(rng, "float32")
+    xc = random_values(rng, (50, 2), "complex64")
     _close(DeviceTLR(T) @ gpu_helpers.dev(xc), T @ xc, "complex64")      # [Re, Im] trick
-    B = TLRBatch([_tlr(rng, "complex64") for _ in range(3)])
+    B = TLRBatch([tlr_test_matrix(rng, "complex64") for _ in range(3)])
     D = DeviceTLR(B)
-    xs = _random(rng, (3, 50, 2), "complex64")
+    xs = random_values(rng, (3, 50, 2), "complex64")
     ys = np.asarray(D @ gpu_helpers.dev(xs))
     assert ys.shape == (3, 70, 2)
     for f in range(3):
@@ -320,7 +307,7 @@ def test_device_tlr_batch_promotion_and_errors(env, rng):
     with pytest.raises(TypeError, match="TLRMatrix or TLRBatch"):
         DeviceTLR(np.eye(3))
     with pytest.raises(ValueError, match="share one shape and dtype"):
-        DeviceTLR(TLRBatch([_tlr(rng, "complex64"), _tlr(rng, "complex128")]))
+        DeviceTLR(TLRBatch([tlr_test_matrix(rng, "complex64"), tlr_test_matrix(rng, "complex128")]))
 
 
 def test_bench_gpu_without_cupy(monkeypatch, capsys):

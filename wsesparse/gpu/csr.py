@@ -51,7 +51,9 @@ class DeviceCSR:
         wsesparse.CSR, or a ``(data, indices, indptr)`` tuple of 1-D ``cupy.ndarray``
         The matrix. Host matrices are copied to the current device; cupyx formats other
         than CSR are converted. The tuple form takes int32 or int64 indices (cupyx's own
-        matrices hold int32) and is referenced, not copied.
+        matrices hold int32). Device arrays are referenced, not copied: changing them
+        afterwards changes this operand without a new check (as for ``wsesparse.CSR``), so
+        keep the structure valid or build a new ``DeviceCSR``.
     shape : tuple of int, optional
         Needed with the tuple form.
     name : str

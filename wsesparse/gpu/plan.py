@@ -148,12 +148,31 @@ def _row_table(rows: np.ndarray):
     return seg, (np.arange(len(seg)) - first).astype(np.int32)
 
 
-def _stack(matrices):
-    """Per-matrix offsets of the concatenated bases, inputs, outputs and rank vectors."""
+def _blocks_of(matrices):
+    """The stacked bases of ``matrices`` as blocks: per tile column the V block and per tile
+    row the U block, each ``(m_off, rows, cols, rank offset, vector offset)`` with the
+    offsets of matrix f after those of f - 1; and each matrix's (rank offset, perm)."""
     u_base = np.cumsum([0] + [T.U.size for T in matrices])
     v_base = np.cumsum([0] + [T.V.size for T in matrices])
     k_base = np.cumsum([0] + [int(T.kcol_ptr[-1]) for T in matrices])
-    return u_base, v_base, k_base
+    col_base = np.cumsum([0] + [T.shape[1] for T in matrices])
+    row_base = np.cumsum([0] + [T.shape[0] for T in matrices])
+    vs, us, perms = [], [], []
+    for f, T in enumerate(matrices):
+        vs.append((v_base[f] + T.v_off[:-1], np.diff(T.col_ptr), T.ranks.sum(axis=0),
+                   k_base[f] + T.kcol_ptr[:-1], col_base[f] + T.col_ptr[:-1]))
+        us.append((u_base[f] + T.u_off[:-1], T.ranks.sum(axis=1), np.diff(T.row_ptr),
+                   k_base[f] + T.krow_ptr[:-1], row_base[f] + T.row_ptr[:-1]))
+        perms.append((k_base[f], T.perm))
+    return vs, us, perms
+
+
+def _reading_vectors(blocks):      # input: the vector; output: the rank vector
+    return [(m, r, c, vec, k) for m, r, c, k, vec in blocks]
+
+
+def _reading_ranks(blocks):        # input: the rank vector; output: the vector
+    return [(m, r, c, k, vec) for m, r, c, k, vec in blocks]
 
 
 def tlr_forward_tables(matrices) -> tuple[Segments, Segments]:
@@ -170,20 +189,10 @@ def tlr_forward_tables(matrices) -> tuple[Segments, Segments]:
     >>> p1.rows.tolist(), p1.cols.tolist(), p3.rows.tolist(), p3.cols.tolist()
     ([4, 2], [4, 2], [4, 2], [4, 2])
     """
-    u_base, v_base, k_base = _stack(matrices)
-    n_in = np.cumsum([0] + [T.shape[1] for T in matrices])
-    n_out = np.cumsum([0] + [T.shape[0] for T in matrices])
-    p1, p3, perms = [], [], []
-    for f, T in enumerate(matrices):
-        w, h = np.diff(T.col_ptr), np.diff(T.row_ptr)
-        kc, kr = T.ranks.sum(axis=0), T.ranks.sum(axis=1)
-        p1.append((v_base[f] + T.v_off[:-1], w, kc, n_in[f] + T.col_ptr[:-1],
-                   k_base[f] + T.kcol_ptr[:-1]))
-        p3.append((u_base[f] + T.u_off[:-1], kr, h, k_base[f] + T.krow_ptr[:-1],
-                   n_out[f] + T.row_ptr[:-1]))
-        perms.append(k_base[f] + T.perm)
-    return _segments(p1, None, transposed=True), \
-        _segments(p3, np.concatenate(perms), transposed=True)
+    vs, us, perms = _blocks_of(matrices)
+    perm = np.concatenate([kb + p for kb, p in perms])
+    return _segments(_reading_vectors(vs), None, transposed=True), \
+        _segments(_reading_ranks(us), perm, transposed=True)
 
 
 def tlr_adjoint_tables(matrices) -> tuple[Segments, Segments]:
@@ -199,22 +208,14 @@ def tlr_adjoint_tables(matrices) -> tuple[Segments, Segments]:
     >>> p1.work_a.size, p3.work_a.size      # one warp per output row
     (6, 6)
     """
-    u_base, v_base, k_base = _stack(matrices)
-    n_in = np.cumsum([0] + [T.shape[0] for T in matrices])
-    n_out = np.cumsum([0] + [T.shape[1] for T in matrices])
-    p1, p3, inv = [], [], []
-    for f, T in enumerate(matrices):
-        w, h = np.diff(T.col_ptr), np.diff(T.row_ptr)
-        kc, kr = T.ranks.sum(axis=0), T.ranks.sum(axis=1)
-        p1.append((u_base[f] + T.u_off[:-1], kr, h, n_in[f] + T.row_ptr[:-1],
-                   k_base[f] + T.krow_ptr[:-1]))
-        p3.append((v_base[f] + T.v_off[:-1], w, kc, k_base[f] + T.kcol_ptr[:-1],
-                   n_out[f] + T.col_ptr[:-1]))
-        iv = np.empty_like(T.perm)
-        iv[T.perm] = np.arange(T.perm.size)
-        inv.append(k_base[f] + iv)
-    return _segments(p1, None, transposed=False), \
-        _segments(p3, np.concatenate(inv), transposed=False)
+    vs, us, perms = _blocks_of(matrices)
+    inv = []
+    for kb, p in perms:
+        iv = np.empty_like(p)
+        iv[p] = np.arange(p.size)
+        inv.append(kb + iv)
+    return _segments(_reading_vectors(us), None, transposed=False), \
+        _segments(_reading_ranks(vs), np.concatenate(inv), transposed=False)
 
 
 def _segments(parts, perm, transposed: bool) -> Segments:
