@@ -2,6 +2,8 @@
 # Build wsesparse in place, run the gpu-marked tests and `wsesparse bench --gpu` on a CUDA
 # machine, in one go (a lent GPU's time is short). Logs and JSON under $OUT (default gpu-out).
 #   TESTS=0 / BENCH=0 skip a part; BENCH_ARGS adds options to the bench (e.g. --gpu-skip-tlr).
+#   CPU_BENCH=1 also times the CPU workflows and the TLR section on all the machine's cores
+#   (the lent machines have 16: issues #27, #28 ask for 16-core figures); not yet run there.
 set -u
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
@@ -27,4 +29,11 @@ if [ "${BENCH:-1}" != 0 ]; then
         ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
     echo "bench rc $? after $(( $(date +%s) - start )) s"
     cat "$OUT/bench.log"
+fi
+if [ "${CPU_BENCH:-0}" != 0 ]; then
+    timeout "${CPU_TIMEOUT:-240}" python3 -m wsesparse bench --workflows > "$OUT/cpu-workflows.log" 2>&1
+    echo "cpu workflows rc $?"; tail -25 "$OUT/cpu-workflows.log"
+    timeout "${CPU_TIMEOUT:-240}" python3 -m wsesparse bench --tlr --cache-grid none \
+        > "$OUT/cpu-tlr.log" 2>&1
+    echo "cpu tlr rc $?"; tail -25 "$OUT/cpu-tlr.log"
 fi

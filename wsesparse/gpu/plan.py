@@ -9,6 +9,7 @@ TLR-MVM kernels for one or several matrices (a batch) so that each phase is one 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -52,6 +53,7 @@ def _log2_floor(n: int) -> int:
     return max(0, int(n).bit_length() - 1)
 
 
+@lru_cache(maxsize=256)      # a solver loop asks for the same launch every step
 def csr_launch(n_rows: int, n_cols: int, nnz: int, vec: int) -> CsrLaunch:
     """The launch of ``csr_dense`` for ``n_rows`` rows, ``n_cols`` output columns, ``nnz``
     stored entries and loads of ``vec`` elements (1 where X's rows are not 16-byte aligned).
