@@ -4,7 +4,7 @@ segment tables, dispatch) runs without a GPU.
 
 The replay follows each kernel's thread mapping: which thread reads which element and which
 lane writes which output, from the same launch arguments the host passes to CuPy. It does not
-check CUDA itself (the gpu-marked tests in tests/test_gpu.py do, on a device).
+check CUDA itself (the gpu-marked tests in tests/gpu/test_device.py do, on a device).
 """
 
 from __future__ import annotations
@@ -142,6 +142,9 @@ def _run_csr_dense(params, grid, block, args):
             if V > 1 and col + V <= n_cols:     # a vector access: aligned (the host's promise)
                 assert (Xf[col:].__array_interface__["data"][0] % (V * X.itemsize)) == 0
                 assert ldx % V == 0
+                if ldy_col == 1:                 # ... and so is the vector store
+                    y_addr = Yf[row * ldy_row + col:].__array_interface__["data"][0]
+                    assert y_addr % (V * Y.itemsize) == 0
             acc = np.zeros(V, dtype=T)
             for pp in range(P):             # the P nonzero lanes, then the shuffle tree
                 for k in range(int(ip[row]) + pp, int(ip[row + 1]), P):
@@ -261,7 +264,7 @@ def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes:
     cupy = types.ModuleType("cupy")
     cupy.ndarray = FakeNdarray
     for name in ("zeros", "empty", "arange", "searchsorted", "argsort", "bincount", "cumsum",
-                 "concatenate", "diff", "ascontiguousarray", "full"):
+                 "concatenate", "diff", "ascontiguousarray", "full", "may_share_memory"):
         setattr(cupy, name, _wrap(getattr(np, name)))
     cupy.asarray = lambda a, dtype=None: dev(np.array(a, dtype=dtype, copy=True)) \
         if not isinstance(a, FakeNdarray) else (a if dtype is None else dev(np.asarray(a,

@@ -52,7 +52,7 @@ def _matrix(rng, m, k, density, dtype, kind="random"):
         o = np.argsort(r, kind="stable")
         indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=m))])
         W = sp.csr_matrix((v[o], c[o], indptr), shape=(m, k))
-        assert not W.has_sorted_indices or W.nnz > 0
+        assert not W.has_canonical_format
     return W
 
 
@@ -101,6 +101,16 @@ def test_layouts_and_out(cp, rng, dtype):
     _check(outT, X.T @ W.T, dtype)
     for fmt in ("csc", "coo"):
         _check(sparse_matmul(getattr(csp, f"{fmt}_matrix")(W), cp.asarray(X)), W @ X, dtype)
+
+
+def test_out_overlapping_the_operand(cp, rng):
+    import cupyx.scipy.sparse as csp
+    W = _matrix(rng, 40, 40, 0.2, "float64")
+    x = rng.standard_normal((40, 3))
+    xd = cp.asarray(x)
+    r = sparse_matmul(csp.csr_matrix(W), xd, out=xd, method="sparse")      # x = A @ x
+    assert r is xd
+    _check(xd, W @ x, "float64")
 
 
 def test_degenerate_shapes(cp, rng):
@@ -156,7 +166,8 @@ def test_one_shot_checks_in_the_kernel(cp, rng):
         S = csp.csr_matrix(W)
         S.indices[5] = 48
         with pytest.raises(ValueError, match="not below 48"):
-            sparse_matmul(S, cp.ones((48, n), np.float32) if n > 1 else cp.ones(48, np.float32))
+            sparse_matmul(S, cp.ones((48, n), np.float32) if n > 1 else cp.ones(48, np.float32),
+                          method="sparse")
         S = csp.csr_matrix(W)
         S.indptr[3] = S.indptr[4] + 1
         with pytest.raises(ValueError, match="indptr decreases"):

@@ -7,6 +7,8 @@ word and the dispatch. The kernels' CUDA is tested on a device (tests/gpu/test_d
 """
 
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -52,6 +54,46 @@ def test_every_instantiation_names_a_template_of_the_source():
             for expr in _module.family_names(fam, dtype):
                 assert re.fullmatch(rf"{fam}<(float|double|wc64|wc128)(, [\w ]+)*>", expr)
     assert _module.family_names("csr_check", np.int64) == ["csr_check<long long>"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) not installed")
+def test_source_compiles_with_nvcc(tmp_path):
+    # Every family for a real and a complex type, both index types: what NVRTC builds at
+    # first use on a GPU, compiled here for sm_90 (no GPU needed).
+    lines = [f'#include "{_module.SOURCE_PATH}"']
+    for dtype in ("float32", "complex128"):
+        for fam in ("csr_dense", "csr_densify", "seg_gemv_t", "seg_gemv_h", "seg_gemm_t",
+                    "seg_gemm_h"):
+            lines += [f"template __global__ void {e}({_SIGNATURES[fam].format(*_ctypes(e))});"
+                      for e in _module.family_names(fam, dtype)]
+    lines += ["template __global__ void csr_check<long long>(const long long*, "
+              "const long long*, long long, long long, long long, int*);"]
+    src = tmp_path / "inst.cu"
+    src.write_text("\n".join(lines) + "\n")
+    res = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"),
+                          str(src)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
+def _ctypes(expr):
+    args = [a.strip() for a in expr.partition("<")[2].rstrip(">").split(",")]
+    return args[0], (args[1] if len(args) > 1 and not args[1].isdigit() else "")
+
+
+_SEG = ("const {0}*, const long long*, const int*, const int*, const long long*, "
+        "const long long*, const int*, const int*, ")
+_SIGNATURES = {
+    "csr_dense": "const {1}*, const {1}*, const {0}*, const {0}*, {0}*, long long, long long, "
+                 "long long, long long, long long, int, int, long long, long long, "
+                 "volatile int*",
+    "csr_densify": "const {1}*, const {1}*, const {0}*, {0}*, long long, long long",
+    "seg_gemv_t": _SEG + "const long long*, const {0}*, {0}*, int, long long, long long",
+    "seg_gemm_t": _SEG + "const long long*, const {0}*, {0}*, int, long long, long long",
+    "seg_gemv_h": _SEG + "long long, const long long*, const {0}*, {0}*, int, long long, "
+                         "long long",
+    "seg_gemm_h": _SEG + "long long, const long long*, const {0}*, {0}*, int, long long, "
+                         "long long",
+}
 
 
 # -------------------------------------------------------------------------- launch geometry
@@ -210,12 +252,59 @@ def test_corrupt_structures_raise_the_cpu_message(env, rng, fault, message):
         DeviceCSR(arrays, shape=W.shape)
     bad = env.csr_matrix(W)
     bad.indices, bad.indptr = indices, indptr          # (scipy's constructor would refuse)
-    for n in (1, 3, 64):      # one-shot: the product kernel finds it (or csr_check, densify)
+    for n in (1, 3, 64):
         X = gpu_helpers.dev(np.ones((20, n)) if n > 1 else np.ones(20))
+        env.launches.clear()    # one-shot: the product kernel finds it, csr_check names it
         with pytest.raises(ValueError, match="A has a corrupt compressed structure.*" + message):
-            sparse_matmul(bad, X)
+            sparse_matmul(bad, X, method="sparse")
+        assert [n.partition("<")[0] for n, _, _ in env.launches] == ["csr_dense", "csr_check"]
+        with pytest.raises(ValueError, match=message):
+            sparse_matmul(bad, X, method="dense")       # checked before densifying
     with pytest.raises(ValueError, match=message):
         sparse_matmul(gpu_helpers.dev(np.ones((2, 30))), bad)           # transposed
+
+
+def test_out_overlapping_an_operand(env, rng):
+    W = sp.random(40, 40, density=0.2, format="csr", random_state=rng)
+    for shape in ((40, 3), (40,)):
+        x = rng.standard_normal(shape)
+        xd = gpu_helpers.dev(x.copy())
+        r = sparse_matmul(env.csr_matrix(W), xd, out=xd, method="sparse")    # x = A @ x
+        assert r is xd
+        _close(xd, W @ x, "float64")
+
+
+def test_strided_arrays_are_copied_and_misaligned_out(env, rng):
+    from wsesparse.gpu import DeviceCSR
+    W = sp.random(30, 20, density=0.3, format="csr", random_state=rng, dtype=np.float32)
+    big = np.zeros(2 * W.nnz, np.float32)
+    big[::2] = W.data
+    wide = np.zeros(2 * W.nnz, W.indices.dtype)
+    wide[::2] = W.indices
+    S = DeviceCSR((gpu_helpers.dev(big)[::2], gpu_helpers.dev(wide)[::2],
+                   gpu_helpers.dev(W.indptr)), shape=W.shape)
+    X = random_values(rng, (20, 8), "float32")
+    _close(S @ gpu_helpers.dev(X), W @ X, "float32")
+    out = gpu_helpers.dev(np.full((30, 12), np.nan, np.float32))[:, 1:9]     # rows 4 B off
+    env.launches.clear()
+    sparse_matmul(S, gpu_helpers.dev(X), out=out, method="sparse")
+    _close(out, W @ X, "float32")
+    assert env.launches[-1][0] == "csr_dense<float, int, 1, false>"     # no 16-byte stores
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_column_blocks_beyond_one_grid(env, rng, monkeypatch, transpose):
+    from wsesparse.gpu import DeviceCSR, csr
+    monkeypatch.setattr(csr, "_MAX_GRID_Y", 1)           # one block of columns a launch
+    W = sp.random(30, 20, density=0.3, format="csr", random_state=rng)
+    S = DeviceCSR(W)
+    if transpose:
+        Z = rng.standard_normal((70, 30))
+        _close(sparse_matmul(gpu_helpers.dev(Z), S, method="sparse"), Z @ W, "float64")
+    else:
+        X = rng.standard_normal((20, 70))
+        _close(sparse_matmul(S, gpu_helpers.dev(X), method="sparse"), W @ X, "float64")
+    assert sum(n.startswith("csr_dense") for n, _, _ in env.launches) > 1
 
 
 def test_bad_arguments(env, rng):
@@ -230,6 +319,9 @@ def test_bad_arguments(env, rng):
                    gpu_helpers.dev(W.indptr)), shape=(3, 4))
     with pytest.raises(TypeError, match="must be a sparse matrix"):
         DeviceCSR(np.eye(3))
+    with pytest.raises(ValueError, match="shape must be two nonnegative sizes"):
+        DeviceCSR((gpu_helpers.dev(np.zeros(0)), gpu_helpers.dev(np.zeros(0, np.int32)),
+                   gpu_helpers.dev(np.zeros(0, np.int32))), shape=(-1, 3))
     S = DeviceCSR(W)
     with pytest.raises(ValueError, match="inner dimensions differ"):
         S @ gpu_helpers.dev(np.ones((5, 2)))
@@ -237,6 +329,11 @@ def test_bad_arguments(env, rng):
         S @ np.ones((4, 2))
     with pytest.raises(TypeError, match="not DeviceCSR"):
         sparse_matmul(S, env.csr_matrix(W.T.tocsr()))
+    with pytest.raises(TypeError, match="dtype must be float32"):
+        S.toarray(np.float16)
+    from wsesparse.gpu.csr import product
+    with pytest.raises(ValueError, match="method must be"):
+        product(S, gpu_helpers.dev(np.ones((4, 2))), False, method="bogus")
 
 
 # ----------------------------------------------------------------------------- dispatch

@@ -42,6 +42,13 @@ def _cupy():
     return cupy
 
 
+def _built(arr):
+    """``arr`` once the current stream has finished building it: a kept copy may next be
+    read by another thread on another stream."""
+    _cupy().cuda.get_current_stream().synchronize()
+    return arr
+
+
 class DeviceCSR:
     """A CSR matrix in GPU memory, checked once, for repeated products with our kernel.
 
@@ -51,9 +58,10 @@ class DeviceCSR:
         wsesparse.CSR, or a ``(data, indices, indptr)`` tuple of 1-D ``cupy.ndarray``
         The matrix. Host matrices are copied to the current device; cupyx formats other
         than CSR are converted. The tuple form takes int32 or int64 indices (cupyx's own
-        matrices hold int32). Device arrays are referenced, not copied: changing them
-        afterwards changes this operand without a new check (as for ``wsesparse.CSR``), so
-        keep the structure valid or build a new ``DeviceCSR``.
+        matrices hold int32). Contiguous device arrays are referenced, not copied: changing
+        them afterwards changes this operand without a new check (as for ``wsesparse.CSR``),
+        and the copies it keeps (values cast to another dtype, the transpose, the dense
+        copy) keep the old values: after changing the arrays, build a new ``DeviceCSR``.
     shape : tuple of int, optional
         Needed with the tuple form.
     name : str
@@ -121,7 +129,7 @@ class DeviceCSR:
         if dtype == self.dtype:
             return self.data
         if dtype not in self._casts:
-            self._casts[dtype] = self.data.astype(dtype)
+            self._casts[dtype] = _built(self.data.astype(dtype))
         return self._casts[dtype]
 
     @property
@@ -130,6 +138,7 @@ class DeviceCSR:
         if self._transpose is None:
             self.ensure_checked()
             self._transpose = _transposed(self)
+            _built(None)
         return self._transpose
 
     def toarray(self, dtype=None):
@@ -137,6 +146,9 @@ class DeviceCSR:
         cupy = _cupy()
         self.ensure_checked()
         dtype = self.dtype if dtype is None else np.dtype(dtype)
+        if dtype not in KERNEL_DTYPES:
+            raise TypeError(f"dtype must be float32, float64, complex64 or complex128, "
+                            f"got {dtype}")
         m, k = self.shape
         dense = cupy.zeros((m, k), dtype=dtype)
         if m and k and self.nnz:
@@ -151,7 +163,7 @@ class DeviceCSR:
         if d is None:
             d = self.toarray(dtype)
             if keep:
-                self._dense[np.dtype(dtype)] = d
+                self._dense[np.dtype(dtype)] = _built(d)
         return d
 
     def __matmul__(self, D):
@@ -174,6 +186,8 @@ def _arrays(A, shape, name, cupy):
         for what, arr in (("data", data), ("indices", indices), ("indptr", indptr)):
             if not isinstance(arr, cupy.ndarray) or arr.ndim != 1:
                 raise TypeError(f"{name}: {what} must be a 1-D cupy.ndarray, got {describe(arr)}")
+        if len(shape) != 2 or any(int(n) < 0 for n in shape):
+            raise ValueError(f"{name}: shape must be two nonnegative sizes, got {shape!r}")
         shape = (int(shape[0]), int(shape[1]))
     elif csp.issparse(A):
         A = A if A.format == "csr" else A.tocsr()
@@ -190,6 +204,8 @@ def _arrays(A, shape, name, cupy):
         A = A.tocsr()
         data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
         shape = tuple(A.shape)
+    # The kernels take the arrays' addresses: strided views are copied.
+    data, indices, indptr = (cupy.ascontiguousarray(a) for a in (data, indices, indptr))
     idx_t = np.dtype(indices.dtype)
     if idx_t.kind not in "iu" or np.dtype(indptr.dtype).kind not in "iu":
         raise TypeError(f"{name} has a corrupt structure: indices and indptr must be integer "
@@ -328,7 +344,7 @@ def run_kernel(S: DeviceCSR, X, Y, dtype, ldx: int, ldy_row: int, ldy_col: int,
         cols = min(step, n_cols - c0)
         grid = (launch.grid[0], -(-cols // (launch.column_lanes * vec)))
         kern(grid, (BLOCK,), (S.indptr, S.indices, S.values(dtype), X[:, c0:] if c0 else X,
-                              _offset(Y, c0, ldy_col), np.int64(m), np.int64(cols),
+                              _from_column(Y, c0, ldy_col), np.int64(m), np.int64(cols),
                               np.int64(ldx), np.int64(ldy_row), np.int64(ldy_col),
                               np.int32(launch.gs_log), np.int32(launch.q_log), np.int64(k),
                               np.int64(S.indices.size), np.uint64(flag_ptr)))
@@ -339,14 +355,14 @@ def run_kernel(S: DeviceCSR, X, Y, dtype, ldx: int, ldy_row: int, ldy_col: int,
             raise ValueError(f"{S.name} has a corrupt compressed structure")   # not reached
 
 
-def _offset(Y, c0: int, ldy_col: int):
-    """A flat view of Y's memory starting at column ``c0`` (strides taken by the kernel)."""
+def _from_column(Y, c0: int, ldy_col: int):
+    """A view of Y whose first element is the kernel's output column ``c0`` (the kernel
+    takes the strides)."""
     if c0 == 0:
         return Y
-    cupy = _cupy()
-    mem = cupy.cuda.MemoryPointer(Y.data.mem, Y.data.ptr - Y.data.mem.ptr
-                                  + c0 * ldy_col * Y.itemsize)
-    return cupy.ndarray((1,), dtype=Y.dtype, memptr=mem)
+    if Y.ndim == 2 and Y.strides[1] == ldy_col * Y.itemsize:
+        return Y[:, c0:]
+    return Y[c0:]            # the transposed layout: kernel columns are Y's rows
 
 
 def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
@@ -354,6 +370,8 @@ def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
     2-D). The result dtype is scipy's promotion of the two; ``out`` (checked by the caller
     for shape and dtype) may have any strides."""
     cupy = _cupy()
+    if method not in ("auto", "sparse", "dense"):
+        raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
     if not isinstance(D, cupy.ndarray):
         raise TypeError(f"the dense operand must be a cupy.ndarray, got {describe(D)}")
     if D.ndim not in (1, 2):
@@ -387,6 +405,11 @@ def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
         res_shape = (P.shape[0],)
     else:
         res_shape = (D.shape[0], P.shape[0]) if transpose else (m, n_cols)
+    if out is not None and (cupy.may_share_memory(out, D) or
+                            cupy.may_share_memory(out, P.data)):
+        # out overlaps an operand (x = A @ x): the kernel would read what it has written
+        out[...] = product(S, D, transpose, method="sparse")
+        return out
     Y = out if out is not None else cupy.empty(res_shape, dtype=dtype)
     item = dtype.itemsize
     if vector:

@@ -1,6 +1,6 @@
 // CUDA kernels of wsesparse's GPU backend, compiled at first use by CuPy (NVRTC) and cached;
 // wsesparse/gpu/_module.py lists the instantiations. Self-contained (no CUDA headers), so the
-// same file also compiles with nvcc for a resource report (tests/test_gpu_source.py).
+// same file also compiles with nvcc (tests/gpu/test_host.py builds it where nvcc is installed).
 //
 // Every output element is summed by one thread (or one fixed shuffle tree) in a fixed order:
 // no atomics, so a product is bitwise reproducible run to run.

@@ -85,10 +85,13 @@ class DeviceTLR:
         return _DeviceTLRAdjoint(self)
 
     def _bases(self, dtype):
+        import cupy
         if dtype == self.dtype:
             return self._U, self._V
         if dtype not in self._cast:
             self._cast[dtype] = (self._U.astype(dtype), self._V.astype(dtype))
+            # kept for other threads, which may read it on their own streams
+            cupy.cuda.get_current_stream().synchronize()
         return self._cast[dtype]
 
     def matvec(self, x):
