@@ -164,7 +164,9 @@ def test_device_csr_products(env, rng, dtype, index):
         X = random_values(rng, (17, n), dtype)
         _close(S @ gpu_helpers.dev(X), W @ X, dtype)
         Z = random_values(rng, (n, 23), dtype)
-        _close(gpu_helpers.dev(Z) @ S, Z @ W, dtype)
+        ZW = gpu_helpers.dev(Z) @ S
+        _close(ZW, Z @ W, dtype)
+        assert ZW.flags.f_contiguous           # as scipy's and the CPU path's X @ W
     _close(S @ gpu_helpers.dev(X[:, 0]), W @ X[:, 0], dtype)
     assert S.T is S.T                                        # built once
     assert {n.partition("<")[2].split(", ")[1] for n, _, _ in env.launches

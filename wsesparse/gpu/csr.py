@@ -410,7 +410,10 @@ def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
         # out overlaps an operand (x = A @ x): the kernel would read what it has written
         out[...] = product(S, D, transpose, method="sparse")
         return out
-    Y = out if out is not None else cupy.empty(res_shape, dtype=dtype)
+    if out is not None:
+        Y = out
+    else:   # D @ S in Fortran order, as scipy and the CPU path return it: coalesced stores
+        Y = cupy.empty(res_shape, dtype=dtype, order="F" if transpose else "C")
     item = dtype.itemsize
     if vector:
         X = D if D.strides[0] % item == 0 and D.strides[0] >= 0 else cupy.ascontiguousarray(D)
