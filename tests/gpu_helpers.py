@@ -81,6 +81,15 @@ class _Pinned(np.ndarray):
         return obj
 
 
+class FakeLinearOperator:
+    """cupyx's ``LinearOperator(shape, matvec, rmatvec, matmat, dtype, rmatmat)``: keeps the
+    callables (what the tests check is what they compute)."""
+
+    def __init__(self, shape, matvec, rmatvec=None, matmat=None, dtype=None, rmatmat=None):
+        self.shape, self.dtype = tuple(shape), dtype
+        self.matvec, self.rmatvec, self.matmat, self.rmatmat = matvec, rmatvec, matmat, rmatmat
+
+
 class Launches(list):
     """Every launch: (kernel name expression, grid, block)."""
 
@@ -297,8 +306,11 @@ def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes:
     csp.csr_matrix = csr_matrix
     csp.issparse = lambda x: isinstance(x, csr_matrix)
     cupyx.scipy, cupyx_scipy.sparse = cupyx_scipy, csp
+    linalg = types.ModuleType("cupyx.scipy.sparse.linalg")
+    linalg.LinearOperator = FakeLinearOperator
+    csp.linalg = linalg
     for name, mod in (("cupy", cupy), ("cupyx", cupyx), ("cupyx.scipy", cupyx_scipy),
-                      ("cupyx.scipy.sparse", csp)):
+                      ("cupyx.scipy.sparse", csp), ("cupyx.scipy.sparse.linalg", linalg)):
         monkeypatch.setitem(sys.modules, name, mod)
     launches = Launches()
     monkeypatch.setattr(_module, "kernel", lambda family, dtype, *p: make_kernel(

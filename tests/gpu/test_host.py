@@ -309,6 +309,27 @@ def test_column_blocks_beyond_one_grid(env, rng, monkeypatch, transpose):
     assert sum(n.startswith("csr_dense") for n, _, _ in env.launches) > 1
 
 
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_linear_operators(env, rng, dtype):
+    from wsesparse.gpu import DeviceCSR, DeviceTLR
+    W = sp.random(30, 20, density=0.3, format="csr", random_state=rng).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        W = sp.csr_matrix(W + 0.5j * W)
+    T = tlr_test_matrix(rng, dtype)
+    for op, A in ((DeviceCSR(W).aslinearoperator(), W.toarray()),
+                  (DeviceTLR(T).aslinearoperator(), T.toarray())):
+        m, n = A.shape
+        assert op.shape == (m, n) and op.dtype == np.dtype(dtype)
+        x, X = random_values(rng, n, dtype), random_values(rng, (n, 3), dtype)
+        y, Y = random_values(rng, m, dtype), random_values(rng, (m, 2), dtype)
+        _close(op.matvec(gpu_helpers.dev(x)), A @ x, dtype)
+        _close(op.matmat(gpu_helpers.dev(X)), A @ X, dtype)
+        _close(op.rmatvec(gpu_helpers.dev(y)), A.conj().T @ y, dtype)
+        _close(op.rmatmat(gpu_helpers.dev(Y)), A.conj().T @ Y, dtype)
+    with pytest.raises(ValueError, match="holds a batch of 2"):
+        DeviceTLR(TLRBatch([T, T])).aslinearoperator()
+
+
 def test_bad_arguments(env, rng):
     from wsesparse.gpu import DeviceCSR
     W = sp.random(5, 4, density=0.5, format="csr", random_state=rng)

@@ -166,6 +166,25 @@ class DeviceCSR:
                 self._dense[np.dtype(dtype)] = _built(d)
         return d
 
+    def aslinearoperator(self):
+        """A ``cupyx.scipy.sparse.linalg.LinearOperator`` applying this matrix with our
+        kernel, for cupyx's iterative solvers (``cg``, ``gmres``, ``minres``, ``lsqr``, ...):
+        ``matvec``/``matmat`` compute ``S @ x``, ``rmatvec``/``rmatmat`` ``S^H @ y`` (through
+        the kept transpose).
+
+        Examples
+        --------
+        >>> import cupy, cupyx.scipy.sparse.linalg as cla               # doctest: +SKIP
+        >>> x, info = cla.cg(S.aslinearoperator(), cupy.ones(S.shape[0]))  # doctest: +SKIP
+        """
+        from cupyx.scipy.sparse.linalg import LinearOperator
+
+        def adjoint(y):       # S^H y = conj(conj(y)^T S), for a vector or a block
+            return (y.conj().T @ self).conj().T
+
+        return LinearOperator(self.shape, matvec=self.__matmul__, rmatvec=adjoint,
+                              matmat=self.__matmul__, rmatmat=adjoint, dtype=self.dtype)
+
     def __matmul__(self, D):
         return product(self, D, transpose=False)
 

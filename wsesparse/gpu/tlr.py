@@ -94,6 +94,17 @@ class DeviceTLR:
             cupy.cuda.get_current_stream().synchronize()
         return self._cast[dtype]
 
+    def aslinearoperator(self):
+        """A ``cupyx.scipy.sparse.linalg.LinearOperator`` of one matrix (not a batch):
+        ``matvec``/``matmat`` ``T @ x``, ``rmatvec``/``rmatmat`` ``T^H @ y``, for cupyx's
+        iterative solvers (``lsqr`` calls both, as least-squares redatuming does)."""
+        if self.batched:
+            raise ValueError("aslinearoperator takes one matrix; this DeviceTLR holds a batch "
+                             f"of {self.n_matrices}")
+        from cupyx.scipy.sparse.linalg import LinearOperator
+        return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
+                              matmat=self.matvec, rmatmat=self.rmatvec, dtype=self.dtype)
+
     def matvec(self, x):
         """``T @ x`` (each matrix of a batch with its own x)."""
         return self._apply(x, adjoint=False)
