@@ -14,9 +14,12 @@ TLR-MVM on the device one GEMV per tile row and column: the reference for
 
 from __future__ import annotations
 
+import sys
+
 from wsesparse._checks import (KERNEL_DTYPES, check_numeric_dtype, describe, product_shape,
                                result_dtype)
 from wsesparse._threads import resolve_n_threads
+from wsesparse.gpu.csr import DeviceCSR, product
 
 _ROOTS = ("cupy", "cupyx")
 
@@ -38,10 +41,18 @@ def is_cupy(x) -> bool:
     return isinstance(module, str) and module.partition(".")[0] in _ROOTS
 
 
+_MODULES: tuple = (None, None)
+
+
 def _modules():
-    import cupy
-    import cupyx.scipy.sparse as csp
-    return cupy, csp
+    """(cupy, cupyx.scipy.sparse), imported once per cupy module object (an import
+    statement costs microseconds a call in a solver loop)."""
+    global _MODULES
+    if _MODULES[0] is None or sys.modules.get("cupy") is not _MODULES[0]:
+        import cupy
+        import cupyx.scipy.sparse as csp
+        _MODULES = (cupy, csp)
+    return _MODULES
 
 
 def available() -> bool:
@@ -82,7 +93,6 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
     if A is None or B is None:
         raise TypeError(f"operands must not be None (A: {describe(A)}, B: {describe(B)})")
     cupy, csp = _modules()
-    from wsesparse.gpu.csr import DeviceCSR
     a_sparse = csp.issparse(A) or isinstance(A, DeviceCSR)
     b_sparse = csp.issparse(B) or isinstance(B, DeviceCSR)
     for name, x, sparse in (("A", A, a_sparse), ("B", B, b_sparse)):
@@ -124,7 +134,6 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
         if out.dtype != dtype:
             raise ValueError(f"out has dtype {out.dtype}, but the product has dtype {dtype}")
 
-    from wsesparse.gpu.csr import product
     if not isinstance(S, DeviceCSR):   # checked by the product kernel (or before a transpose)
         S = DeviceCSR.unchecked(S, name="B" if transpose else "A")
     return product(S, D, transpose, out=out, method=method)

@@ -224,7 +224,8 @@ def _arrays(A, shape, name, cupy):
         data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
         shape = tuple(A.shape)
     # The kernels take the arrays' addresses: strided views are copied.
-    data, indices, indptr = (cupy.ascontiguousarray(a) for a in (data, indices, indptr))
+    data, indices, indptr = (a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
+                             for a in (data, indices, indptr))
     idx_t = np.dtype(indices.dtype)
     if idx_t.kind not in "iu" or np.dtype(indptr.dtype).kind not in "iu":
         raise TypeError(f"{name} has a corrupt structure: indices and indptr must be integer "
