@@ -215,6 +215,11 @@ __global__ void __launch_bounds__(256) csr_densify(
 }
 
 // ------------------------------------------------------------------------------------- TLR-MVM
+// Row of x that position i of a segment reads: perm[i] (a fused gather) or i itself.
+__device__ __forceinline__ long long w_xrow(const long long* __restrict__ perm, long long i) {
+    return perm ? perm[i] : i;
+}
+
 // A "segment" g is a row-major R_g x C_g block M_g of one stacked basis (U or V) at m_off[g];
 // x_off[g], y_off[g] are its first row of the input and of the output. Inputs and outputs are
 // row-major with S columns (right-hand sides), row strides ldx and ldy.
@@ -247,10 +252,10 @@ __global__ void __launch_bounds__(512) seg_gemv_t(
         for (; r + 3 * RG < R; r += 4 * RG) {
             const T m0 = Mg[(long long)r * C], m1 = Mg[(long long)(r + RG) * C];
             const T m2 = Mg[(long long)(r + 2 * RG) * C], m3 = Mg[(long long)(r + 3 * RG) * C];
-            const long long i0 = perm ? perm[xo + r] : xo + r;
-            const long long i1 = perm ? perm[xo + r + RG] : xo + r + RG;
-            const long long i2 = perm ? perm[xo + r + 2 * RG] : xo + r + 2 * RG;
-            const long long i3 = perm ? perm[xo + r + 3 * RG] : xo + r + 3 * RG;
+            const long long i0 = w_xrow(perm, xo + r);
+            const long long i1 = w_xrow(perm, xo + r + RG);
+            const long long i2 = w_xrow(perm, xo + r + 2 * RG);
+            const long long i3 = w_xrow(perm, xo + r + 3 * RG);
 #pragma unroll
             for (int s = 0; s < SC; ++s) {
                 if (s < S) {
@@ -263,7 +268,7 @@ __global__ void __launch_bounds__(512) seg_gemv_t(
         }
         for (; r < R; r += RG) {
             const T m0 = Mg[(long long)r * C];
-            const long long i0 = perm ? perm[xo + r] : xo + r;
+            const long long i0 = w_xrow(perm, xo + r);
 #pragma unroll
             for (int s = 0; s < SC; ++s)
                 if (s < S) acc[s] = w_fma(acc[s], m0, x[i0 * ldx + s]);
@@ -309,8 +314,8 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
         int r = lane;
         for (; r + 32 < L; r += 64) {
             const T m0 = w_conj(Mr[r]), m1 = w_conj(Mr[r + 32]);
-            const long long i0 = perm ? perm[xo + r] : xo + r;
-            const long long i1 = perm ? perm[xo + r + 32] : xo + r + 32;
+            const long long i0 = w_xrow(perm, xo + r);
+            const long long i1 = w_xrow(perm, xo + r + 32);
 #pragma unroll
             for (int s = 0; s < SC; ++s) {
                 if (s < S) {
@@ -321,7 +326,7 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
         }
         for (; r < L; r += 32) {
             const T m0 = w_conj(Mr[r]);
-            const long long i0 = perm ? perm[xo + r] : xo + r;
+            const long long i0 = w_xrow(perm, xo + r);
 #pragma unroll
             for (int s = 0; s < SC; ++s)
                 if (s < S) acc[s] = w_fma(acc[s], m0, x[i0 * ldx + s]);
@@ -366,10 +371,10 @@ __global__ void __launch_bounds__(256) seg_gemm_t(
         for (; r + 3 * RG < R; r += 4 * RG) {
             const T m0 = Mg[(long long)r * C], m1 = Mg[(long long)(r + RG) * C];
             const T m2 = Mg[(long long)(r + 2 * RG) * C], m3 = Mg[(long long)(r + 3 * RG) * C];
-            const long long i0 = perm ? perm[xo + r] : xo + r;
-            const long long i1 = perm ? perm[xo + r + RG] : xo + r + RG;
-            const long long i2 = perm ? perm[xo + r + 2 * RG] : xo + r + 2 * RG;
-            const long long i3 = perm ? perm[xo + r + 3 * RG] : xo + r + 3 * RG;
+            const long long i0 = w_xrow(perm, xo + r);
+            const long long i1 = w_xrow(perm, xo + r + RG);
+            const long long i2 = w_xrow(perm, xo + r + 2 * RG);
+            const long long i3 = w_xrow(perm, xo + r + 3 * RG);
             const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx], x2 = xs[i2 * ldx], x3 = xs[i3 * ldx];
             acc = w_fma(acc, m0, x0);
             acc = w_fma(acc, m1, x1);
@@ -377,7 +382,7 @@ __global__ void __launch_bounds__(256) seg_gemm_t(
             acc = w_fma(acc, m3, x3);
         }
         for (; r < R; r += RG) {
-            const long long i0 = perm ? perm[xo + r] : xo + r;
+            const long long i0 = w_xrow(perm, xo + r);
             acc = w_fma(acc, Mg[(long long)r * C], xs[i0 * ldx]);
         }
     }
@@ -416,14 +421,14 @@ __global__ void __launch_bounds__(256) seg_gemm_h(
         int r = lr;
         for (; r + LR < L; r += 2 * LR) {
             const T m0 = w_conj(Mr[r]), m1 = w_conj(Mr[r + LR]);
-            const long long i0 = perm ? perm[xo + r] : xo + r;
-            const long long i1 = perm ? perm[xo + r + LR] : xo + r + LR;
+            const long long i0 = w_xrow(perm, xo + r);
+            const long long i1 = w_xrow(perm, xo + r + LR);
             const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx];
             acc = w_fma(acc, m0, x0);
             acc = w_fma(acc, m1, x1);
         }
         for (; r < L; r += LR) {
-            const long long i0 = perm ? perm[xo + r] : xo + r;
+            const long long i0 = w_xrow(perm, xo + r);
             acc = w_fma(acc, w_conj(Mr[r]), xs[i0 * ldx]);
         }
     }
