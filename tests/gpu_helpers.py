@@ -180,39 +180,59 @@ def _rows(perm, xo, r):
     return int(perm[xo + r]) if perm is not None else xo + r
 
 
-def _segment_args(args):
+def _segment_args(params, args):
+    """The value type, the segment arrays, the perm (None for the null pointer), x and y as
+    flat element arrays, and the tail (S, ldx, ldy) of a TLR kernel's arguments."""
+    T = _CTYPES[params[0]]
     M, m_off, rows, cols, x_off, y_off = (np.asarray(a) for a in args[:6])
-    return M, m_off, rows, cols, x_off, y_off
+    perm, x, y, S, ldx, ldy = args[-6:]
+    assert M.dtype == T and x.dtype == T and y.dtype == T
+    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
+    return T, (M, m_off, rows, cols, x_off, y_off), perm, _flat(x), _flat(y), (S, ldx, ldy)
+
+
+def _column_sum(T, seg, g, c, s, perm, xf, ldx):
+    """sum over the rows r of segment g of M_g[r, c] * x[xrow(r), s] (the forward phases)."""
+    M, m_off, rows, cols, x_off, _ = seg
+    R, C = int(rows[g]), int(cols[g])
+    acc = T(0)
+    for r in range(R):
+        acc += M[m_off[g] + r * C + c] * xf[_rows(perm, int(x_off[g]), r) * ldx + s]
+    return acc
 
 
 def _run_seg_gemv_t(params, grid, block, args):
-    T, SC = _CTYPES[params[0]], int(params[1])
-    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
-    blk_seg, blk_c0, perm, x, y, S, ldx, ldy = args[6:]
+    T, seg, perm, xf, yf, (S, ldx, ldy) = _segment_args(params, args)
+    blk_seg, blk_c0 = args[6:8]
     assert grid == (len(blk_seg),) and block[0] == 32 and block[1] in (8, 16)
-    assert 1 <= S <= SC
-    assert M.dtype == T and x.dtype == T and y.dtype == T
-    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
-    xf, yf = _flat(x), _flat(y)
+    assert 1 <= S <= int(params[1])
     for b in range(grid[0]):
         g, c0 = int(blk_seg[b]), int(blk_c0[b])
-        R, C = int(rows[g]), int(cols[g])
-        for c in range(c0, min(c0 + 32, C)):
+        for c in range(c0, min(c0 + 32, int(seg[3][g]))):
             for s in range(S):
-                acc = T(0)
-                for r in range(R):
-                    acc += M[m_off[g] + r * C + c] * xf[_rows(perm, int(x_off[g]), r) * ldx + s]
-                yf[(y_off[g] + c) * ldy + s] = acc
+                yf[(seg[5][g] + c) * ldy + s] = _column_sum(T, seg, g, c, s, perm, xf, ldx)
 
 
-def _run_seg_gemv_h(params, grid, block, args):
-    T, SC = _CTYPES[params[0]], int(params[1])
-    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
-    out_seg, out_row, n_out, perm, x, y, S, ldx, ldy = args[6:]
-    assert block == (256,) and grid[0] * 8 >= n_out and 1 <= S <= SC
-    assert M.dtype == T and x.dtype == T and y.dtype == T
-    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
-    xf, yf = _flat(x), _flat(y)
+def _run_seg_gemm_t(params, grid, block, args):
+    T, seg, perm, xf, yf, (S, ldx, ldy) = _segment_args(params, args)
+    blk_seg, blk_c0 = args[6:8]
+    LS = int(params[1])
+    assert grid == (len(blk_seg),) and block == (32, 8) and 1 <= S <= LS
+    for b in range(grid[0]):
+        g, c0 = int(blk_seg[b]), int(blk_c0[b])
+        for lane in range(32):
+            s, c = lane % LS, c0 + lane // LS
+            if c < int(seg[3][g]) and s < S:
+                yf[(seg[5][g] + c) * ldy + s] = _column_sum(T, seg, g, c, s, perm, xf, ldx)
+
+
+def _run_seg_rows(params, grid, block, args):
+    """seg_gemv_h and seg_gemm_h (one warp per output row; lanes differ, the sums do not):
+    y[y_off + c, s] = sum over r of conj(M_g[c, r]) * x[xrow(r), s]."""
+    T, (M, m_off, rows, cols, x_off, y_off), perm, xf, yf, (S, ldx, ldy) = \
+        _segment_args(params, args)
+    out_seg, out_row, n_out = args[6:9]
+    assert block == (256,) and grid[0] * 8 >= n_out and 1 <= S <= int(params[1])
     for w in range(int(n_out)):
         g, c = int(out_seg[w]), int(out_row[w])
         assert c < rows[g]
@@ -225,43 +245,7 @@ def _run_seg_gemv_h(params, grid, block, args):
             yf[(y_off[g] + c) * ldy + s] = acc
 
 
-def _run_seg_gemm_t(params, grid, block, args):
-    T, LS = _CTYPES[params[0]], int(params[1])
-    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
-    blk_seg, blk_c0, perm, x, y, S, ldx, ldy = args[6:]
-    assert grid == (len(blk_seg),) and block == (32, 8) and 1 <= S <= LS
-    assert M.dtype == T and x.dtype == T and y.dtype == T
-    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
-    xf, yf = _flat(x), _flat(y)
-    for b in range(grid[0]):
-        g, c0 = int(blk_seg[b]), int(blk_c0[b])
-        R, C = int(rows[g]), int(cols[g])
-        for lane in range(32):
-            s, c = lane % LS, c0 + lane // LS
-            if c >= C or s >= S:
-                continue
-            acc = T(0)
-            for r in range(R):
-                acc += M[m_off[g] + r * C + c] * xf[_rows(perm, int(x_off[g]), r) * ldx + s]
-            yf[(y_off[g] + c) * ldy + s] = acc
-
-
-def _run_seg_gemm_h(params, grid, block, args):
-    T, LS = _CTYPES[params[0]], int(params[1])
-    M, m_off, rows, cols, x_off, y_off = _segment_args(args)
-    out_seg, out_row, n_out, perm, x, y, S, ldx, ldy = args[6:]
-    assert block == (256,) and grid[0] * 8 >= n_out and 1 <= S <= LS
-    perm = None if isinstance(perm, np.integer) else np.asarray(perm)
-    xf, yf = _flat(x), _flat(y)
-    for w in range(int(n_out)):
-        g, c = int(out_seg[w]), int(out_row[w])
-        L = int(cols[g])
-        for s in range(S):
-            acc = T(0)
-            for r in range(L):
-                acc += np.conj(M[m_off[g] + c * L + r]) * xf[_rows(perm, int(x_off[g]), r)
-                                                             * ldx + s]
-            yf[(y_off[g] + c) * ldy + s] = acc
+_run_seg_gemv_h = _run_seg_gemm_h = _run_seg_rows
 
 
 def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes: int = 1 << 34):
@@ -279,12 +263,8 @@ def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes:
         if not isinstance(a, FakeNdarray) else (a if dtype is None else dev(np.asarray(a,
                                                                                    dtype)))
     cupy.int64, cupy.complex64 = np.int64, np.complex64
-    pinned = []
-
     def alloc_pinned_memory(nbytes):
-        buf = np.zeros(-(-nbytes // 8), dtype=np.int64)
-        pinned.append(buf)
-        return _Pinned(buf)
+        return _Pinned(np.zeros(-(-nbytes // 8), dtype=np.int64))    # (a view keeps it)
 
     cupy.cuda = types.SimpleNamespace(
         alloc_pinned_memory=alloc_pinned_memory,
