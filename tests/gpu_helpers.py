@@ -40,6 +40,15 @@ def tlr_test_matrix(rng, dtype, m: int = 70, n: int = 50, nb: int = 20):
     return TLRMatrix.from_dense(A.astype(dtype), nb=nb, tol=1e-3)
 
 
+def stored_tlr(T, storage: str):
+    """T with its bases rounded to ``storage`` and widened back: what the kernels of
+    ``DeviceTLR(T, storage=storage)`` sum."""
+    from wsesparse import TLRMatrix
+    from wsesparse.gpu.storage import stored_values
+    return TLRMatrix(T.shape, T.nb, T.ranks, stored_values(T.U, storage),
+                     stored_values(T.V, storage))
+
+
 class FakeNdarray(np.ndarray):
     """A numpy array whose class claims to be cupy's, with cupy's ``get``."""
     __module__ = "cupy"
@@ -180,13 +189,28 @@ def _rows(perm, xo, r):
     return int(perm[xo + r]) if perm is not None else xo + r
 
 
+def _stored(M, T, mt: str | None) -> np.ndarray:
+    """The bases a TLR kernel reads, as values of T: M itself, or its 16-bit elements (pairs
+    (re, im) for complex) widened."""
+    if mt is None:
+        assert M.dtype == T
+        return M
+    from wsesparse.gpu.storage import widen
+    assert M.dtype == np.uint16, M.dtype
+    storage = "float16" if mt.startswith("w_f16") else "bfloat16"
+    assert mt.endswith("x2") == (np.dtype(T).kind == "c")
+    v = widen(M, storage)
+    return (v[0::2] + 1j * v[1::2] if mt.endswith("x2") else v).astype(T)
+
+
 def _segment_args(params, args):
     """The value type, the segment arrays, the perm (None for the null pointer), x and y as
     flat element arrays, and the tail (S, ldx, ldy) of a TLR kernel's arguments."""
     T = _CTYPES[params[0]]
     M, m_off, rows, cols, x_off, y_off = (np.asarray(a) for a in args[:6])
+    M = _stored(M, T, params[2] if len(params) > 2 else None)
     perm, x, y, S, ldx, ldy = args[-6:]
-    assert M.dtype == T and x.dtype == T and y.dtype == T
+    assert x.dtype == T and y.dtype == T
     perm = None if isinstance(perm, np.integer) else np.asarray(perm)
     return T, (M, m_off, rows, cols, x_off, y_off), perm, _flat(x), _flat(y), (S, ldx, ldy)
 
@@ -293,8 +317,8 @@ def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes:
                       ("cupyx.scipy.sparse", csp), ("cupyx.scipy.sparse.linalg", linalg)):
         monkeypatch.setitem(sys.modules, name, mod)
     launches = Launches()
-    monkeypatch.setattr(_module, "kernel", lambda family, dtype, *p: make_kernel(
-        _module.name(family, dtype, *p) if family != "csr_check"
+    monkeypatch.setattr(_module, "kernel", lambda family, dtype, *p, storage=None: make_kernel(
+        _module.name(family, dtype, *p, storage=storage) if family != "csr_check"
         else _module.name(family, p[0]), launches))
     from wsesparse.gpu import csr
     csr._rates.cache_clear()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gpu_helpers import random_values, tlr_test_matrix
+from gpu_helpers import random_values, stored_tlr, tlr_test_matrix
 from wsesparse import TLRBatch, TLRMatrix, sparse_matmul
 
 pytestmark = pytest.mark.gpu
@@ -245,6 +245,22 @@ def test_tlr_forward_adjoint(cp, rng, dtype, s):
     a, b = (D @ cp.asarray(x)).get(), (D.H @ cp.asarray(y)).get()
     assert np.array_equal((D @ cp.asarray(x)).get(), a)
     assert np.array_equal((D.H @ cp.asarray(y)).get(), b)
+
+
+@pytest.mark.parametrize("storage", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("s", [None, 3, 21])
+def test_tlr_16_bit_storage(cp, rng, storage, dtype, s):
+    from wsesparse.gpu import DeviceTLR
+    T = tlr_test_matrix(rng, dtype)
+    D = DeviceTLR(T, storage=storage)
+    R = stored_tlr(T, storage)                  # the rounded bases, summed in dtype
+    x = random_values(rng, (50,) if s is None else (50, s), dtype)
+    y = random_values(rng, (70,) if s is None else (70, s), dtype)
+    _check(D @ cp.asarray(x), R @ x, dtype)
+    _check(D.H @ cp.asarray(y), R.rmatvec(y), dtype)
+    a = (D @ cp.asarray(x)).get()
+    assert np.array_equal((D @ cp.asarray(x)).get(), a)
 
 
 def test_tlr_real_matrix_complex_vector_and_batch(cp, rng):

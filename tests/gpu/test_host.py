@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu_helpers
-from gpu_helpers import random_values, tlr_test_matrix
+from gpu_helpers import random_values, stored_tlr, tlr_test_matrix
 from wsesparse import TLRBatch, sparse_matmul
 from wsesparse.gpu import _machine, _module, plan
 
@@ -51,8 +51,10 @@ def test_every_instantiation_names_a_template_of_the_source():
     assert templates == families
     for fam in families - {"csr_check"}:
         for dtype in DTYPES:
-            for expr in _module.family_names(fam, dtype):
-                assert re.fullmatch(rf"{fam}<(float|double|wc64|wc128)(, [\w ]+)*>", expr)
+            for st in (None, "float16", "bfloat16") if fam.startswith("seg_") else (None,):
+                for expr in _module.family_names(fam, dtype, st):
+                    assert re.fullmatch(rf"{fam}<(float|double|wc64|wc128)(, [\w ]+)*>", expr)
+                    assert (st is None) == (", w_" not in expr)
     assert _module.family_names("csr_check", np.int64) == ["csr_check<long long>"]
 
 
@@ -64,8 +66,9 @@ def test_source_compiles_with_nvcc(tmp_path):
     for dtype in ("float32", "complex128"):
         for fam in ("csr_dense", "csr_densify", "seg_gemv_t", "seg_gemv_h", "seg_gemm_t",
                     "seg_gemm_h"):
+            stores = (None, "float16", "bfloat16") if fam.startswith("seg_") else (None,)
             lines += [f"template __global__ void {e}({_SIGNATURES[fam].format(*_ctypes(e))});"
-                      for e in _module.family_names(fam, dtype)]
+                      for st in stores for e in _module.family_names(fam, dtype, st)]
     lines += ["template __global__ void csr_check<long long>(const long long*, "
               "const long long*, long long, long long, long long, int*);"]
     src = tmp_path / "inst.cu"
@@ -76,11 +79,13 @@ def test_source_compiles_with_nvcc(tmp_path):
 
 
 def _ctypes(expr):
+    """C++ types of an instantiation: value, index ("" if none), stored basis element."""
     args = [a.strip() for a in expr.partition("<")[2].rstrip(">").split(",")]
-    return args[0], (args[1] if len(args) > 1 and not args[1].isdigit() else "")
+    return (args[0], (args[1] if len(args) > 1 and not args[1].isdigit() else ""),
+            args[2] if len(args) > 2 and args[2].startswith("w_") else args[0])
 
 
-_SEG = ("const {0}*, const long long*, const int*, const int*, const long long*, "
+_SEG = ("const {2}*, const long long*, const int*, const int*, const long long*, "
         "const long long*, const int*, const int*, ")
 _SIGNATURES = {
     "csr_dense": "const {1}*, const {1}*, const {0}*, const {0}*, {0}*, long long, long long, "
@@ -428,6 +433,79 @@ def test_device_tlr_batch_promotion_and_errors(env, rng):
         DeviceTLR(np.eye(3))
     with pytest.raises(ValueError, match="share one shape and dtype"):
         DeviceTLR(TLRBatch([tlr_test_matrix(rng, "complex64"), tlr_test_matrix(rng, "complex128")]))
+
+
+@pytest.mark.parametrize("storage", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("s", [None, 3, 18])
+def test_devicetlr_16_bit_storage(env, rng, storage, dtype, s):
+    from wsesparse.gpu import DeviceTLR
+    from wsesparse.gpu.storage import FORMATS
+    T = tlr_test_matrix(rng, dtype)
+    D = DeviceTLR(T, storage=storage)
+    assert D.storage == storage and D.nbytes * np.dtype(dtype).itemsize // 2 \
+        == T.nbytes * (2 if np.dtype(dtype).kind == "c" else 1)
+    assert 0 < D.basis_error <= 2.0 ** -FORMATS[storage]
+    R = stored_tlr(T, storage)
+    x = random_values(rng, (50,) if s is None else (50, s), dtype)
+    y = random_values(rng, (70,) if s is None else (70, s), dtype)
+    _close(D @ gpu_helpers.dev(x), R @ x, dtype)        # the rounded bases, summed in dtype
+    _close(D.H @ gpu_helpers.dev(y), R.rmatvec(y), dtype)
+    mt = _module.STORAGE_TYPES[storage][np.dtype(dtype).kind == "c"]
+    assert env.launches and all(n.endswith(f", {mt}>") for n, _, _ in env.launches)
+    # against the bases as given: the rounding of the bases is the only error added
+    ref = T @ x
+    err = np.linalg.norm(np.asarray(D @ gpu_helpers.dev(x)) - ref) / np.linalg.norm(ref)
+    assert err <= 50 * D.basis_error
+
+
+@pytest.mark.parametrize("storage", ["float16", "bfloat16"])
+def test_devicetlr_storage_promotion_batch_and_errors(env, rng, storage):
+    from wsesparse.gpu import DeviceTLR
+    T = tlr_test_matrix(rng, "float32")
+    xc = random_values(rng, (50, 2), "complex128")          # real kernel on [Re, Im], float64
+    _close(DeviceTLR(T, storage=storage) @ gpu_helpers.dev(xc), stored_tlr(T, storage) @ xc,
+           "complex128")
+    assert re.fullmatch(r"seg_gemm_t<double, 4, w_b?f16>", env.launches[-1][0])  # 4 columns
+    B = TLRBatch([tlr_test_matrix(rng, "complex64") for _ in range(2)])
+    xs = random_values(rng, (2, 50), "complex64")
+    ys = np.asarray(DeviceTLR(B, storage=storage) @ gpu_helpers.dev(xs))
+    for f in range(2):
+        _close(ys[f], stored_tlr(B[f], storage) @ xs[f], "complex64")
+    assert DeviceTLR(T).basis_error == 0.0 and DeviceTLR(T).storage is None
+    with pytest.raises(ValueError, match="storage must be None, 'float16' or 'bfloat16'"):
+        DeviceTLR(T, storage="half")
+
+
+def test_float16_storage_refuses_values_beyond_its_range(env, rng):
+    from wsesparse import TLRMatrix
+    from wsesparse.gpu import DeviceTLR
+    T = tlr_test_matrix(rng, "float32")
+    big = TLRMatrix(T.shape, T.nb, T.ranks, T.U * 1e5, T.V)
+    with pytest.raises(ValueError, match="storage='float16' cannot hold a basis value"):
+        DeviceTLR(big, storage="float16")
+    DeviceTLR(big, storage="bfloat16")                       # float32's range
+
+
+def test_storage_rounding():
+    from wsesparse.gpu.storage import stored_values, to_storage, widen
+    # float16: numpy's conversion; bfloat16: nearest, ties to even, from the float32 bits
+    # (the bfloat16 spacing at 1 is 2**-7: 1 + 2**-8 and 1 + 3 * 2**-8 are ties)
+    v = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -9, -(1 + 2 ** -8 + 2 ** -20),
+                  2.0 ** -133, 0.0, -0.0], np.float32)
+    got = widen(to_storage(v, "bfloat16"), "bfloat16")
+    want = np.array([1.0, 1.0, 1 + 2 ** -6, 1.0, -(1 + 2 ** -7), 2.0 ** -133, 0.0, -0.0],
+                    np.float32)
+    assert np.array_equal(got, want) and np.signbit(got[-1])
+    h = np.array([1 / 3, 70000 / 2, -1e-8], np.float64)
+    assert np.array_equal(widen(to_storage(h, "float16"), "float16"),
+                          h.astype(np.float16).astype(np.float32))
+    nan = widen(to_storage(np.array([np.nan, np.inf], np.float32), "bfloat16"), "bfloat16")
+    assert np.isnan(nan[0]) and nan[1] == np.inf
+    c = np.array([[1 / 3 - 2j]], np.complex128)
+    assert stored_values(c, "float16").shape == (1, 1) and to_storage(c, "float16").size == 2
+    with pytest.raises(TypeError, match="values must be float or complex"):
+        to_storage(np.arange(3), "float16")
 
 
 def test_bench_gpu_without_cupy(monkeypatch, capsys):

@@ -158,7 +158,8 @@ def run_tlr_gpu(nx: int = 99, nb: int = 256, tol: float = 1e-3, batch: int = 8,
                 repeats: int = 50) -> dict:
     """TLR-MVM on the device: forward/adjoint for 1 and 16 right-hand sides, a batch of
     ``batch`` copies of the slice (distinct buffers, together larger than the L2), the
-    per-tile reference ``TLRDevice`` and a dense GEMV; GB/s over the copy bandwidth."""
+    per-tile reference ``TLRDevice`` and a dense GEMV; GB/s over the copy bandwidth; the
+    bases stored in float16 and bfloat16, with their error against the float32 product."""
     import cupy
     from wsesparse import TLRBatch
     from wsesparse._cupy_backend import TLRDevice
@@ -200,6 +201,16 @@ def run_tlr_gpu(nx: int = 99, nb: int = 256, tol: float = 1e-3, batch: int = 8,
     res["batch_GBs"] = T.mvm_bytes(1) * batch / (res["batch1_us"] * 1e-6) / 1e9
     res["fwd1_GBs"] = T.mvm_bytes(1) / (res["fwd1_us"] * 1e-6) / 1e9
     res["batch_over_copy"] = res["batch_GBs"] / res["copy_GBs"]
+    del B
+    for storage in ("float16", "bfloat16"):   # 16-bit bases: time, and error against float32
+        S = DeviceTLR(T, storage=storage)
+        res[f"{storage}_fwd1_us"] = event_time(lambda: S @ x1, repeats) * 1e6
+        res[f"{storage}_adj1_us"] = event_time(lambda: S.H @ x1, repeats) * 1e6
+        res[f"{storage}_fwd16_us"] = event_time(lambda: S @ x16, repeats) * 1e6
+        full = (D @ x1).get()
+        res[f"{storage}_rel_err"] = float(np.linalg.norm((S @ x1).get() - full)
+                                          / np.linalg.norm(full))
+        res[f"{storage}_basis_err"] = S.basis_error
     for k, v in res.items():
         print(f"  {k:>16}: {v:.4g}" if isinstance(v, float) else f"  {k:>16}: {v}")
     return res

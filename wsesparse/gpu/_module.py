@@ -27,6 +27,10 @@ INDEX_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 #: seg_gemm_t for up to 4 and seg_gemv_t<T, 16> (16 sums a thread) beyond (docs/gpu.md).
 TLR_RHS_LANES = (4, 16)
 TLR_FORWARD_WIDE = 16
+#: The 16-bit storage formats of TLR bases (``DeviceTLR(storage=...)``): the C++ type of a
+#: stored element for real and for complex bases.
+STORAGE_TYPES = {"float16": ("w_f16", "w_f16x2"), "bfloat16": ("w_bf16", "w_bf16x2")}
+_SEG_FAMILIES = ("seg_gemv_t", "seg_gemv_h", "seg_gemm_t", "seg_gemm_h")
 
 _OPTIONS = ("-std=c++17",)
 
@@ -42,8 +46,17 @@ def max_vector(dtype) -> int:
     return max(1, 16 // np.dtype(dtype).itemsize)
 
 
-def family_names(family: str, dtype) -> list[str]:
-    """The name expressions of one module: every instantiation of ``family`` for ``dtype``.
+def _storage_suffix(family: str, dtype: np.dtype, storage: str | None) -> str:
+    if storage is None:
+        return ""
+    if family not in _SEG_FAMILIES:
+        raise ValueError(f"only the TLR kernels read 16-bit storage, not {family!r}")
+    return ", " + STORAGE_TYPES[storage][dtype.kind == "c"]
+
+
+def family_names(family: str, dtype, storage: str | None = None) -> list[str]:
+    """The name expressions of one module: every instantiation of ``family`` for ``dtype``
+    (and, for the TLR kernels, bases stored as ``storage``: ``"float16"``/``"bfloat16"``).
 
     Examples
     --------
@@ -52,29 +65,38 @@ def family_names(family: str, dtype) -> list[str]:
 'csr_dense<double, int, 2, false>']
     >>> len(family_names("csr_dense", np.float64)), family_names("csr_check", np.int32)
     (8, ['csr_check<int>'])
+    >>> family_names("seg_gemv_h", np.complex64, "bfloat16")
+    ['seg_gemv_h<wc64, 1, w_bf16x2>']
     """
     dtype = np.dtype(dtype)
     if family == "csr_check":
         return [f"csr_check<{INDEX_TYPES[dtype]}>"]
     t = VALUE_TYPES[dtype]
+    if family in _SEG_FAMILIES:
+        mt = _storage_suffix(family, dtype, storage)
+        return [f"{e[:-1]}{mt}>" for e in _seg_names(family, t)]
+    if storage is not None:
+        _storage_suffix(family, dtype, storage)  # raises
     if family == "csr_dense":
         vecs = sorted({1, max_vector(dtype)})
         return [f"csr_dense<{t}, {i}, {v}, {c}>" for i in INDEX_TYPES.values() for v in vecs
                 for c in ("false", "true")]
     if family == "csr_densify":
         return [f"csr_densify<{t}, {i}>" for i in INDEX_TYPES.values()]
+    raise ValueError(f"unknown kernel family {family!r}")
+
+
+def _seg_names(family: str, t: str) -> list[str]:
     if family == "seg_gemv_t":
         return [f"{family}<{t}, {sc}>" for sc in (1, TLR_FORWARD_WIDE)]
     if family == "seg_gemv_h":
         return [f"{family}<{t}, 1>"]
     if family == "seg_gemm_t":
         return [f"{family}<{t}, {TLR_RHS_LANES[0]}>"]
-    if family == "seg_gemm_h":
-        return [f"{family}<{t}, {ls}>" for ls in TLR_RHS_LANES]
-    raise ValueError(f"unknown kernel family {family!r}")
+    return [f"{family}<{t}, {ls}>" for ls in TLR_RHS_LANES]
 
 
-def name(family: str, dtype, *params) -> str:
+def name(family: str, dtype, *params, storage: str | None = None) -> str:
     """The name expression of one instantiation (as listed by :func:`family_names`).
 
     Examples
@@ -83,6 +105,8 @@ def name(family: str, dtype, *params) -> str:
     'csr_dense<wc64, long long, 2, true>'
     >>> name("seg_gemm_t", np.float32, 16)
     'seg_gemm_t<float, 16>'
+    >>> name("seg_gemv_t", np.float64, 1, storage="float16")
+    'seg_gemv_t<double, 1, w_f16>'
     """
     dtype = np.dtype(dtype)
     if family == "csr_check":
@@ -95,7 +119,7 @@ def name(family: str, dtype, *params) -> str:
         args += [INDEX_TYPES[np.dtype(params[0])]]
     else:
         args += [str(int(params[0]))]
-    return f"{family}<{', '.join(args)}>"
+    return f"{family}<{', '.join(args)}{_storage_suffix(family, dtype, storage)}>"
 
 
 @lru_cache(maxsize=None)
@@ -105,28 +129,28 @@ def source() -> str:
 
 
 @lru_cache(maxsize=None)
-def _module(family: str, dtype: np.dtype, device_id: int):
+def _module(family: str, dtype: np.dtype, device_id: int, storage: str | None = None):
     import cupy
     return cupy.RawModule(code=source(), options=_OPTIONS,
-                          name_expressions=family_names(family, dtype))
+                          name_expressions=family_names(family, dtype, storage))
 
 
 _KERNELS: dict = {}
 
 
-def kernel(family: str, dtype, *params):
+def kernel(family: str, dtype, *params, storage: str | None = None):
     """The compiled ``cupy.RawKernel`` of one instantiation, on the current device (kept:
     looking it up again costs a dict access)."""
     import cupy
     dev = cupy.cuda.runtime.getDevice()
-    key = (family, dtype, params, dev)
+    key = (family, dtype, params, dev, storage)
     k = _KERNELS.get(key)
     if k is None:
         if family == "csr_check":
             mod = _module(family, np.dtype(params[0]), dev)
             k = mod.get_function(name(family, params[0]))
         else:
-            mod = _module(family, np.dtype(dtype), dev)
-            k = mod.get_function(name(family, dtype, *params))
+            mod = _module(family, np.dtype(dtype), dev, storage)
+            k = mod.get_function(name(family, dtype, *params, storage=storage))
         _KERNELS[key] = k
     return k

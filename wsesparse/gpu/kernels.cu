@@ -220,6 +220,51 @@ __device__ __forceinline__ long long w_xrow(const long long* __restrict__ perm, 
     return perm ? perm[i] : i;
 }
 
+// Bases stored in 16 bits (DeviceTLR(storage=...)): MT, the stored element, is widened to T
+// on load, and the sums run in T. w_f16 is IEEE binary16, w_bf16 bfloat16 (the high half of
+// a float32); the x2 forms are complex (re, im). MT = T stores T itself.
+struct w_f16 { unsigned short v; };
+struct w_bf16 { unsigned short v; };
+struct __align__(4) w_f16x2 { unsigned short re, im; };
+struct __align__(4) w_bf16x2 { unsigned short re, im; };
+__device__ __forceinline__ float w_wide(w_f16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.v));
+    return f;
+}
+__device__ __forceinline__ float w_wide(w_bf16 h) { return __uint_as_float((unsigned)h.v << 16); }
+template <typename T, typename MT> struct w_ld {      // MT = T: as stored
+    static __device__ __forceinline__ T get(MT m) { return m; }
+};
+template <typename T> struct w_ld<T, w_f16> {
+    static __device__ __forceinline__ T get(w_f16 m) { return T(w_wide(m)); }
+};
+template <typename T> struct w_ld<T, w_bf16> {
+    static __device__ __forceinline__ T get(w_bf16 m) { return T(w_wide(m)); }
+};
+template <> struct w_ld<wc64, w_f16x2> {
+    static __device__ __forceinline__ wc64 get(w_f16x2 m) {
+        return wc64{w_wide(w_f16{m.re}), w_wide(w_f16{m.im})};
+    }
+};
+template <> struct w_ld<wc128, w_f16x2> {
+    static __device__ __forceinline__ wc128 get(w_f16x2 m) {
+        return wc128{w_wide(w_f16{m.re}), w_wide(w_f16{m.im})};
+    }
+};
+template <> struct w_ld<wc64, w_bf16x2> {
+    static __device__ __forceinline__ wc64 get(w_bf16x2 m) {
+        return wc64{w_wide(w_bf16{m.re}), w_wide(w_bf16{m.im})};
+    }
+};
+template <> struct w_ld<wc128, w_bf16x2> {
+    static __device__ __forceinline__ wc128 get(w_bf16x2 m) {
+        return wc128{w_wide(w_bf16{m.re}), w_wide(w_bf16{m.im})};
+    }
+};
+
+#define W_M(m) (w_ld<T, MT>::get(m))
+
 // A "segment" g is a row-major R_g x C_g block M_g of one stacked basis (U or V) at m_off[g];
 // x_off[g], y_off[g] are its first row of the input and of the output. Inputs and outputs are
 // row-major with S columns (right-hand sides), row strides ldx and ldy.
@@ -229,9 +274,9 @@ __device__ __forceinline__ long long w_xrow(const long long* __restrict__ perm, 
 // gather, fused into phase 3). Block b takes segment blk_seg[b], columns blk_c0[b] + tx
 // (tx < 32), the r-range split over blockDim.y <= 16 row groups whose partial sums meet in shared
 // memory in a fixed order. SC >= S columns per launch (the host loops over chunks of SC).
-template <typename T, int SC>
+template <typename T, int SC, typename MT = T>
 __global__ void __launch_bounds__(512) seg_gemv_t(
-        const T* __restrict__ M, const long long* __restrict__ m_off,
+        const MT* __restrict__ M, const long long* __restrict__ m_off,
         const int* __restrict__ rows, const int* __restrict__ cols,
         const long long* __restrict__ x_off, const long long* __restrict__ y_off,
         const int* __restrict__ blk_seg, const int* __restrict__ blk_c0,
@@ -246,12 +291,14 @@ __global__ void __launch_bounds__(512) seg_gemv_t(
 #pragma unroll
     for (int s = 0; s < SC; ++s) acc[s] = w_zero<T>();
     if (c < C) {
-        const T* Mg = M + m_off[g] + c;
+        const MT* Mg = M + m_off[g] + c;
         const long long xo = x_off[g];
         int r = ty;
         for (; r + 3 * RG < R; r += 4 * RG) {
-            const T m0 = Mg[(long long)r * C], m1 = Mg[(long long)(r + RG) * C];
-            const T m2 = Mg[(long long)(r + 2 * RG) * C], m3 = Mg[(long long)(r + 3 * RG) * C];
+            const T m0 = W_M(Mg[(long long)r * C]);
+            const T m1 = W_M(Mg[(long long)(r + RG) * C]);
+            const T m2 = W_M(Mg[(long long)(r + 2 * RG) * C]);
+            const T m3 = W_M(Mg[(long long)(r + 3 * RG) * C]);
             const long long i0 = w_xrow(perm, xo + r);
             const long long i1 = w_xrow(perm, xo + r + RG);
             const long long i2 = w_xrow(perm, xo + r + 2 * RG);
@@ -267,7 +314,7 @@ __global__ void __launch_bounds__(512) seg_gemv_t(
             }
         }
         for (; r < R; r += RG) {
-            const T m0 = Mg[(long long)r * C];
+            const T m0 = W_M(Mg[(long long)r * C]);
             const long long i0 = w_xrow(perm, xo + r);
 #pragma unroll
             for (int s = 0; s < SC; ++s)
@@ -291,9 +338,9 @@ __global__ void __launch_bounds__(512) seg_gemv_t(
 // Row products with conjugated M (the adjoint's phases): y[y_off + c, s] = sum_{r < C_g}
 // conj(M_g[c, r]) * x[xrow(r), s] for c < R_g. One warp per output row: lanes over r, then a
 // fixed xor-shuffle tree; out_seg[w], out_row[w] name warp w's segment and row c.
-template <typename T, int SC>
+template <typename T, int SC, typename MT = T>
 __global__ void __launch_bounds__(256) seg_gemv_h(
-        const T* __restrict__ M, const long long* __restrict__ m_off,
+        const MT* __restrict__ M, const long long* __restrict__ m_off,
         const int* __restrict__ rows, const int* __restrict__ cols,
         const long long* __restrict__ x_off, const long long* __restrict__ y_off,
         const int* __restrict__ out_seg, const int* __restrict__ out_row, long long n_out,
@@ -309,11 +356,11 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
         g = out_seg[w];
         c = out_row[w];
         const int L = cols[g];
-        const T* Mr = M + m_off[g] + (long long)c * L;
+        const MT* Mr = M + m_off[g] + (long long)c * L;
         const long long xo = x_off[g];
         int r = lane;
         for (; r + 32 < L; r += 64) {
-            const T m0 = w_conj(Mr[r]), m1 = w_conj(Mr[r + 32]);
+            const T m0 = w_conj(W_M(Mr[r])), m1 = w_conj(W_M(Mr[r + 32]));
             const long long i0 = w_xrow(perm, xo + r);
             const long long i1 = w_xrow(perm, xo + r + 32);
 #pragma unroll
@@ -325,7 +372,7 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
             }
         }
         for (; r < L; r += 32) {
-            const T m0 = w_conj(Mr[r]);
+            const T m0 = w_conj(W_M(Mr[r]));
             const long long i0 = w_xrow(perm, xo + r);
 #pragma unroll
             for (int s = 0; s < SC; ++s)
@@ -347,9 +394,9 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
 // Transposed (forward phases): block b covers columns blk_c0[b] + [0, LC) of segment
 // blk_seg[b] with blockDim.y <= 8 row groups (warps), whose sums meet in shared memory in a
 // fixed order.
-template <typename T, int LS>
+template <typename T, int LS, typename MT = T>
 __global__ void __launch_bounds__(256) seg_gemm_t(
-        const T* __restrict__ M, const long long* __restrict__ m_off,
+        const MT* __restrict__ M, const long long* __restrict__ m_off,
         const int* __restrict__ rows, const int* __restrict__ cols,
         const long long* __restrict__ x_off, const long long* __restrict__ y_off,
         const int* __restrict__ blk_seg, const int* __restrict__ blk_c0,
@@ -364,13 +411,15 @@ __global__ void __launch_bounds__(256) seg_gemm_t(
     const bool on = c < C && s < S;
     T acc = w_zero<T>();
     if (on) {
-        const T* Mg = M + m_off[g] + c;
+        const MT* Mg = M + m_off[g] + c;
         const long long xo = x_off[g];
         const T* xs = x + s;
         int r = ty;
         for (; r + 3 * RG < R; r += 4 * RG) {
-            const T m0 = Mg[(long long)r * C], m1 = Mg[(long long)(r + RG) * C];
-            const T m2 = Mg[(long long)(r + 2 * RG) * C], m3 = Mg[(long long)(r + 3 * RG) * C];
+            const T m0 = W_M(Mg[(long long)r * C]);
+            const T m1 = W_M(Mg[(long long)(r + RG) * C]);
+            const T m2 = W_M(Mg[(long long)(r + 2 * RG) * C]);
+            const T m3 = W_M(Mg[(long long)(r + 3 * RG) * C]);
             const long long i0 = w_xrow(perm, xo + r);
             const long long i1 = w_xrow(perm, xo + r + RG);
             const long long i2 = w_xrow(perm, xo + r + 2 * RG);
@@ -383,7 +432,7 @@ __global__ void __launch_bounds__(256) seg_gemm_t(
         }
         for (; r < R; r += RG) {
             const long long i0 = w_xrow(perm, xo + r);
-            acc = w_fma(acc, Mg[(long long)r * C], xs[i0 * ldx]);
+            acc = w_fma(acc, W_M(Mg[(long long)r * C]), xs[i0 * ldx]);
         }
     }
     part[ty][lane] = acc;
@@ -397,9 +446,9 @@ __global__ void __launch_bounds__(256) seg_gemm_t(
 // Many right-hand sides, conjugated rows (adjoint phases): one warp per output row, lanes =
 // LR = 32 / LS row positions x LS right-hand sides; the LR partial sums meet in a fixed
 // xor-shuffle tree.
-template <typename T, int LS>
+template <typename T, int LS, typename MT = T>
 __global__ void __launch_bounds__(256) seg_gemm_h(
-        const T* __restrict__ M, const long long* __restrict__ m_off,
+        const MT* __restrict__ M, const long long* __restrict__ m_off,
         const int* __restrict__ rows, const int* __restrict__ cols,
         const long long* __restrict__ x_off, const long long* __restrict__ y_off,
         const int* __restrict__ out_seg, const int* __restrict__ out_row, long long n_out,
@@ -415,12 +464,12 @@ __global__ void __launch_bounds__(256) seg_gemm_h(
         g = out_seg[w];
         c = out_row[w];
         const int L = cols[g];
-        const T* Mr = M + m_off[g] + (long long)c * L;
+        const MT* Mr = M + m_off[g] + (long long)c * L;
         const long long xo = x_off[g];
         const T* xs = x + s;
         int r = lr;
         for (; r + LR < L; r += 2 * LR) {
-            const T m0 = w_conj(Mr[r]), m1 = w_conj(Mr[r + LR]);
+            const T m0 = w_conj(W_M(Mr[r])), m1 = w_conj(W_M(Mr[r + LR]));
             const long long i0 = w_xrow(perm, xo + r);
             const long long i1 = w_xrow(perm, xo + r + LR);
             const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx];
@@ -429,7 +478,7 @@ __global__ void __launch_bounds__(256) seg_gemm_h(
         }
         for (; r < L; r += LR) {
             const long long i0 = w_xrow(perm, xo + r);
-            acc = w_fma(acc, w_conj(Mr[r]), xs[i0 * ldx]);
+            acc = w_fma(acc, w_conj(W_M(Mr[r])), xs[i0 * ldx]);
         }
     }
     for (int m = LS; m < 32; m <<= 1) acc = w_add(acc, w_shfl_xor(acc, m));

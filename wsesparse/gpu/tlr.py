@@ -13,6 +13,7 @@ import numpy as np
 
 from wsesparse._checks import KERNEL_DTYPES, describe, result_dtype
 from wsesparse.gpu import _module
+from wsesparse.gpu.storage import check_storage, relative_error, to_storage
 from wsesparse.gpu.plan import (BLOCK, TLR_COLS, gemm_blocks, tlr_adjoint_tables,
                                 tlr_forward_tables)
 
@@ -25,6 +26,20 @@ class DeviceTLR:
     T : TLRMatrix or TLRBatch
         Copied to the current device once (the bases, stacked; the segment tables). The
         matrices of a batch must share one dtype.
+    storage : {None, "float16", "bfloat16"}, default None
+        Store the bases in 16 bits (``wsesparse.gpu.storage``): a product then reads half the
+        bytes of float32/complex64 bases (a quarter of float64/complex128 ones). The kernels
+        widen each stored value on load and sum in the product's dtype; the rounding of the
+        bases is the only error added. ``basis_error`` reports it. Float16 refuses bases
+        beyond its range (65504).
+
+    Attributes
+    ----------
+    basis_error : float
+        ``||U' - U||_F / ||U||_F`` and the same for V, the larger, where ``U'``, ``V'`` are
+        the stored bases widened back (0.0 without ``storage``).
+    nbytes : int
+        Bytes of the bases on the device (what one product streams).
 
     Notes
     -----
@@ -48,9 +63,10 @@ class DeviceTLR:
     True
     """
 
-    def __init__(self, T):
+    def __init__(self, T, storage: str | None = None):
         import cupy
         from wsesparse.tlr import TLRBatch, TLRMatrix
+        self.storage = check_storage(storage)
         if isinstance(T, TLRMatrix):
             mats, self.batched = [T], False
         elif isinstance(T, TLRBatch):
@@ -66,9 +82,14 @@ class DeviceTLR:
                              f"{sorted(shapes)} and {sorted(map(str, dtypes))}")
         self.shape, self.dtype, self.n_matrices = mats[0].shape, mats[0].dtype, len(mats)
         self.K = sum(int(M.kcol_ptr[-1]) for M in mats)
-        self.nbytes = sum(M.nbytes for M in mats)
-        self._U = cupy.asarray(np.concatenate([M.U for M in mats]))
-        self._V = cupy.asarray(np.concatenate([M.V for M in mats]))
+        U, V = np.concatenate([M.U for M in mats]), np.concatenate([M.V for M in mats])
+        self.basis_error = 0.0
+        if self.storage is not None:
+            self.basis_error = max(relative_error(U, self.storage),
+                                   relative_error(V, self.storage))
+            U, V = to_storage(U, self.storage), to_storage(V, self.storage)
+        self.nbytes = int(U.nbytes + V.nbytes)
+        self._U, self._V = cupy.asarray(U), cupy.asarray(V)
         self._tables = {}
         fwd = tlr_forward_tables(mats)
         for key, (first, third) in (("fwd", fwd), ("adj", tlr_adjoint_tables(mats))):
@@ -86,7 +107,7 @@ class DeviceTLR:
 
     def _bases(self, dtype):
         import cupy
-        if dtype == self.dtype:
+        if dtype == self.dtype or self.storage is not None:  # (stored: widened on load)
             return self._U, self._V
         if dtype not in self._cast:
             self._cast[dtype] = (self._U.astype(dtype), self._V.astype(dtype))
@@ -159,19 +180,21 @@ class DeviceTLR:
         if s == 0:
             return Y
         M1, M3 = (U, V) if adjoint else (V, U)
-        narrow = _module.TLR_RHS_LANES[0]
+        narrow, st = _module.TLR_RHS_LANES[0], self.storage
         if s == 1:     # one right-hand side: row groups of a block share each column
-            kern = _module.kernel("seg_gemv_h" if adjoint else "seg_gemv_t", dtype, 1)
+            kern = _module.kernel("seg_gemv_h" if adjoint else "seg_gemv_t", dtype, 1,
+                                   storage=st)
             ls, kind, tables = 1, ("rows" if adjoint else "groups"), (first, third)
         elif adjoint:  # lanes of a warp over the right-hand sides
             ls = narrow if s <= narrow else _module.TLR_RHS_LANES[-1]
-            kern, kind, tables = _module.kernel("seg_gemm_h", dtype, ls), "rows", (first, third)
+            kern = _module.kernel("seg_gemm_h", dtype, ls, storage=st)
+            kind, tables = "rows", (first, third)
         elif s <= narrow:
             ls, kind, tables = narrow, "lanes", self._tables[f"fwd{narrow}"]
-            kern = _module.kernel("seg_gemm_t", dtype, ls)
+            kern = _module.kernel("seg_gemm_t", dtype, ls, storage=st)
         else:          # 16 sums a thread: fewer x loads per base element than lanes over s
             ls, kind, tables = _module.TLR_FORWARD_WIDE, "wide", (first, third)
-            kern = _module.kernel("seg_gemv_t", dtype, ls)
+            kern = _module.kernel("seg_gemv_t", dtype, ls, storage=st)
         for c0 in range(0, s, ls):
             S = min(ls, s - c0)
             for seg, M, src, dst in ((tables[0], M1, X, mid), (tables[1], M3, mid, Y)):

@@ -1,0 +1,131 @@
+"""16-bit storage of TLR bases on the GPU (``DeviceTLR(storage=...)``), on the host side.
+
+TLR-MVM streams its bases once per product, so storing them in 16 bits halves (float32,
+complex64) or quarters (float64, complex128) the bytes a product reads; the kernels widen
+each stored value to the product's precision on load and sum in it, as tlrmvm does on GPUs.
+Two formats:
+
+* ``"float16"``: IEEE binary16, 11 significant bits (relative rounding error <= 2**-11),
+  largest finite value 65504. Bases of larger magnitude are refused (they would become inf).
+* ``"bfloat16"``: the high half of a float32, 8 significant bits (<= 2**-8), float32's
+  range.
+
+Complex bases store their real and imaginary parts side by side (the ``(re, im)`` pairs of
+kernels.cu's ``w_f16x2``/``w_bf16x2``). Everything here is numpy: it runs without cupy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wsesparse._checks import describe
+
+#: The storage formats and their significant bits.
+FORMATS = {"float16": 11, "bfloat16": 8}
+_LARGEST = {"float16": 65504.0, "bfloat16": float.fromhex("0x1.fep127")}
+
+
+def check_storage(storage) -> str | None:
+    """``storage`` if it names a format (or is None), else ValueError.
+
+    Examples
+    --------
+    >>> check_storage("bfloat16"), check_storage(None)
+    ('bfloat16', None)
+    """
+    if storage is None or (isinstance(storage, str) and storage in FORMATS):
+        return storage
+    raise ValueError(f"storage must be None, 'float16' or 'bfloat16', got {describe(storage)}")
+
+
+def _parts(values: np.ndarray) -> np.ndarray:
+    """Real values as they are; complex ones as (re, im) pairs, flattened."""
+    values = np.ascontiguousarray(values)
+    if values.dtype.kind == "c":
+        return values.view(values.real.dtype).reshape(-1)
+    return values.reshape(-1)
+
+
+def to_storage(values: np.ndarray, storage: str) -> np.ndarray:
+    """The 16-bit elements (uint16; pairs ``(re, im)`` for complex values) of ``values``,
+    rounded to nearest, ties to even.
+
+    bfloat16 rounds float64 values through float32 (two roundings). NaN and inf stay NaN and
+    inf; a finite value that would overflow the format raises ValueError.
+
+    Examples
+    --------
+    >>> bits = to_storage(np.array([1.0, -2.5, 1 + 2 ** -8], np.float32), "bfloat16")
+    >>> [hex(b) for b in bits]      # 1 + 2**-8 lies halfway: ties to the even 1.0
+    ['0x3f80', '0xc020', '0x3f80']
+    >>> widen(to_storage(np.array([3 - 4j], np.complex64), "float16"), "float16")
+    array([ 3., -4.], dtype=float32)
+    """
+    storage = check_storage(storage)
+    if storage is None:
+        raise ValueError("storage must be 'float16' or 'bfloat16', got None")
+    v = _parts(values)
+    if v.dtype.kind != "f":
+        raise TypeError(f"values must be float or complex, got {describe(values)}")
+    if storage == "float16":
+        with np.errstate(over="ignore"):  # (overflow is reported below)
+            bits = v.astype(np.float16).view(np.uint16)
+    else:
+        with np.errstate(over="ignore"):
+            b = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+        bits = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(v)
+        bits[nan] = ((b[nan] >> 16) | 0x40).astype(np.uint16)  # a quiet NaN, sign kept
+    overflow = np.isinf(widen(bits, storage)) & np.isfinite(v)
+    if overflow.any():
+        big = float(np.abs(v[overflow]).max())
+        raise ValueError(f"storage={storage!r} cannot hold a basis value of magnitude {big:g} "
+                         f"(its largest finite value is {_LARGEST[storage]:g})"
+                         + ("; use 'bfloat16' or no storage" if storage == "float16" else ""))
+    return bits
+
+
+def widen(bits: np.ndarray, storage: str) -> np.ndarray:
+    """float32 values of 16-bit elements (what the kernels' ``w_wide`` computes).
+
+    Examples
+    --------
+    >>> widen(np.array([0x3C00, 0xC000], np.uint16), "float16")
+    array([ 1., -2.], dtype=float32)
+    """
+    bits = np.ascontiguousarray(bits, dtype=np.uint16)
+    if storage == "float16":
+        return bits.view(np.float16).astype(np.float32)
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def stored_values(values: np.ndarray, storage: str) -> np.ndarray:
+    """``values`` as the kernels see them after storing: rounded to ``storage`` and widened
+    back, in ``values``' dtype and shape.
+
+    Examples
+    --------
+    >>> stored_values(np.array([1/3], np.float64), "bfloat16")
+    array([0.33398438])
+    """
+    w = widen(to_storage(values, storage), storage)
+    values = np.asarray(values)
+    if values.dtype.kind == "c":
+        w = w[0::2] + 1j * w[1::2]
+    return w.astype(values.dtype).reshape(values.shape)
+
+
+def relative_error(values: np.ndarray, storage: str) -> float:
+    """``||stored - values||_F / ||values||_F`` (0 for all-zero values).
+
+    Examples
+    --------
+    >>> relative_error(np.ones(4, np.float32), "float16")
+    0.0
+    """
+    values = np.asarray(values)
+    norm = float(np.linalg.norm(_parts(values).astype(np.float64)))
+    if norm == 0:
+        return 0.0
+    diff = _parts(stored_values(values, storage)).astype(np.float64) - _parts(values)
+    return float(np.linalg.norm(diff)) / norm
