@@ -126,12 +126,36 @@ def test_rmatmul(rng):
 
 
 def test_matmul_sparse_and_csr(rng):
-    """CSR @ sparse and sparse @ CSR give scipy's sparse product."""
+    """CSR @ sparse and sparse @ CSR give scipy's sparse product; CSR @ CSR gives it as a
+    CSR (an operator again)."""
     A = random_sparse(rng, 12, 9, 0.3)
     B = random_sparse(rng, 9, 4, 0.3)
     assert_matches(CSR(A) @ B, A @ B, A, B)
     assert_matches(sparse_matmul(A, CSR(B)), A @ B, A, B)
-    assert_matches(CSR(A) @ CSR(B), A @ B, A, B)
+    assert_matches(sparse_matmul(CSR(A), CSR(B)), A @ B, A, B)
+    AB = CSR(A) @ CSR(B)
+    assert type(AB) is CSR
+    assert_matches(AB.to_scipy(), A @ B, A, B)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_linear_operator_algebra(rng, dtype):
+    """@ and * with other LinearOperators build scipy's lazy operators, whose adjoints and
+    powers (which scipy builds with @ on the factors' adjoints) match the dense ones."""
+    from scipy.sparse.linalg import LinearOperator, aslinearoperator
+    A = random_sparse(rng, 6, 6, 0.5, dtype)
+    P, D = CSR(A), A.toarray()
+    Q = aslinearoperator(np.diag(np.arange(1.0, 7.0)))
+    E = np.diag(np.arange(1.0, 7.0))
+    x = random_dense(rng, (6,), dtype)
+    cases = [(P @ Q, D @ E), (Q @ P, E @ D), (Q * P, E @ D), (P * P, D @ D),
+             ((P * P) ** 2, np.linalg.matrix_power(D @ D, 2)), (P @ P, D @ D),
+             (P + Q, D + E), (2 * P @ Q, 2 * D @ E)]
+    for op, M in cases:
+        assert isinstance(op, LinearOperator)
+        np.testing.assert_allclose(op @ x, M @ x, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(op.H @ x, M.conj().T @ x, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(op.H.matvec(x), M.conj().T @ x, rtol=1e-12, atol=1e-12)
 
 
 def test_transpose(rng):
@@ -199,6 +223,16 @@ def test_from_arrays_index_dtypes(ptr_dtype, idx_dtype, expect):
                         np.array([0, 2, 3], ptr_dtype), (2, 3))
     assert W.indices.dtype == expect and W.indptr.dtype == expect
     np.testing.assert_array_equal(W @ np.array([1.0, 10.0, 100.0]), [102.0, 30.0])
+
+
+def test_from_arrays_empty_lists():
+    """Empty index lists (float64 arrays to numpy) are taken, as scipy takes them; a
+    nonempty float index array is not."""
+    W = CSR.from_arrays([], [], [0, 0], (1, 3))
+    assert W.nnz == 0 and W.indices.dtype == np.int32
+    np.testing.assert_array_equal(W @ np.ones(3), [0.0])
+    with pytest.raises(TypeError, match="A.indices must be a 1-D integer array"):
+        CSR.from_arrays([1.0], [0.0], [0, 1], (1, 3))
 
 
 def test_from_arrays_copy():

@@ -40,7 +40,10 @@ class CSR(LinearOperator):
     ``self @ x``; ``rmatvec``/``rmatmat`` and ``H`` use the conjugate
     transpose, computed once and kept (for real values it is ``T``). As for
     any LinearOperator, ``+``, ``-`` and ``*`` by a scalar build lazy
-    operators, and ``*`` by an array is the matrix product.
+    operators, ``*`` by an array is the matrix product, and ``@`` or ``*``
+    with another LinearOperator builds scipy's lazy product. ``CSR @ CSR``
+    computes the sparse product (scipy's) and returns it as a ``CSR``, so the
+    adjoints and powers scipy builds from products stay LinearOperators.
 
     Parameters
     ----------
@@ -49,9 +52,11 @@ class CSR(LinearOperator):
         unsorted indices are kept as they are (duplicates add up in products).
     copy : bool, default False
         Copy the arrays instead of referencing the input's. Without a copy,
-        changing ``A``'s arrays afterwards changes this operand without a new
-        check, so only do that if you keep the structure valid. (Index arrays
-        that are narrowed to int32, see ``indices``, are copies either way.)
+        do not change ``A``'s arrays while this operand is in use: it keeps
+        what it derives from them (index arrays narrowed to int32, see
+        ``indices``; the transpose and conjugate transpose; values cast to
+        another dtype; a dense copy), so some products would see a change and
+        others would not. After changing ``A``, make a new ``CSR``.
 
     Attributes
     ----------
@@ -120,7 +125,8 @@ class CSR(LinearOperator):
         if n_rows < 0 or n_cols < 0:
             raise ValueError(f"shape must be nonnegative, got {shape!r}")
         for name, arr in (("indptr", indptr), ("indices", indices)):
-            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            # (an empty list arrives as an empty float64 array, as scipy takes it)
+            if arr.ndim != 1 or (arr.dtype.kind not in "iu" and arr.size):
                 raise TypeError(f"A.{name} must be a 1-D integer array, got {describe(arr)}")
         if data.ndim != 1:
             raise ValueError(f"A.data must be 1-D, got {describe(data)}")
@@ -240,9 +246,15 @@ class CSR(LinearOperator):
     _matmul: Callable | None = None
 
     def __matmul__(self, other):
+        if isinstance(other, LinearOperator):
+            if isinstance(other, CSR):  # the sparse product, itself an operator
+                return CSR(self._matmul(other))
+            return LinearOperator.__matmul__(self, other)  # scipy's lazy product
         return self._matmul(other)
 
     def __rmatmul__(self, other):
+        if isinstance(other, LinearOperator):  # (CSR @ CSR never gets here)
+            return LinearOperator.__rmatmul__(self, other)
         return type(self)._matmul(other, self)
 
     # -- kernel calls (operands already checked by sparse_matmul) ------------
