@@ -194,6 +194,23 @@ def test_ndarray_at_tlr_is_a_type_error(T):
         np.ones(30) @ T.H
 
 
+def test_tlr_at_tlr_is_a_type_error(T):
+    """No lazy TLR product: T @ T and T.H @ T both say so (T.H @ T named y's dtype)."""
+    for left, right in ((T, T), (T.H, T), (T.H, T.H)):
+        with pytest.raises(TypeError, match="unsupported operand"):
+            left @ right
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">c8", ">i4"])
+def test_from_dense_takes_big_endian_arrays(dtype):
+    """Big-endian data (FITS, HDF5, np.load) compresses like its native equivalent."""
+    A = np.random.default_rng(1).standard_normal((40, 30))
+    want = TLRMatrix.from_dense(A.astype(np.dtype(dtype).newbyteorder("=")), nb=16, tol=1e-4)
+    T = TLRMatrix.from_dense(A.astype(dtype), nb=16, tol=1e-4)
+    assert T.dtype == want.dtype and T.dtype.isnative
+    np.testing.assert_array_equal(T.toarray(), want.toarray())
+
+
 def test_tlr_too_big(assert_early_memory_error):
     """TLR products, toarray and absurd tile counts fail at once with the size and shape."""
     T = TLRMatrix.from_dense(np.random.default_rng(0).standard_normal((300, 200)), nb=64)

@@ -38,6 +38,8 @@ def kernel_dtype(dtype, name: str) -> np.dtype:
     except TypeError:
         raise TypeError(f"{name} must be a numpy dtype or its name, got {dtype!r}") from None
     check_numeric_dtype(dtype, name)
+    if not dtype.isnative:  # big-endian data (FITS, HDF5, np.load): the native equivalent
+        dtype = dtype.newbyteorder("=")
     if dtype in KERNEL_DTYPES:
         return dtype
     if dtype.kind in "biu" or dtype == np.float16:
@@ -50,7 +52,7 @@ def kernel_dtype(dtype, name: str) -> np.dtype:
 def storage_dtype(dtype) -> np.dtype:
     """An explicit ``dtype=`` argument: one of the four kernel dtypes, nothing converted."""
     dt = kernel_dtype(dtype, "dtype")
-    if dt != np.dtype(dtype):
+    if dt != np.dtype(dtype).newbyteorder("="):
         raise TypeError(f"dtype must be float32, float64, complex64 or complex128, got {dtype!r}")
     return dt
 

@@ -588,6 +588,8 @@ class _TLRAdjoint:
         return self._p.matvec(x, n_threads)
 
     def __matmul__(self, y):
+        if isinstance(y, (TLRMatrix, _TLRAdjoint)):
+            return NotImplemented  # (as TLRMatrix: no lazy TLR @ TLR)
         return self._p.rmatvec(y)
 
     def toarray(self) -> np.ndarray:
