@@ -70,8 +70,8 @@ def k_block(shape: tuple[int, int], nnz: int, n_tokens: int, dtype: np.dtype,
     --------
     >>> from wsesparse._hardware import HardwareProfile
     >>> hw = HardwareProfile(l2_bytes=512 << 10, l3_bytes=0, vector_bytes=32)
-    >>> k_block((4096, 16384), 4096 * 1638, 64, np.dtype(np.float32), hw)
-    1024
+    >>> k_block((4096, 16384), 4096 * 1638, 64, np.dtype(np.float32), hw)   # 256 KiB / 128 B
+    2048
     >>> k_block((4096, 16384), 4096 * 16, 64, np.dtype(np.float32), hw)   # too sparse
     0
     """
