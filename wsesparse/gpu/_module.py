@@ -72,11 +72,9 @@ def family_names(family: str, dtype, storage: str | None = None) -> list[str]:
     if family == "csr_check":
         return [f"csr_check<{INDEX_TYPES[dtype]}>"]
     t = VALUE_TYPES[dtype]
+    mt = _storage_suffix(family, dtype, storage)  # (TLR kernels only)
     if family in _SEG_FAMILIES:
-        mt = _storage_suffix(family, dtype, storage)
         return [f"{e[:-1]}{mt}>" for e in _seg_names(family, t)]
-    if storage is not None:
-        _storage_suffix(family, dtype, storage)  # raises
     if family == "csr_dense":
         vecs = sorted({1, max_vector(dtype)})
         return [f"csr_dense<{t}, {i}, {v}, {c}>" for i in INDEX_TYPES.values() for v in vecs

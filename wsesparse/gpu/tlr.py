@@ -13,9 +13,9 @@ import numpy as np
 
 from wsesparse._checks import KERNEL_DTYPES, describe, result_dtype
 from wsesparse.gpu import _module
-from wsesparse.gpu.storage import check_storage, relative_error, to_storage
 from wsesparse.gpu.plan import (BLOCK, TLR_COLS, gemm_blocks, tlr_adjoint_tables,
                                 tlr_forward_tables)
+from wsesparse.gpu.storage import check_storage, relative_error, to_storage
 
 
 class DeviceTLR:
