@@ -647,6 +647,64 @@ def test_blas_limit_with_threads_entering_and_leaving(blas_at_two):
     assert _blas_threads() == blas_at_two and accelerate._blas_holders == 0
 
 
+def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
+    """The thread that takes the limit need not be the one that restores it, and both may
+    still live (threadpoolctl 3.8 ignored the restore from the other thread: BLAS stayed on
+    one thread); afterwards another thread's own threadpool_limits still takes effect."""
+    from threadpoolctl import threadpool_limits
+    entered, may_leave, left, done = (threading.Event() for _ in range(4))
+
+    def first():
+        with wsesparse.accelerated():
+            entered.set()
+            may_leave.wait(10)
+        left.set()
+        done.wait(10)            # alive while the main thread restores
+
+    t = threading.Thread(target=first)
+    t.start()
+    try:
+        assert entered.wait(10)
+        with wsesparse.accelerated():
+            may_leave.set()
+            assert left.wait(10)
+            assert set(_blas_threads().values()) == {1}
+        assert _blas_threads() == blas_at_two     # restored by this thread, first one alive
+    finally:
+        may_leave.set()
+        done.set()
+        t.join()
+    seen = []
+
+    def own_limit():
+        with threadpool_limits(limits=1, user_api="blas"):
+            seen.append(set(_blas_threads().values()))
+
+    with wsesparse.accelerated():
+        pass
+    t = threading.Thread(target=own_limit)
+    t.start()
+    t.join()
+    assert seen == [{1}] and _blas_threads() == blas_at_two
+
+
+def test_results_beyond_free_memory_are_left_to_scipy(monkeypatch):
+    """sparse_matmul refuses a result larger than the free memory (its kernels write all of
+    it); under the switch such a product is scipy's, which may touch only a few pages."""
+    from wsesparse import _checks
+    m = 10_000_000                                         # an 80 MB result
+    A = sp.csc_matrix((np.array([1.0, 2.0, 3.0]), np.array([0, 5, m - 1]),
+                       np.array([0, 1, 2, 3])), shape=(m, 3))
+    x = np.ones(3)
+    monkeypatch.setattr(_checks, "available_memory", lambda: 1 << 20)   # 1 MiB free
+    with pytest.raises(MemoryError, match="available"):
+        wsesparse.sparse_matmul(A, x)
+    with wsesparse.accelerated():
+        y = A @ x
+    assert type(y) is np.ndarray and y.shape == (m,) and y.dtype == np.float64
+    assert y[[0, 5, m - 1]].tolist() == [1.0, 2.0, 3.0] and y.sum() == 6.0
+
+
 def test_exceptions_and_decorator_use_restore():
     with pytest.raises(KeyError):
         with wsesparse.accelerated():

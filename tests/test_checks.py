@@ -166,3 +166,23 @@ def test_allocation_check_passes_what_fits():
     """Sizes that fit pass (no false alarm), small ones are not even measured."""
     check_array_allocation((CHECK_MIN_BYTES // 8 + 1,), np.float64, "a 64 MiB array")
     check_array_allocation((3, 4), np.float64, "tiny")
+
+
+@pytest.mark.parametrize("v1", [False, True])
+def test_available_memory_leaves_reclaimable_cache_out_of_the_cgroup_usage(tmp_path, monkeypatch,
+                                                                          v1):
+    """A cgroup near its limit because of page cache still has room: the headroom is the
+    limit less the usage without the inactive file pages (v2 memory.stat "inactive_file",
+    v1 "total_inactive_file"); a missing statistic counts as none reclaimable. (MiB sizes:
+    the machine's own MemAvailable, the other bound, is larger.)"""
+    from wsesparse import _checks
+    mib = 1 << 20
+    limit, usage, stat = (tmp_path / n for n in ("limit", "usage", "stat"))
+    limit.write_text(f"{8 * mib}\n")
+    usage.write_text(f"{7 * mib}\n")
+    key = "total_inactive_file" if v1 else "inactive_file"
+    stat.write_text(f"anon {mib}\nfile {6 * mib}\n{key} {5 * mib}\nactive_file {mib}\n")
+    monkeypatch.setattr(_checks, "_CGROUP_FILES", ((str(limit), str(usage), str(stat), key),))
+    assert _checks.available_memory() == 6 * mib
+    stat.unlink()
+    assert _checks.available_memory() == 1 * mib

@@ -335,10 +335,25 @@ def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int) ->
 # costs microseconds, which small products must not pay on every call.
 CHECK_MIN_BYTES = 64 << 20
 
-# (limit, usage) files of the process's memory cgroup, v2 then v1.
-_CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+# (limit, usage, statistics, the statistic of reclaimable page cache): cgroup v2, then v1
+_CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current",
+                  "/sys/fs/cgroup/memory.stat", "inactive_file"),
                  ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                  "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+                  "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+                  "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"))
+
+
+def _read_stat(path: str, key: str) -> int:
+    """The value of ``key`` in a cgroup ``memory.stat`` file (lines "key value"), else 0."""
+    try:
+        with open(path) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _read_int(path: str) -> int | None:
@@ -354,7 +369,10 @@ def available_memory() -> int | None:
 
     ``MemAvailable`` from ``/proc/meminfo`` (Linux), else
     ``SC_AVPHYS_PAGES * SC_PAGE_SIZE``; lowered to the headroom of the memory
-    cgroup's limit when one is set. None when none of these is readable.
+    cgroup's limit when one is set: the limit less the usage, where the usage
+    leaves out the inactive page cache the kernel reclaims before it fails an
+    allocation (the "working set" of docker stats and cAdvisor; after heavy file
+    reads the raw usage nears the limit). None when none of these is readable.
     """
     avail = None
     try:
@@ -370,9 +388,10 @@ def available_memory() -> int | None:
             avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):
             pass
-    for limit_file, usage_file in _CGROUP_FILES:
+    for limit_file, usage_file, stat_file, cache_key in _CGROUP_FILES:
         limit, usage = _read_int(limit_file), _read_int(usage_file)
         if limit is not None and usage is not None and limit < 1 << 60:
+            usage = max(0, usage - _read_stat(stat_file, cache_key))
             headroom = max(0, limit - usage)
             avail = headroom if avail is None else min(avail, headroom)
             break

@@ -110,7 +110,12 @@ def _hook(original):
             except TypeError:  # no sparse dtype holds it: scipy words the error
                 routed = False
             if routed:
-                return sparse_matmul(self, other)
+                try:
+                    return sparse_matmul(self, other)
+                except MemoryError:
+                    # (sparse_matmul refuses a result larger than the free memory, which
+                    # its kernels write whole; scipy's zeroed result may touch few pages)
+                    pass
         return original(self, other)
 
     method.__module__ = __name__  # (wraps copied scipy's; __wrapped__ is the original)
@@ -150,6 +155,24 @@ def _check_blas_threads(blas_threads):
     return check_int(blas_threads, "blas_threads", minimum=1, allow_none=True)
 
 
+def _free_blas_control() -> None:
+    """Let any thread set OpenBLAS's thread count next.
+
+    threadpoolctl 3.8 lets one Python thread at a time (the first to set it) change the
+    count of a pthreads OpenBLAS and silently ignores the others, until that thread leaves
+    a ``with threadpool_limits`` block. The switch's limit is process-wide: one thread may
+    take it and another restore it, and it uses no ``with``. So it takes control for each
+    change and gives it back at once (before, a restore from the second thread was dropped
+    and BLAS stayed on one thread, found by a review session)."""
+    try:
+        from threadpoolctl import OpenBLASController
+    except ImportError:  # (threadpoolctl before 3.0: no such rule)
+        return
+    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+
+
 def _hold_blas(n: int | None) -> bool:
     """Take a hold on the BLAS limit of ``n`` threads (under ``_lock``); False for None."""
     global _blas_holders, _blas_limits
@@ -157,7 +180,9 @@ def _hold_blas(n: int | None) -> bool:
         return False
     if _blas_holders == 0:
         from threadpoolctl import threadpool_limits
+        _free_blas_control()
         _blas_limits = threadpool_limits(limits=n, user_api="blas")
+        _free_blas_control()
     _blas_holders += 1
     return True
 
@@ -168,7 +193,9 @@ def _release_blas() -> None:
     _blas_holders -= 1
     if _blas_holders == 0:
         limits, _blas_limits = _blas_limits, None
+        _free_blas_control()
         limits.restore_original_limits()
+        _free_blas_control()
 
 
 def enable(blas_threads: int | None = 1) -> None:
