@@ -238,6 +238,17 @@ def test_bad_tol_type_and_too_small_for_dtype():
         TLRMatrix.from_dense(np.ones((4, 4), dtype=np.float32), nb=2, tol=1e-7)
 
 
+def test_tol_floor_follows_the_largest_tile_not_nb():
+    """nb beyond the matrix gives the one tile nb = the matrix's side gives: the same floor
+    on tol (float32 at 3e-5 was refused at nb=256 and taken at nb=100) and the same bases."""
+    A = np.random.default_rng(0).standard_normal((100, 100)).astype(np.float32)
+    T1 = TLRMatrix.from_dense(A, nb=256, tol=3e-5)
+    T2 = TLRMatrix.from_dense(A, nb=100, tol=3e-5)
+    np.testing.assert_array_equal(T1.toarray(), T2.toarray())
+    with pytest.raises(ValueError, match="tiles of rank up to 100"):
+        TLRMatrix.from_dense(A, nb=256, tol=1e-6)
+
+
 def test_nan_and_inf_rejected():
     A = np.ones((10, 10))
     A[3, 4] = np.nan

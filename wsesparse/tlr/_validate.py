@@ -17,13 +17,15 @@ __all__ = ["check_tol", "kernel_dtype", "storage_dtype", "check_seed",
            "check_shape", "check_magnitude", "reject_sparse", "rounding_slack", "work_dtype"]
 
 
-def check_tol(tol, dtype: np.dtype, nb: int) -> float:
-    """``tol`` as a float in (0, 1) that ``dtype`` bases of tile size ``nb`` can honour."""
+def check_tol(tol, dtype: np.dtype, max_rank: int) -> float:
+    """``tol`` as a float in (0, 1) that ``dtype`` bases of tiles of rank up to
+    ``max_rank`` (the shorter side of the largest tile) can honour."""
     tol = check_real(tol, "tol", minimum=0, maximum=1, inclusive=(False, False))
-    floor = 10.0 * rounding_slack(dtype, nb)
+    floor = 10.0 * rounding_slack(dtype, max_rank)
     if tol < floor:
         raise ValueError(
-            f"tol={tol:g} is below what {np.dtype(dtype)} bases can hold at nb={nb} "
+            f"tol={tol:g} is below what {np.dtype(dtype)} bases can hold for tiles of rank "
+            f"up to {max_rank} "
             f"(rounding the factors alone costs about {floor / 10:.1e}); use tol >= {floor:.1e} "
             "or a double-precision dtype"
         )

@@ -192,14 +192,15 @@ def compress_tiles(shape: tuple[int, int], get: Callable[[slice, slice], np.ndar
     True
     """
     nb = check_int(nb, "nb", minimum=1)
+    m, n = shape
     if rank is not None:
         rank = check_int(rank, "rank", minimum=1)
     else:
         if tol is None:
             raise TypeError("give tol (accuracy) or rank (fixed rank)")
-        tol = check_tol(tol, dtype, nb)
+        # (a tile's rank is at most its shorter side: nb, or the matrix's if smaller)
+        tol = check_tol(tol, dtype, min(nb, m, n))
     seed = check_seed(seed)
-    m, n = shape
     n_tiles = -(-m // nb) * -(-n // nb)
     # Each tile costs ~1 KiB of Python objects (key, seed, factors) even at rank 0.
     check_allocation(n_tiles * _TILE_OVERHEAD_BYTES,
@@ -257,14 +258,14 @@ def compress_tiles(shape: tuple[int, int], get: Callable[[slice, slice], np.ndar
     total2 = sum(r[4] for r in results) if norm2 is None else norm2
     if check:
         check_magnitude(max(amaxes, default=0.0), total2, "the matrix given by f")
-    keep = _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, nb)
+    keep = _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, min(nb, m, n))
     for key, res, k in zip(keys, results, keep):
         if k:
             factors[key] = (res[0][:, :k], res[2][:k].T)
     return nb, factors, tol
 
 
-def _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, nb) -> list[int]:
+def _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, max_rank) -> list[int]:
     """Global greedy truncation: the ranks that spend the error budget best.
 
     Dropping singular value l of tile t removes sigma_tl^2 of squared error
@@ -273,7 +274,7 @@ def _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, nb) -> list[int]:
     knapsack solution; within a tile this order drops the tail first (the
     sigma are sorted and the cost is the same), so every tile keeps a prefix.
     """
-    slack = rounding_slack(dtype, nb)
+    slack = rounding_slack(dtype, max_rank)
     allowed = (tol - slack) * np.sqrt(total2)
     budget = allowed**2 * (1.0 - 1e-9) - sum(r[3] for r in results)
     if budget < 0:  # cannot happen with _RANGE_FRACTION < 1; kept as a safety net
