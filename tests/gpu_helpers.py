@@ -281,7 +281,8 @@ def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes:
     cupy = types.ModuleType("cupy")
     cupy.ndarray = FakeNdarray
     for name in ("zeros", "empty", "arange", "searchsorted", "argsort", "bincount", "cumsum",
-                 "concatenate", "diff", "ascontiguousarray", "full", "may_share_memory"):
+                 "concatenate", "diff", "ascontiguousarray", "asfortranarray", "full",
+                 "may_share_memory", "isfinite"):
         setattr(cupy, name, _wrap(getattr(np, name)))
     cupy.asarray = lambda a, dtype=None: dev(np.array(a, dtype=dtype, copy=True)) \
         if not isinstance(a, FakeNdarray) else (a if dtype is None else dev(np.asarray(a,

@@ -314,6 +314,45 @@ def test_column_blocks_beyond_one_grid(env, rng, monkeypatch, transpose):
     assert sum(n.startswith("csr_dense") for n, _, _ in env.launches) > 1
 
 
+def test_one_column_out_in_c_order_beyond_one_grid(env, rng, monkeypatch):
+    """D @ S with S of one column into a C-ordered (n, 1) out, over several launches: its
+    two strides are equal, and the launches' rows were taken as columns (wrong rows)."""
+    from wsesparse.gpu import DeviceCSR, csr
+    monkeypatch.setattr(csr, "_MAX_GRID_Y", 1)
+    W = sp.random(6, 1, density=0.6, format="csr", random_state=rng)
+    Z = rng.standard_normal((150, 6))
+    out = gpu_helpers.dev(np.full((150, 1), np.nan))
+    sparse_matmul(gpu_helpers.dev(Z), DeviceCSR(W), out=out, method="sparse")
+    _close(out, Z @ W, "float64")
+    assert sum(n.startswith("csr_dense") for n, _, _ in env.launches) > 1
+
+
+def test_auto_dense_only_for_finite_operands_and_in_fortran_order(env, rng, monkeypatch):
+    """Where the estimate picks cuBLAS, inf/nan in D or S keep the product sparse (a dense
+    copy's zeros times inf give nan where scipy gives none), and D @ S comes back in
+    Fortran order on both paths."""
+    from wsesparse.gpu import DeviceCSR, csr
+    monkeypatch.setattr(csr, "choose", lambda *a: "dense")
+    W = sp.random(64, 64, density=0.5, format="csr", random_state=0)
+    S = DeviceCSR(W)
+    X = rng.standard_normal((64, 40))
+    _close(sparse_matmul(S, gpu_helpers.dev(X)), W @ X, "float64")
+    assert env.launches[-1][0].startswith("csr_densify")       # dense: finite operands
+    X[3, 0] = np.inf
+    Y = np.asarray(sparse_matmul(S, gpu_helpers.dev(X)))
+    assert env.launches[-1][0].startswith("csr_dense<")
+    np.testing.assert_array_equal(np.isnan(Y), np.isnan(W @ X))
+    Wi = W.copy()
+    Wi.data[0] = -np.inf
+    Yi = np.asarray(sparse_matmul(DeviceCSR(Wi), gpu_helpers.dev(X[:, 1:])))
+    np.testing.assert_array_equal(np.isnan(Yi), np.isnan(Wi @ X[:, 1:]))
+    Z = rng.standard_normal((40, 64))
+    for method in ("auto", "dense", "sparse"):
+        R = np.asarray(sparse_matmul(gpu_helpers.dev(Z), S, method=method))
+        assert R.flags.f_contiguous, method
+        _close(R, Z @ W, "float64")
+
+
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 def test_linear_operators(env, rng, dtype):
     from wsesparse.gpu import DeviceCSR, DeviceTLR

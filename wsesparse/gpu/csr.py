@@ -336,10 +336,11 @@ def _aligned(arr, row_stride: int, itemsize: int) -> bool:
 
 
 def run_kernel(S: DeviceCSR, X, Y, dtype, ldx: int, ldy_row: int, ldy_col: int,
-               n_cols: int) -> None:
+               n_cols: int, transposed: bool = False) -> None:
     """``Y = S @ X`` by ``csr_dense``: X row-major (unit column stride, row stride ``ldx``,
     ``S.shape[1]`` rows), Y at element strides ``ldy_row``, ``ldy_col``; ``n_cols`` columns
-    (1 for a vector). An unchecked ``S`` is checked by the kernel: ValueError after it."""
+    (1 for a vector), Y's rows where ``transposed``. An unchecked ``S`` is checked by the
+    kernel: ValueError after it."""
     cupy = _cupy()
     m, k = S.shape
     if m == 0 or n_cols == 0:
@@ -364,7 +365,7 @@ def run_kernel(S: DeviceCSR, X, Y, dtype, ldx: int, ldy_row: int, ldy_col: int,
         cols = min(step, n_cols - c0)
         grid = (launch.grid[0], -(-cols // (launch.column_lanes * vec)))
         kern(grid, (BLOCK,), (S.indptr, S.indices, S.values(dtype), X[:, c0:] if c0 else X,
-                              _from_column(Y, c0, ldy_col), np.int64(m), np.int64(cols),
+                              _from_column(Y, c0, transposed), np.int64(m), np.int64(cols),
                               np.int64(ldx), np.int64(ldy_row), np.int64(ldy_col),
                               np.int32(launch.gs_log), np.int32(launch.q_log), np.int64(k),
                               np.int64(S.indices.size), np.uint64(flag_ptr)))
@@ -375,14 +376,20 @@ def run_kernel(S: DeviceCSR, X, Y, dtype, ldx: int, ldy_row: int, ldy_col: int,
             raise ValueError(f"{S.name} has a corrupt compressed structure")   # not reached
 
 
-def _from_column(Y, c0: int, ldy_col: int):
+def _from_column(Y, c0: int, transposed: bool):
     """A view of Y whose first element is the kernel's output column ``c0`` (the kernel
-    takes the strides)."""
+    takes the strides): Y's column ``c0``, or its row for ``D @ S`` (``transposed``: the
+    kernel's columns are Y's rows). (Told, not read off the strides: those of a C-ordered
+    (n, 1) Y are equal.)"""
     if c0 == 0:
         return Y
-    if Y.ndim == 2 and Y.strides[1] == ldy_col * Y.itemsize:
-        return Y[:, c0:]
-    return Y[c0:]            # the transposed layout: kernel columns are Y's rows
+    return Y[c0:] if transposed else Y[:, c0:]
+
+
+def _finite(S: "DeviceCSR", D) -> bool:
+    """Whether S's stored values and D are all finite (a device reduction, read back)."""
+    cupy = _cupy()
+    return bool(cupy.isfinite(D).all()) and bool(cupy.isfinite(S.data[:S.nnz]).all())
 
 
 def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
@@ -408,6 +415,10 @@ def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
     n_cols = 1 if vector else (D.shape[0] if transpose else D.shape[1])
     if method == "auto":
         method = choose(S, n_cols, dtype, vector)
+        if method == "dense" and not _finite(S, D):
+            # Implicit zeros of a sparse matrix meet no inf/nan of D, a dense copy's do
+            # (0 * inf = nan everywhere): as on the CPU, only finite operands go dense.
+            method = "sparse"
     if D.dtype != dtype:
         D = D.astype(dtype)
     if method == "dense":
@@ -415,8 +426,8 @@ def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
         if dense is None:
             dense = S.dense(dtype, keep=S.checked and _keeps_dense(S, dtype))
         res = D @ dense if transpose else dense @ D
-        if out is None:
-            return res
+        if out is None:     # D @ S in Fortran order, as on the sparse path
+            return cupy.asfortranarray(res) if transpose else res
         out[...] = res
         return out
     # D @ S = (S^T @ D^T)^T: the rows of S^T are the output's columns.
@@ -447,5 +458,5 @@ def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
         ldy_row, ldy_col = Y.strides[1] // item, Y.strides[0] // item
     else:
         ldy_row, ldy_col = Y.strides[0] // item, Y.strides[1] // item
-    run_kernel(P, X, Y, dtype, X.strides[0] // item, ldy_row, ldy_col, n_cols)
+    run_kernel(P, X, Y, dtype, X.strides[0] // item, ldy_row, ldy_col, n_cols, transpose)
     return Y

@@ -161,7 +161,7 @@ class DeviceTLR:
         X = x.reshape(self.n_matrices * n_in, s)
         if self.dtype.kind != "c" and dtype.kind == "c":
             real = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
-            Xs = cupy.concatenate([X.real, X.imag], axis=1).astype(real)
+            Xs = cupy.ascontiguousarray(cupy.concatenate([X.real, X.imag], axis=1), real)
             Y2 = self._run(Xs, adjoint, real, n_out)
             Y = (Y2[:, :s] + 1j * Y2[:, s:]).astype(dtype)
         else:
