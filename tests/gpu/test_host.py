@@ -386,9 +386,14 @@ def test_bad_arguments(env, rng):
                    gpu_helpers.dev(W.indptr)), shape=(3, 4))
     with pytest.raises(TypeError, match="must be a sparse matrix"):
         DeviceCSR(np.eye(3))
-    with pytest.raises(ValueError, match="shape must be two nonnegative sizes"):
-        DeviceCSR((gpu_helpers.dev(np.zeros(0)), gpu_helpers.dev(np.zeros(0, np.int32)),
-                   gpu_helpers.dev(np.zeros(0, np.int32))), shape=(-1, 3))
+    empty = (gpu_helpers.dev(np.zeros(0)), gpu_helpers.dev(np.zeros(0, np.int32)),
+             gpu_helpers.dev(np.zeros(0, np.int32)))
+    for shape in ((-1, 3), (5.7, 4.2), "ab", (1, 2, 3), None, 4):
+        with pytest.raises((ValueError, TypeError), match="shape must be two nonnegative ints"
+                           "|the tuple form is"):
+            DeviceCSR(empty, shape=shape)
+    with pytest.raises(ValueError, match="A must be 2-D, got a sparse operand of shape"):
+        DeviceCSR(sp.coo_array(np.ones(3)))
     S = DeviceCSR(W)
     with pytest.raises(ValueError, match="inner dimensions differ"):
         S @ gpu_helpers.dev(np.ones((5, 2)))
@@ -512,18 +517,31 @@ def test_devicetlr_storage_promotion_batch_and_errors(env, rng, storage):
     for f in range(2):
         _close(ys[f], stored_tlr(B[f], storage) @ xs[f], "complex64")
     assert DeviceTLR(T).basis_error == 0.0 and DeviceTLR(T).storage is None
-    with pytest.raises(ValueError, match="storage must be None, 'float16' or 'bfloat16'"):
-        DeviceTLR(T, storage="half")
+    for bad in ("half", np.float16, np.dtype(np.float16)):
+        with pytest.raises(ValueError, match="storage must be None, 'float16' or 'bfloat16', "
+                                             "got .*half|float16"):
+            DeviceTLR(T, storage=bad)
 
 
-def test_float16_storage_refuses_values_beyond_its_range(env, rng):
+@pytest.mark.parametrize("factor", [1e5, 1e-7, 1e-30])
+@pytest.mark.parametrize("storage", ["float16", "bfloat16"])
+def test_storage_of_bases_far_from_one(env, rng, factor, storage):
+    """Float16 bases are scaled by a power of two into its range (bases of 1e5 overflowed
+    it, of 1e-7 fell below its normal numbers: 10 % error); the product is scaled back."""
     from wsesparse import TLRMatrix
     from wsesparse.gpu import DeviceTLR
+    from wsesparse.gpu.storage import FORMATS
     T = tlr_test_matrix(rng, "float32")
-    big = TLRMatrix(T.shape, T.nb, T.ranks, T.U * 1e5, T.V)
-    with pytest.raises(ValueError, match="storage='float16' cannot hold a basis value"):
-        DeviceTLR(big, storage="float16")
-    DeviceTLR(big, storage="bfloat16")                       # float32's range
+    F = TLRMatrix(T.shape, T.nb, T.ranks, T.U * factor, T.V)
+    D = DeviceTLR(F, storage=storage)
+    assert 0 < D.basis_error <= 2.0 ** -FORMATS[storage]
+    x = random_values(rng, 50, "float32")
+    ref = (F @ x).astype(np.float64)              # (float64 norms: 1e-30 squared underflows)
+    got = np.asarray(D @ gpu_helpers.dev(x)).astype(np.float64)
+    top = np.abs(ref).max()
+    _close((got / top).astype(np.float32), (stored_tlr(F, storage) @ x) / np.float32(top),
+           "float32")
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= 50 * D.basis_error
 
 
 def test_storage_rounding():
@@ -541,6 +559,8 @@ def test_storage_rounding():
                           h.astype(np.float16).astype(np.float32))
     nan = widen(to_storage(np.array([np.nan, np.inf], np.float32), "bfloat16"), "bfloat16")
     assert np.isnan(nan[0]) and nan[1] == np.inf
+    with pytest.raises(ValueError, match="storage='float16' cannot hold a basis value"):
+        to_storage(np.array([7e4], np.float32), "float16")      # (unscaled: DeviceTLR scales)
     c = np.array([[1 / 3 - 2j]], np.complex128)
     assert stored_values(c, "float16").shape == (1, 1) and to_storage(c, "float16").size == 2
     with pytest.raises(TypeError, match="values must be float or complex"):

@@ -9,6 +9,8 @@ cuBLAS product (``method="auto"``, see ``wsesparse/gpu/_machine.py``).
 
 from __future__ import annotations
 
+import operator
+
 import threading
 from functools import lru_cache
 
@@ -58,7 +60,10 @@ class DeviceCSR:
         wsesparse.CSR, or a ``(data, indices, indptr)`` tuple of 1-D ``cupy.ndarray``
         The matrix. Host matrices are copied to the current device; cupyx formats other
         than CSR are converted. The tuple form takes int32 or int64 indices (cupyx's own
-        matrices hold int32). Contiguous device arrays are referenced, not copied: changing
+        matrices hold int32). Values of other dtypes than the four the kernels compute
+        (bool, integers, float16) are converted once, by scipy's promotion with float32
+        (int8 to float32, int64 to float64): products with them are floating point, where
+        scipy's would stay integer. Contiguous device arrays are referenced, not copied: changing
         them afterwards changes this operand without a new check (as for ``wsesparse.CSR``),
         and the copies it keeps (values cast to another dtype, the transpose, the dense
         copy) keep the old values: after changing the arrays, build a new ``DeviceCSR``.
@@ -205,9 +210,13 @@ def _arrays(A, shape, name, cupy):
         for what, arr in (("data", data), ("indices", indices), ("indptr", indptr)):
             if not isinstance(arr, cupy.ndarray) or arr.ndim != 1:
                 raise TypeError(f"{name}: {what} must be a 1-D cupy.ndarray, got {describe(arr)}")
-        if len(shape) != 2 or any(int(n) < 0 for n in shape):
-            raise ValueError(f"{name}: shape must be two nonnegative sizes, got {shape!r}")
-        shape = (int(shape[0]), int(shape[1]))
+        try:   # (operator.index: no floats, no strings)
+            sizes = tuple(operator.index(n) for n in shape)
+        except TypeError:
+            sizes = ()
+        if len(sizes) != 2 or min(sizes) < 0:
+            raise ValueError(f"{name}: shape must be two nonnegative ints, got {shape!r}")
+        shape = sizes
     elif csp.issparse(A):
         A = A if A.format == "csr" else A.tocsr()
         data, indices, indptr, shape = A.data, A.indices, A.indptr, tuple(A.shape)
@@ -220,6 +229,8 @@ def _arrays(A, shape, name, cupy):
         if not sp.issparse(A):
             raise TypeError(f"{name} must be a sparse matrix (cupyx, scipy or wsesparse.CSR) "
                             f"or a (data, indices, indptr) tuple, got {describe(A)}")
+        if A.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got a sparse operand of shape {A.shape}")
         A = A.tocsr()
         data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
         shape = tuple(A.shape)

@@ -15,7 +15,7 @@ from wsesparse._checks import KERNEL_DTYPES, describe, result_dtype
 from wsesparse.gpu import _module
 from wsesparse.gpu.plan import (BLOCK, TLR_COLS, gemm_blocks, tlr_adjoint_tables,
                                 tlr_forward_tables)
-from wsesparse.gpu.storage import check_storage, relative_error, to_storage
+from wsesparse.gpu.storage import check_storage, relative_error, scale, to_storage
 
 
 class DeviceTLR:
@@ -30,8 +30,9 @@ class DeviceTLR:
         Store the bases in 16 bits (``wsesparse.gpu.storage``): a product then reads half the
         bytes of float32/complex64 bases (a quarter of float64/complex128 ones). The kernels
         widen each stored value on load and sum in the product's dtype; the rounding of the
-        bases is the only error added. ``basis_error`` reports it. Float16 refuses bases
-        beyond its range (65504).
+        bases is the only error added. ``basis_error`` reports it. Float16 bases are scaled
+        by a power of two into its range (``wsesparse.gpu.storage.scale``) and the product
+        scaled back.
 
     Attributes
     ----------
@@ -83,11 +84,13 @@ class DeviceTLR:
         self.shape, self.dtype, self.n_matrices = mats[0].shape, mats[0].dtype, len(mats)
         self.K = sum(int(M.kcol_ptr[-1]) for M in mats)
         U, V = np.concatenate([M.U for M in mats]), np.concatenate([M.V for M in mats])
-        self.basis_error = 0.0
+        self.basis_error, self._unscale = 0.0, 1.0
         if self.storage is not None:
             self.basis_error = max(relative_error(U, self.storage),
                                    relative_error(V, self.storage))
-            U, V = to_storage(U, self.storage), to_storage(V, self.storage)
+            su, sv = scale(U, self.storage), scale(V, self.storage)
+            self._unscale = 1.0 / (su * sv)      # (powers of two: exact)
+            U, V = to_storage(U * su, self.storage), to_storage(V * sv, self.storage)
         self.nbytes = int(U.nbytes + V.nbytes)
         self._U, self._V = cupy.asarray(U), cupy.asarray(V)
         self._tables = {}
@@ -199,6 +202,8 @@ class DeviceTLR:
             S = min(ls, s - c0)
             for seg, M, src, dst in ((tables[0], M1, X, mid), (tables[1], M3, mid, Y)):
                 _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, kind)
+        if self._unscale != 1.0:    # the scaled 16-bit bases (wsesparse.gpu.storage.scale)
+            Y *= self._unscale
         return Y
 
 
