@@ -231,6 +231,7 @@ def _arrays(A, shape, name, cupy):
                             f"or a (data, indices, indptr) tuple, got {describe(A)}")
         if A.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got a sparse operand of shape {A.shape}")
+        _check_value_dtype(A.dtype, name)
         A = A.tocsr()
         data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
         shape = tuple(A.shape)
@@ -245,7 +246,7 @@ def _arrays(A, shape, name, cupy):
         wide = np.dtype(np.int64)
         indices, indptr = indices.astype(wide), indptr.astype(wide)
     if np.dtype(data.dtype) not in KERNEL_DTYPES:
-        data = data.astype(result_dtype(data.dtype, np.float32))
+        data = data.astype(_check_value_dtype(data.dtype, name))
     if indptr.size != shape[0] + 1:
         raise ValueError(f"{name} has a corrupt compressed structure ({shape[0]}x{shape[1]}): "
                          f"indptr has {indptr.size} entries, not {shape[0] + 1}")
@@ -253,6 +254,19 @@ def _arrays(A, shape, name, cupy):
         raise ValueError(f"{name} has a corrupt compressed structure: {indices.size} indices "
                          f"but {data.size} values")
     return data, indices, indptr, shape
+
+
+def _check_value_dtype(dtype, name: str) -> np.dtype:
+    """The kernel dtype values of ``dtype`` compute in (scipy's promotion with float32),
+    or TypeError (long double, object, ...)."""
+    try:
+        kernel = result_dtype(dtype, np.float32)
+    except TypeError:
+        kernel = None
+    if kernel not in KERNEL_DTYPES:
+        raise TypeError(f"{name} has values of dtype {np.dtype(dtype)}; the GPU kernels compute "
+                        "float32, float64, complex64 or complex128")
+    return kernel
 
 
 def check_structure(indptr, indices, shape, name: str) -> None:
