@@ -194,6 +194,29 @@ def test_ndarray_at_tlr_is_a_type_error(T):
         np.ones(30) @ T.H
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_adjoint_is_an_operator_like_the_matrix(dtype):
+    """T.H has matmat/rmatmat, .T (real) and aslinearoperator, as TLRMatrix has."""
+    from scipy.sparse.linalg import LinearOperator
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((40, 30)).astype(dtype)
+    M = TLRMatrix.from_dense(A, nb=16, tol=1e-4)
+    H, D = M.H, M.toarray()
+    Y, X = rng.standard_normal((40, 3)).astype(dtype), rng.standard_normal((30, 3)).astype(dtype)
+    rtol = 1e-4 if dtype == np.complex64 else 1e-10
+    np.testing.assert_allclose(H.matmat(Y), D.conj().T @ Y, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(H.rmatmat(X), D @ X, rtol=rtol, atol=rtol)
+    op = H.aslinearoperator()
+    assert isinstance(op, LinearOperator) and op.shape == (30, 40)
+    np.testing.assert_allclose(op @ Y[:, 0], D.conj().T @ Y[:, 0], rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(op.H @ X[:, 0], D @ X[:, 0], rtol=rtol, atol=rtol)
+    if dtype == np.complex64:
+        with pytest.raises(NotImplementedError, match="use .H"):
+            H.T
+    else:
+        assert H.T is M
+
+
 def test_tlr_at_tlr_is_a_type_error(T):
     """No lazy TLR product: T @ T and T.H @ T both say so (T.H @ T named y's dtype)."""
     for left, right in ((T, T), (T.H, T), (T.H, T.H)):

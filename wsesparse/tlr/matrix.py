@@ -587,6 +587,23 @@ class _TLRAdjoint:
     def rmatvec(self, x, n_threads: int | None = None) -> np.ndarray:
         return self._p.matvec(x, n_threads)
 
+    matmat = matvec     # (blocks of vectors, as TLRMatrix's)
+    rmatmat = rmatvec
+
+    @property
+    def T(self) -> TLRMatrix:  # noqa: N802 - numpy's name
+        """The transpose: the matrix itself, for real values (see ``TLRMatrix.T``)."""
+        if self.dtype.kind == "c":
+            raise NotImplementedError("the plain transpose of a complex TLRMatrix is not "
+                                      "provided; use .H (conjugate transpose)")
+        return self._p
+
+    def aslinearoperator(self) -> LinearOperator:
+        """A :class:`scipy.sparse.linalg.LinearOperator` of the adjoint (matvec: ``T^H y``,
+        rmatvec: ``T x``)."""
+        return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
+                              matmat=self.matvec, rmatmat=self.rmatvec, dtype=self.dtype)
+
     def __matmul__(self, y):
         if isinstance(y, (TLRMatrix, _TLRAdjoint)):
             return NotImplemented  # (as TLRMatrix: no lazy TLR @ TLR)
