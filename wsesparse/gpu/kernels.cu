@@ -233,37 +233,17 @@ __device__ __forceinline__ float w_wide(w_f16 h) {
     return f;
 }
 __device__ __forceinline__ float w_wide(w_bf16 h) { return __uint_as_float((unsigned)h.v << 16); }
-template <typename T, typename MT> struct w_ld {      // MT = T: as stored
-    static __device__ __forceinline__ T get(MT m) { return m; }
-};
-template <typename T> struct w_ld<T, w_f16> {
-    static __device__ __forceinline__ T get(w_f16 m) { return T(w_wide(m)); }
-};
-template <typename T> struct w_ld<T, w_bf16> {
-    static __device__ __forceinline__ T get(w_bf16 m) { return T(w_wide(m)); }
-};
-template <> struct w_ld<wc64, w_f16x2> {
-    static __device__ __forceinline__ wc64 get(w_f16x2 m) {
-        return wc64{w_wide(w_f16{m.re}), w_wide(w_f16{m.im})};
-    }
-};
-template <> struct w_ld<wc128, w_f16x2> {
-    static __device__ __forceinline__ wc128 get(w_f16x2 m) {
-        return wc128{w_wide(w_f16{m.re}), w_wide(w_f16{m.im})};
-    }
-};
-template <> struct w_ld<wc64, w_bf16x2> {
-    static __device__ __forceinline__ wc64 get(w_bf16x2 m) {
-        return wc64{w_wide(w_bf16{m.re}), w_wide(w_bf16{m.im})};
-    }
-};
-template <> struct w_ld<wc128, w_bf16x2> {
-    static __device__ __forceinline__ wc128 get(w_bf16x2 m) {
-        return wc128{w_wide(w_bf16{m.re}), w_wide(w_bf16{m.im})};
-    }
-};
-
-#define W_M(m) (w_ld<T, MT>::get(m))
+// w_as<T>(m): a stored element as T (MT = T: as it is).
+template <typename T> __device__ __forceinline__ T w_as(T m) { return m; }
+template <typename T> __device__ __forceinline__ T w_as(w_f16 m) { return T(w_wide(m)); }
+template <typename T> __device__ __forceinline__ T w_as(w_bf16 m) { return T(w_wide(m)); }
+template <typename T> __device__ __forceinline__ T w_as(w_f16x2 m) {
+    return T{w_wide(w_f16{m.re}), w_wide(w_f16{m.im})};
+}
+template <typename T> __device__ __forceinline__ T w_as(w_bf16x2 m) {
+    return T{w_wide(w_bf16{m.re}), w_wide(w_bf16{m.im})};
+}
+#define W_M(m) (w_as<T>(m))
 
 // A "segment" g is a row-major R_g x C_g block M_g of one stacked basis (U or V) at m_off[g];
 // x_off[g], y_off[g] are its first row of the input and of the output. Inputs and outputs are
