@@ -135,7 +135,7 @@ def test_ctrl_c_stops_long_runs(name, assert_ctrl_c_stops):
     (lambda: wafer.estimate_gemm(np.array([["a"]]), 4), TypeError, "W"),
     (lambda: wafer.estimate_gemm(np.eye(3), 0), ValueError, "n_tokens"),
     (lambda: wafer.estimate_gemm(np.eye(3), 4, machine="wse2"), TypeError, "machine"),
-    (lambda: wafer.estimate_gemm(np.eye(3), 4, balance="best"), ValueError, "method"),
+    (lambda: wafer.estimate_gemm(np.eye(3), 4, balance="best"), ValueError, "balance"),
     (lambda: wafer.estimate_gemm(np.eye(3), 4, dtype="int32"), ValueError, "dtype"),
     (lambda: wafer.execute_gemm(np.eye(3), np.ones((4, 2))), ValueError, "chain"),
     (lambda: wafer.execute_gemm(np.eye(3), np.ones(3)), ValueError, "X"),
@@ -144,6 +144,43 @@ def test_ctrl_c_stops_long_runs(name, assert_ctrl_c_stops):
 def test_bad_input_names_argument(call, exc, word):
     with pytest.raises(exc, match=word):
         call()
+
+
+def _assignment_fields(a, **changes):
+    fields = dict(method=a.method, row_of_feature=a.row_of_feature,
+                  slot_of_feature=a.slot_of_feature, features_per_row=a.features_per_row,
+                  row_nnz=a.row_nnz)
+    return wafer.Assignment(**{**fields, **changes})
+
+
+def test_hand_built_assignments_are_checked():
+    """A balance= Assignment is checked before the simulator indexes rows and slots with
+    it: rows out of range crashed the process (free(): invalid size, a segfault) or gave
+    a wrong cycle count; other index dtypes are taken."""
+    m = dataclasses.replace(wafer.WSE2, rows=4, cols=3)
+    W = sp.random(10, 8, density=0.5, format="csr", random_state=0)
+    X = np.ones((8, 6))
+    a = wafer.balance(np.bincount(W.indices, minlength=8), 4)
+    good = wafer.estimate_gemm(W, 6, machine=m, balance=a).cycles
+    wide = _assignment_fields(a, row_of_feature=a.row_of_feature.astype(np.int64))
+    assert wafer.estimate_gemm(W, 6, machine=m, balance=wide).cycles == good
+    swapped = a.slot_of_feature.copy()
+    first_two = np.flatnonzero(a.row_of_feature == a.row_of_feature[0])[:2]
+    swapped[first_two] = swapped[first_two[::-1]]
+    assert wafer.estimate_gemm(W, 6, machine=m,
+                               balance=_assignment_fields(a, slot_of_feature=swapped)).cycles > 0
+    bad = [(dict(row_of_feature=np.full(8, v, np.int32)), "row outside") for v in (-1, 4, 10**8)]
+    bad += [(dict(slot_of_feature=np.zeros(8, np.int32)), "without repeats"),
+            (dict(features_per_row=a.features_per_row + 1), "features_per_row"),
+            (dict(row_nnz=a.row_nnz + 1), "row_nnz"),
+            (dict(row_of_feature=a.row_of_feature[:5]), "row_of_feature must be 8 integers"),
+            (dict(row_of_feature=a.row_of_feature.astype(float)), "must be 8 integers")]
+    for change, match in bad:
+        B = _assignment_fields(a, **change)
+        with pytest.raises(ValueError, match=match):
+            wafer.estimate_gemm(W, 6, machine=m, balance=B)
+        with pytest.raises(ValueError, match=match):
+            wafer.execute_gemm(W, X, machine=m, balance=B)
 
 
 @pytest.mark.parametrize("W,exc,match", [
@@ -172,7 +209,7 @@ def test_estimate_bad_weights(W, exc, match):
     (dict(dtype=None), ValueError, "dtype must be one of"),
     (dict(dtype=object), ValueError, "dtype must be one of"),
     (dict(dtype="bogus"), TypeError, "dtype must be a numpy dtype"),
-    (dict(balance=None), ValueError, "method must be one of"),
+    (dict(balance=None), ValueError, "balance must be an Assignment or one of"),
     (dict(machine=None), TypeError, "machine must be a wafer.Machine"),
     (dict(machine=wafer.PRESETS), TypeError, "machine must be a wafer.Machine"),
 ])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wsesparse._checks import check_int
+from wsesparse._checks import check_int, describe
 
 BALANCERS = ("identity", "contiguous", "round_robin", "serpentine", "greedy")
 
@@ -53,6 +53,51 @@ class Assignment:
         """``nnz_total / (rows * nnz_max)``: the fraction of AXPY slots doing work."""
         mx = self.row_nnz.max()
         return float(self.row_nnz.sum() / (self.row_nnz.size * mx)) if mx > 0 else 1.0
+
+
+def check_assignment(assign: Assignment, feature_nnz: np.ndarray, rows: int,
+                     name: str = "balance") -> Assignment:
+    """A hand-built ``Assignment`` checked against the features' nonzeros and the grid's
+    rows (the simulator indexes rows and slots with it unchecked), as a fresh one with
+    int32 / int64 arrays; ValueError naming ``name`` otherwise.
+
+    Every feature sits on a row in ``[0, rows)`` at a slot below that row's feature count,
+    no two features share a (row, slot), and ``features_per_row`` and ``row_nnz`` are the
+    counts the rows get.
+
+    Examples
+    --------
+    >>> a = balance([3, 1, 2], rows=2)
+    >>> check_assignment(a, np.array([3, 1, 2]), 2).row_nnz.tolist()
+    [5, 1]
+    >>> bad = Assignment("x", np.array([0, 2, 1], np.int32), a.slot_of_feature,
+    ...                  a.features_per_row, a.row_nnz)
+    >>> check_assignment(bad, np.array([3, 1, 2]), 2)
+    Traceback (most recent call last):
+    ValueError: balance assigns a feature to a row outside [0, 2)
+    """
+    K = len(feature_nnz)
+    arrays = []
+    for field, size in (("row_of_feature", K), ("slot_of_feature", K),
+                        ("features_per_row", rows), ("row_nnz", rows)):
+        arr = np.asarray(getattr(assign, field))
+        if arr.shape != (size,) or (arr.size and arr.dtype.kind not in "iu"):
+            raise ValueError(f"{name}.{field} must be {size} integers (W has {K} columns, the "
+                             f"machine {rows} rows), got {describe(arr)}")
+        arrays.append(arr.astype(np.int64))
+    row, slot, per_row, row_nnz = arrays
+    if K and (row.min() < 0 or row.max() >= rows):
+        raise ValueError(f"{name} assigns a feature to a row outside [0, {rows})")
+    if not np.array_equal(per_row, np.bincount(row, minlength=rows)):
+        raise ValueError(f"{name}.features_per_row does not count the features of each row")
+    if K and (slot.min() < 0 or (slot >= per_row[row]).any()
+              or np.unique(row * K + slot).size != K):
+        raise ValueError(f"{name}.slot_of_feature must number each row's features 0, 1, ... "
+                         "without repeats")
+    if not np.array_equal(row_nnz, np.bincount(row, weights=feature_nnz, minlength=rows)):
+        raise ValueError(f"{name}.row_nnz does not add up the nonzeros of each row's features")
+    return Assignment(assign.method, row.astype(np.int32), slot.astype(np.int32), per_row,
+                      row_nnz)
 
 
 def balance(feature_nnz, rows: int, method: str = "round_robin") -> Assignment:

@@ -34,7 +34,8 @@ from wsesparse._checks import check_allocation, check_int, check_numeric_dtype, 
 from wsesparse._kernels import _wafer
 from wsesparse._structure import check_sparse_structure
 from wsesparse.csr import CSR
-from wsesparse.wafer.balance import Assignment, balance as make_assignment
+from wsesparse.wafer.balance import BALANCERS, Assignment, check_assignment
+from wsesparse.wafer.balance import balance as make_assignment
 from wsesparse.wafer.layout import Layout, make_layout
 from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, check_dtype, with_psum
 from wsesparse.wafer.report import GemmReport
@@ -108,12 +109,12 @@ def plan_gemm(W, n_tokens, machine: Machine, balance, engines, dtype):
     dtype = check_dtype(dtype)
     n_tokens = check_int(n_tokens, "n_tokens", minimum=1)
     engines = check_int(engines, "engines", minimum=1)
+    feature_nnz = np.bincount(csr.indices[:csr.nnz], minlength=csr.shape[1])
     if isinstance(balance, Assignment):
-        assign = balance
-        if assign.row_of_feature.shape != (csr.shape[1],) or assign.features_per_row.size != machine.rows:
-            raise ValueError("balance Assignment does not match W's columns and machine.rows")
+        assign = check_assignment(balance, feature_nnz, machine.rows)
+    elif not isinstance(balance, str) or balance not in BALANCERS:
+        raise ValueError(f"balance must be an Assignment or one of {BALANCERS}, got {balance!r}")
     else:
-        feature_nnz = np.bincount(csr.indices[:csr.nnz], minlength=csr.shape[1])
         assign = make_assignment(feature_nnz, machine.rows, balance)
     lay = make_layout(machine, csr.shape[0], csr.shape[1], n_tokens,
                       int(assign.features_per_row.max()), engines, dtype)
