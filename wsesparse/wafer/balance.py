@@ -69,7 +69,7 @@ def check_assignment(assign: Assignment, feature_nnz: np.ndarray, rows: int,
     --------
     >>> a = balance([3, 1, 2], rows=2)
     >>> check_assignment(a, np.array([3, 1, 2]), 2).row_nnz.tolist()
-    [5, 1]
+    [4, 2]
     >>> bad = Assignment("x", np.array([0, 2, 1], np.int32), a.slot_of_feature,
     ...                  a.features_per_row, a.row_nnz)
     >>> check_assignment(bad, np.array([3, 1, 2]), 2)
