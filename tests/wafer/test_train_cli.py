@@ -26,6 +26,25 @@ def test_train_table_and_json(capsys):
     assert d["config"]["n_layers"] == 12 and d["layers"][0]["name"] == "decoder layer"
 
 
+def test_train_table_speedup_over_the_fewest_engines(capsys):
+    """Speedup and efficiency are over the fewest engines listed, whatever the order (the
+    first count listed was taken to scale perfectly: 16,1 showed 16x at 16 engines)."""
+    from wsesparse.wafer.training import TransformerConfig, estimate_training
+    assert main(["train", "--model", "125M", "--sparsity", "0.9", "--tokens", "1e9",
+                 "--engines", "16,1"]) == 0
+    rows = {int(line.split()[0]): line.split() for line in capsys.readouterr().out.splitlines()
+            if line.split() and line.split()[0] in ("1", "16")}
+    cfg = TransformerConfig.gpt3("125M")
+    t1, t16 = (estimate_training(cfg, tokens=1e9, engines=e, sparsity=0.9).seconds
+               for e in (1, 16))
+    assert rows[1][3] == "1x" and float(rows[1][4]) == 1.0
+    assert float(rows[16][3].rstrip("x")) == pytest.approx(t1 / t16, rel=1e-2)
+    assert float(rows[16][4]) == pytest.approx(t1 / t16 / 16, abs=1e-3)
+    assert main(["train", "--model", "125M", "--sparsity", "0.9", "--engines", "4,2"]) == 0
+    out = capsys.readouterr().out
+    assert "over 2 engines" in out
+
+
 def test_model_and_count_parsing():
     assert model_config("175B").n_layers == 96
     assert model_config("GPT-3 1.3B").d_model == 2048

@@ -119,6 +119,22 @@ def test_scaled_estimate_matches_full_grid():
         assert small[key][0] == pytest.approx(full[key][0], rel=0.03), key
 
 
+def test_scaled_estimate_with_few_tokens_per_engine():
+    """256 tokens on 64 engines: scaled by 4.1, 62 tokens would be left for 64 engines (a
+    ValueError naming n_tokens, which the caller never passed); each engine keeps one and
+    the phases stay within 2 % of the full grid's. The same for GPT-3 175B, batch 2048 on
+    192 engines (it raised before)."""
+    args = (wafer.WSE2, 2048, 8192, 256, 64, 0.9, "float16")
+    full = training._matrix_phases(*args, 1e9, 0)
+    small = training._matrix_phases(*args, 1e6, 0)
+    assert full["scale"] == 1.0 and small["scale"] > 4
+    for key in ("forward", "delta", "wgrad"):
+        assert small[key][0] == pytest.approx(full[key][0], rel=0.02), key
+    r = training.estimate_training(training.TransformerConfig.gpt3("175B"), batch_tokens=2048,
+                                   engines=192, sparsity=0.9, compare_dense=False)
+    assert 0 < r.step_seconds < float("inf")
+
+
 def test_175b_step_estimate_in_seconds():
     """A 175B step (and its dense twin) from a cold cache: ~1.5 s on one core here; the
     bound is 30 s to stay robust on slow CI."""

@@ -193,9 +193,13 @@ class TrainingReport:
         return "\n".join(out)
 
 
-def _scaled_problem(machine: Machine, M: int, K: int, n_tokens: int, budget: float):
+def _scaled_problem(machine: Machine, M: int, K: int, n_tokens: int, budget: float,
+                    engines: int = 1):
     """(machine', M', K', n', f) with W' of at most ~``budget`` weights, same features per
-    row, tokens per core and intake per output; f = M / M' scales cycles back."""
+    row, tokens per core and intake per output; f = M / M' scales cycles back. Each of the
+    ``engines`` keeps at least one token: where n / f would leave fewer, every busy core
+    holds one token on the full machine too (a batch of 2048 tokens on 192 engines failed
+    with 167 tokens left; keeping the machine whole for it took minutes)."""
     f = math.sqrt(M * K / budget)
     f = min(f, machine.rows / 8, machine.cols / 8)
     if f <= 1.0:
@@ -204,7 +208,7 @@ def _scaled_problem(machine: Machine, M: int, K: int, n_tokens: int, budget: flo
     C = max(1, round(machine.cols / f))
     Mp = max(1, round(M * R / machine.rows))
     Kp = max(1, round(K * R / machine.rows))
-    n = max(1, round(n_tokens * C / machine.cols))
+    n = max(engines, round(n_tokens * C / machine.cols))
     mm = dataclasses.replace(machine, rows=R, cols=C,
                              weight_intake_bytes_per_s=machine.weight_intake_bytes_per_s * Kp / K)
     return mm, Mp, Kp, n, M / Mp
@@ -214,7 +218,7 @@ def _scaled_problem(machine: Machine, M: int, K: int, n_tokens: int, budget: flo
 def _matrix_phases(machine: Machine, M: int, K: int, n_tokens: int, engines: int,
                    sparsity: float, dtype: str, budget: float, seed: int):
     """Cycles of forward, delta and weight gradient of an M x K matrix (cached)."""
-    mm, Mp, Kp, n, f = _scaled_problem(machine, M, K, n_tokens, budget)
+    mm, Mp, Kp, n, f = _scaled_problem(machine, M, K, n_tokens, budget, engines)
     W = random_weights(Mp, Kp, sparsity, seed=seed)
     fwd = estimate_gemm(W, n, machine=mm, engines=engines, dtype=dtype)
     grad = estimate_gradient(W, n, machine=mm, engines=engines, dtype=dtype)
