@@ -5,6 +5,8 @@ import csv
 import io
 import sys
 
+import pytest
+
 from wsesparse.cli import main
 
 
@@ -97,3 +99,30 @@ def test_bench_rejects_unknown_dtype(capsys):
 def test_bench_rejects_rounds_below_one(capsys):
     assert main(["bench", "--rounds", "0", "--no-triad"]) == 2
     assert "--rounds must be a positive int, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sizes", "0"], "--sizes must be a positive int, got 0"),
+    (["--tokens", "8,0"], "--tokens must be a positive int, got 0"),
+    (["--densities", "0"], "--densities must be a number in (0, 1], got 0.0"),
+    (["--densities", "1.5"], "--densities must be a number in (0, 1], got 1.5"),
+    (["--repeats", "0"], "--repeats must be a positive int, got 0"),
+    (["--budget", "nan"], "--budget must be a positive finite number, got nan"),
+    (["--budget", "-5"], "--budget must be a positive finite number, got -5.0"),
+    (["--max-call", "-1"], "--max-call must be a positive finite number, got -1.0"),
+])
+def test_bench_rejects_bad_grid_options_before_any_table(capsys, args, message):
+    """(--sizes 0 and --tokens 0 failed inside numpy after the header was printed, the
+    others were taken silently.)"""
+    assert main(["bench", *args, "--no-triad"]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "density" not in captured.out
+
+
+def test_bench_point_without_nonzeros(capsys):
+    """A point with no nonzeros (all rates 0) prints dashes for the ratios; it raised
+    ZeroDivisionError."""
+    assert main(["bench", "--sizes", "64", "--tokens", "1", "--densities", "0.0001",
+                 "--dtypes", "float32", "--budget", "0.02", "--rounds", "1", "--no-triad"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "0.0001" in line)
+    assert " 0 |" in row and row.split("|")[-1].split()[1:4] == ["-", "-", "-"]

@@ -127,7 +127,9 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     Raises
     ------
     ValueError
-        For a ``--dtypes`` entry without a kernel, ``--rounds`` below 1, ``--tlr`` with
+        For a ``--dtypes`` entry without a kernel, ``--rounds`` below 1, a ``--sizes`` or
+        ``--tokens`` entry below 1, a ``--densities`` entry outside (0, 1], ``--repeats``
+        below 1, a non-positive ``--budget`` or ``--max-call``, ``--tlr`` with
         ``--workflows``, or (with ``--tlr``) a non-positive ``--nx``, ``--nb``,
         ``--threads`` or ``--cache-grid`` or ``--tol`` outside (0, 1).
     """
@@ -137,6 +139,16 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     if getattr(args, "rounds", None) is None:
         args.rounds = 20 if getattr(args, "tlr", False) else 3
     check_int(args.rounds, "--rounds", minimum=1)
+    # The product grid's options (also --gpu's): checked before any table is printed.
+    for n in args.sizes:
+        check_int(n, "--sizes", minimum=1)
+    for n in args.tokens:
+        check_int(n, "--tokens", minimum=1)
+    for d in args.densities:
+        check_real(d, "--densities", minimum=0, maximum=1, inclusive=(False, True))
+    check_int(args.repeats, "--repeats", minimum=1)
+    check_real(args.budget, "--budget", minimum=0, inclusive=(False, True))
+    check_real(args.max_call, "--max-call", minimum=0, inclusive=(False, True))
     if getattr(args, "tlr", False) and getattr(args, "workflows", False):
         raise ValueError("--tlr and --workflows are two sections: give one of them")
     if getattr(args, "tlr", False):

@@ -229,10 +229,12 @@ def run_point(M, N, density, dtype_name, mods, args):
     if peer_rates:
         best = max(peer_rates, key=peer_rates.get)
         row["best_peer"] = best
+        # (no ratio against a rate of 0: a point with no nonzeros does no multiply-adds)
         for w in ("wsesparse", "wse.CSR"):
-            if isinstance(row.get(w), float):
+            if isinstance(row.get(w), float) and peer_rates[best] > 0:
                 row["ratio" if w == "wsesparse" else "ratio_csr"] = row[w] / peer_rates[best]
-        if isinstance(row.get("scipy"), float) and isinstance(row.get("wsesparse"), float):
+        if (isinstance(row.get("scipy"), float) and isinstance(row.get("wsesparse"), float)
+                and row["scipy"] > 0):
             row["vs_scipy"] = row["wsesparse"] / row["scipy"]
     if N == 1 and isinstance(row.get("wsesparse_t"), float):
         row["spmv_GBs"] = spmv_bytes(A, dtype.itemsize) / row["wse.CSR_t"] / 1e9 \
