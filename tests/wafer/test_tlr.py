@@ -181,3 +181,15 @@ def test_tlrmvm_nb_larger_than_matrix_and_zero_ranks():
     zero = estimate_tlrmvm(TLRMatrix.from_dense(np.zeros((30, 20)), nb=8), copies=1)
     assert zero.cores_per_matrix == 0 and zero.phase1_cycles == zero.phase3_cycles == 0
     assert zero.total_cycles > 0 and np.isfinite(zero.bandwidth_bytes_per_s)
+
+
+def test_rank_zero_matrix_is_one_copy_of_nothing():
+    """All ranks 0: one copy, no cores, a note (it reported 745,500 copies on 0 cores and
+    0.29 PB/s; with cycles_per_hop=0 a ZeroDivisionError)."""
+    T = TLRMatrix.from_dense(np.zeros((100, 100), np.float32), nb=32, tol=1e-3)
+    est = estimate_tlrmvm(T)
+    assert (est.copies, est.cores_per_matrix) == (1, 0) and est.fits
+    assert any("no bases" in n for n in est.notes)
+    assert est.bandwidth_bytes_per_s < 1e12
+    flat = estimate_tlrmvm(T, machine=dataclasses.replace(WSE2, cycles_per_hop=0))
+    assert flat.total_cycles == 0 and flat.bandwidth_bytes_per_s == float("inf")

@@ -249,8 +249,12 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         red_rows = np.where(contrib > 1, np.ceil(h * words_per_value)
                             + (contrib - 1) * machine.cycles_per_hop, 0)
         red = max(red, int(red_rows.max()) if red_rows.size else 0)
-    if copies is None:
-        copies = max(1, cores_avail // max(cores_per_matrix, 1))
+    if cores_per_matrix == 0:   # all ranks 0: no bases to hold, the product is zero
+        copies = copies or 1
+        notes.append("T has no bases (every tile of rank 0): the product is zero; only the "
+                     "broadcast of x is costed")
+    elif copies is None:
+        copies = max(1, cores_avail // cores_per_matrix)
     fits = copies * cores_per_matrix <= cores_avail
     bcast = (machine.rows + machine.cols) * machine.cycles_per_hop
     total = p1 + 0 + p3 + bcast + red
@@ -265,7 +269,7 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         notes.append(f"needs {copies * cores_per_matrix} cores, only {cores_avail} available: "
                      f"{waves} waves, {streamed / 1e9:.2f} GB of bases streamed through the "
                      "weight intake per product")
-    bw = copies * bytes_one / time_s
+    bw = copies * bytes_one / time_s if time_s > 0 else float("inf")
     cores_used = min(copies * cores_per_matrix, cores_avail)
     return TLRMVMEstimate(
         machine=machine.name, systems=int(systems), copies=int(copies),
@@ -274,6 +278,6 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         phase1_cycles=int(p1), phase2_cycles=0, phase3_cycles=int(p3),
         broadcast_cycles=int(bcast), reduction_cycles=int(red), total_cycles=int(total),
         time_s=float(time_s), bandwidth_bytes_per_s=float(bw),
-        bytes_per_core_cycle=float(copies * bytes_one / total / max(cores_used, 1)),
+        bytes_per_core_cycle=float(copies * bytes_one / max(total, 1) / max(cores_used, 1)),
         notes=tuple(notes),
     )
