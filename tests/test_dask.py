@@ -174,6 +174,8 @@ def test_errors_are_clear(client):
         wd.sparse_matmul(np.ones((30, 20)), da.ones((20, 3)))
     with pytest.raises(ValueError, match="1-D or 2-D"):
         wd.sparse_matmul(W, da.ones((20, 3, 2)))
+    with pytest.raises(ValueError, match=r"A must be a 2-D sparse matrix, got shape \(3,\)"):
+        wd.sparse_matmul(sp.coo_array(np.array([1.0, 0.0, 2.0])), da.ones((3, 2)))  # IndexError
     with pytest.raises(ValueError, match="n_threads must be a positive int or None, got 0"):
         wd.sparse_matmul(W, da.ones((20, 3)), n_threads=0)
     with pytest.raises(TypeError, match="n_threads must be a positive int"):

@@ -263,6 +263,8 @@ def sparse_matmul(A, B, *, n_threads: int | None = 1, method: Method = "auto",
         raise TypeError(f"{wname} must be a scipy.sparse matrix/array, wsesparse.CSR or "
                         f"ScatteredWeights (the other operand is a dask array), got "
                         f"{describe(W)} ({type(W).__name__})")
+    if len(W.shape) != 2:   # (scipy's 1-D sparse arrays)
+        raise ValueError(f"{wname} must be a 2-D sparse matrix, got shape {W.shape}")
     if X.ndim not in (1, 2):
         raise ValueError(f"{xname} must be a 1-D or 2-D dask array, got shape {X.shape}")
     k_axis = 0 if (left or X.ndim == 1) else 1

@@ -166,7 +166,7 @@ def test_simulate_pattern_mtx_and_good_npz(tmp_path, capsys):
     (["--tokens", str(10**30)], "n_tokens=.* is too large"),
     (["--engines", "0"], "engines must be a positive int"),
     (["--engines", "9", "--tokens", "8"], r"engines \(9\) exceeds n_tokens \(8\)"),
-    (["--seed", "-1"], "seed must be a nonnegative int, got -1"),
+    (["--seed", "-1"], r"seed must be an int in \[0, 9223372036854775807\], got -1"),
     (["--shape", f"{2**40}x{2**40}", "--sparsity", "0.999999"], r"n_in must be < 2\*\*31"),
 ])
 def test_simulate_bad_values(capsys, argv, msg):

@@ -140,6 +140,7 @@ def test_ctrl_c_stops_long_runs(name, assert_ctrl_c_stops):
     (lambda: wafer.execute_gemm(np.eye(3), np.ones((4, 2))), ValueError, "chain"),
     (lambda: wafer.execute_gemm(np.eye(3), np.ones(3)), ValueError, "X"),
     (lambda: wafer.random_weights(10, 10, 1.0), ValueError, "sparsity"),
+    (lambda: wafer.random_weights(3, 3, 0.5, seed=2**70), ValueError, "seed"),
 ])
 def test_bad_input_names_argument(call, exc, word):
     with pytest.raises(exc, match=word):

@@ -64,3 +64,10 @@ def test_train_errors_name_the_argument(argv, word, capsys):
 
 def test_max_engines_override(capsys):
     assert main(["train", "--model", "125M", "--engines", "256", "--max-engines", "256"]) == 0
+
+
+@pytest.mark.parametrize("batch", ["0.5", "1.5"])
+def test_train_batch_must_be_whole(capsys, batch):
+    """(0.5 was cut to 0 and named 'batch_tokens'; 1.5 was cut to 1 silently.)"""
+    assert main(["train", "--model", "125M", "--batch", batch]) == 2
+    assert f"--batch must be a whole number of tokens, got '{batch}'" in capsys.readouterr().err

@@ -135,6 +135,14 @@ def test_scaled_estimate_with_few_tokens_per_engine():
     assert 0 < r.step_seconds < float("inf")
 
 
+def test_kaplan_critical_batch_needs_a_positive_count():
+    """(-1 gave a complex number, 0 a ZeroDivisionError.)"""
+    from wsesparse.wafer.transformer import kaplan_critical_batch
+    for bad in (-1, 0, float("nan")):
+        with pytest.raises(ValueError, match="n_params must be a positive finite number"):
+            kaplan_critical_batch(bad)
+
+
 def test_175b_step_estimate_in_seconds():
     """A 175B step (and its dense twin) from a cold cache: ~1.5 s on one core here; the
     bound is 30 s to stay robust on slow CI."""

@@ -186,7 +186,12 @@ def run_train(args: argparse.Namespace) -> int:
     if args.max_engines is not None:
         machine = dataclasses.replace(machine, max_engines=args.max_engines)
     tokens = parse_count(args.tokens, "--tokens")
-    batch = None if args.batch is None else int(parse_count(args.batch, "--batch"))
+    batch = None
+    if args.batch is not None:
+        batch = parse_count(args.batch, "--batch")
+        if batch != int(batch):   # (0.5 became 0 and 1.5 became 1)
+            raise ValueError(f"--batch must be a whole number of tokens, got {args.batch!r}")
+        batch = int(batch)
     t0 = time.perf_counter()
     reps = [estimate_training(cfg, tokens=tokens, batch_tokens=batch, engines=e,
                               sparsity=args.sparsity, machine=machine, psum=args.psum,

@@ -252,7 +252,7 @@ def random_weights(n_out: int, n_in: int, sparsity: float, seed: int = 0) -> sp.
     """
     n_out = check_int(n_out, "n_out", minimum=1)
     n_in = check_int(n_in, "n_in", minimum=1)
-    seed = check_int(seed, "seed", minimum=0)
+    seed = check_int(seed, "seed", minimum=0, maximum=2**63 - 1)  # (the generator's int64)
     sparsity = check_real(sparsity, "sparsity", minimum=0, maximum=1, inclusive=(True, False))
     if n_in >= 2**31:
         raise ValueError(f"n_in must be < 2**31, got {n_in}")

@@ -51,6 +51,7 @@ def kaplan_critical_batch(n_params: float) -> float:
     >>> round(kaplan_critical_batch(175e9) / 1e6, 1)
     21.1
     """
+    n_params = check_real(n_params, "n_params", minimum=0, inclusive=(False, True))
     loss = (_KAPLAN_NC / n_params) ** _KAPLAN_ALPHA_N
     return _KAPLAN_BSTAR / loss ** (1 / _KAPLAN_ALPHA_B)
 
