@@ -135,6 +135,20 @@ def test_scaled_estimate_with_few_tokens_per_engine():
     assert 0 < r.step_seconds < float("inf")
 
 
+def test_layers_beyond_the_sram_are_noted():
+    """A layer whose layout does not fit the SRAM is named in the notes (its time was
+    reported with no word of it; estimate_gemm says so for the same matrix)."""
+    cfg = training.TransformerConfig("ffwide", n_layers=1, d_model=1000, n_heads=10,
+                                     d_ff=20_000_000, seq_len=128, vocab=100)
+    r = training.estimate_training(cfg, tokens=1e9, batch_tokens=100_000, sparsity=0.9,
+                                   compare_dense=False)
+    assert any(n.startswith("ffn up does NOT fit") for n in r.notes)
+    assert "note: ffn up does NOT fit" in str(r)
+    small = training.estimate_training(training.TransformerConfig.gpt3("125M"), tokens=1e9,
+                                       sparsity=0.9, compare_dense=False)
+    assert not any("does NOT fit" in n for n in small.notes)
+
+
 def test_kaplan_critical_batch_needs_a_positive_count():
     """(-1 gave a complex number, 0 a ZeroDivisionError.)"""
     from wsesparse.wafer.transformer import kaplan_critical_batch

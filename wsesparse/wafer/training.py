@@ -230,7 +230,7 @@ def _matrix_phases(machine: Machine, M: int, K: int, n_tokens: int, engines: int
                {k: v * fd for k, v in grad.delta.bounds.items()}),
         wgrad=(grad.sddmm_cycles * f, grad.sddmm_bound,
                {k: v * f for k, v in grad.sddmm_bounds.items()}),
-        passes=fwd.passes, nnz=nnz, scale=f)
+        passes=fwd.passes, nnz=nnz, scale=f, fits=fwd.sram_fits, layout_note=fwd.layout_note)
 
 
 def _tree_hops(machine: Machine, engines: int) -> int:
@@ -243,7 +243,8 @@ def _tree_hops(machine: Machine, engines: int) -> int:
 
 def _step(config: TransformerConfig, machine: Machine, engines: int, batch: int,
           sparsity: float, dtype: str, sparse_unembedding: bool, budget: float, seed: int):
-    """One step on one engine: (layers, engine_s, swarmx_s, opt_s, opt_exposed_s, bytes, params)."""
+    """One step on one engine: (layers, engine_s, swarmx_s, opt_s, opt_exposed_s, bytes, params,
+    misfits), misfits the notes of the matrices whose layout does not fit the SRAM."""
     clock = machine.clock_hz
     stream = min(machine.weight_intake_bytes_per_s, machine.swarmx_link_bytes_per_s)
     m = machine if stream >= machine.weight_intake_bytes_per_s else dataclasses.replace(
@@ -254,10 +255,13 @@ def _step(config: TransformerConfig, machine: Machine, engines: int, batch: int,
     weight_bytes = 0.0
     trained = 0
     streamed_phases = 0
+    misfits = {}
 
     def matrix_phases(name, M, K, s):
         nonlocal weight_bytes, trained, streamed_phases
         r = _matrix_phases(m, M, K, batch, engines, float(s), dtype, budget, seed)
+        if not r["fits"]:
+            misfits[name] = r["layout_note"]
         # weights (value + index) forward and again for the delta pass, the mask (2-byte
         # indices) for the weight gradient; once per pass of the layout.
         per_pass = (r["nnz"] + M) * m.weight_message_bytes
@@ -313,7 +317,9 @@ def _step(config: TransformerConfig, machine: Machine, engines: int, batch: int,
     first_layer_s = (int(round(layer_nnz)) + dense_layer_params) \
         * machine.optimizer_bytes_per_param / machine.memory_bytes_per_s
     exposed = max(0.0, opt_s - backward_s) + min(first_layer_s, opt_s)
-    return tuple(blocks), engine_s, swarmx_s, opt_s, exposed, weight_bytes, trained
+    notes = tuple(f"{name} {note}; its time assumes it fits"   # (note: "does NOT fit: ...")
+                  for name, note in misfits.items())
+    return tuple(blocks), engine_s, swarmx_s, opt_s, exposed, weight_bytes, trained, notes
 
 
 def estimate_training(config: TransformerConfig, tokens: float | None = None,
@@ -388,17 +394,18 @@ def estimate_training(config: TransformerConfig, tokens: float | None = None,
         return _step(config, machine, engines, batch_tokens, s, dtype, bool(sparse_unembedding),
                      float(budget), seed)
 
-    layers, eng, swx, opt, exposed, wbytes, trained = run(float(sparsity))
+    layers, eng, swx, opt, exposed, wbytes, trained, misfits = run(float(sparsity))
     step = eng + swx + exposed
     if compare_dense and sparsity > 0:
-        _, deng, dswx, _, dexp, _, _ = run(0.0)
+        _, deng, dswx, _, dexp, _, _, _ = run(0.0)
         dense_step = deng + dswx + dexp
     else:
         dense_step = step
     steps = tokens / batch_tokens
-    notes = ("attention scores computed over the full context (causal masking not exploited)",
-             "activation storage for the backward pass not costed",
-             "SwarmX hop latency, fanout and link bandwidth are inferred (machine description)")
+    notes = misfits + (
+        "attention scores computed over the full context (causal masking not exploited)",
+        "activation storage for the backward pass not costed",
+        "SwarmX hop latency, fanout and link bandwidth are inferred (machine description)")
     return TrainingReport(
         config=config, machine=machine.name, engines=engines, sparsity=float(sparsity),
         psum=machine.psum, dtype=dtype, tokens=float(tokens), batch_tokens=batch_tokens,
