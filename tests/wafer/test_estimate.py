@@ -271,3 +271,20 @@ def test_corrupt_weights(how, call):
             wafer.estimate_gemv(W, machine=SMALL)
         else:
             wafer.execute_gemv(W, np.ones(12), machine=SMALL)
+
+
+def test_machines_beyond_the_simulators_integers_are_refused():
+    """Extreme machine descriptions: fields beyond what the simulator's ints hold are
+    refused by Machine (2**70-cycle copies raised bare OverflowErrors), and an intake so
+    slow that the cycle counts would wrap is refused by the estimate (1e-12 B/s gave 5203
+    cycles, below its own weight-intake bound of 3.4e25)."""
+    import dataclasses
+    for field, value in (("psum_copy_cycles", 2**70), ("psum_buffer_depth", 2**40),
+                         ("sram_bytes", 2**62), ("rows", 2**30)):
+        with pytest.raises(ValueError, match=f"Machine.{field} must be an int in"):
+            dataclasses.replace(wafer.WSE2, **{field: value})
+    slow = dataclasses.replace(wafer.WSE2, rows=2, cols=2, weight_intake_bytes_per_s=1e-12)
+    with pytest.raises(ValueError, match="overflow int64"):
+        wafer.estimate_gemm(np.ones((100, 100)), 4, machine=slow)
+    with pytest.raises(ValueError, match="overflow int64"):
+        wafer.execute_gemm(np.ones((10, 10)), np.ones((10, 4)), machine=slow)

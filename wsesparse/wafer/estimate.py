@@ -212,6 +212,7 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
     stall = np.zeros(machine.rows, dtype=np.int64)
     for width, count in lay.pass_widths:
         pp = pass_parameters(machine, dtype, width)
+        check_cycles_fit(csr.shape, machine, pp, n_tokens)
         args = (assign.row_of_feature, assign.features_per_row, machine.rows, machine.cols)
         rest = (pp["axpy"], pp["overhead"], pp["reduce"], machine.cycles_per_hop,
                 machine.psum_buffer_depth, machine.intake_messages_per_cycle)
@@ -226,6 +227,22 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
         busy += count * b
         stall += count * s
     return build_report(machine, csr, assign, lay, name, cycles, dense, busy, stall)
+
+
+def check_cycles_fit(shape, machine: Machine, pp: dict, n_tokens: int) -> None:
+    """ValueError unless one pass of ``_wafer.stream_gemm`` (or of ``execute_gemm``'s
+    schedule) keeps its 64-bit cycle counts:
+    a float upper bound of its last cycle (every weight nonzero) below 2**62. Extreme
+    machine descriptions (an intake of 1e-12 B/s, 2**62 B of SRAM) wrapped silently."""
+    M, K = shape
+    arrival = (M * K + M + 1) / machine.intake_messages_per_cycle
+    work = M * K * float(pp["axpy"]) + M * float(pp["overhead"])
+    ring = M * machine.rows * float(machine.cycles_per_hop + pp["reduce"])
+    if arrival + work + ring + machine.cycles_per_hop * (machine.rows + machine.cols) >= 2**62:
+        raise ValueError(f"the cycle counts of this estimate overflow int64 (W {M} x {K}, "
+                         f"n_tokens={n_tokens}, machine {machine.name}: weight intake "
+                         f"{machine.weight_intake_bytes_per_s:g} B/s, {machine.sram_bytes} B "
+                         "of SRAM a core); use a smaller problem or a realistic machine")
 
 
 def random_weights(n_out: int, n_in: int, sparsity: float, seed: int = 0) -> sp.csr_array:

@@ -18,7 +18,8 @@ import numpy as np
 
 from wsesparse._checks import as_dense_operand, check_allocation, describe
 from wsesparse.wafer.balance import Assignment
-from wsesparse.wafer.estimate import build_report, pass_parameters, plan_gemm
+from wsesparse.wafer.estimate import (build_report, check_cycles_fit,
+                                      pass_parameters, plan_gemm)
 from wsesparse.wafer.machine import DEFAULT_DTYPE, WSE2, Machine, with_psum
 from wsesparse.wafer.report import GemmReport
 
@@ -96,6 +97,7 @@ def _run_engine(csr, Xe, assign, machine, widths, dtype, want_dense):
     offset = 0
     for width, count in widths:
         pp = pass_parameters(machine, str(wire), width)
+        check_cycles_fit(csr.shape, machine, pp, ne)
         for _ in range(count):
             sched = _Schedule(machine, pp)
             lo, hi = offset, offset + width

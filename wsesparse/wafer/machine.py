@@ -93,7 +93,7 @@ class Machine:
     >>> dataclasses.replace(WSE2, rows=0)
     Traceback (most recent call last):
     ...
-    ValueError: Machine.rows must be a positive int, got 0
+    ValueError: Machine.rows must be an int in [1, 1048576], got 0
     """
 
     name: str
@@ -123,11 +123,14 @@ class Machine:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise TypeError(f"Machine.name must be a str, got {type(self.name).__name__}")
-        for f in ("rows", "cols", "sram_bytes", "fmac_fp16", "fmac_fp32", "payload_bits",
-                  "weight_message_bytes", "psum_buffer_depth"):
-            check_int(getattr(self, f), f"Machine.{f}", minimum=1)
+        # (maxima: what the simulator's C ints and 64-bit cycle counts hold, far above any
+        # wafer: a 2**70-cycle copy or a 2**40-deep buffer raised bare OverflowErrors)
+        for f, top in (("rows", 2**20), ("cols", 2**20), ("sram_bytes", 2**40),
+                       ("fmac_fp16", 2**20), ("fmac_fp32", 2**20), ("payload_bits", 2**20),
+                       ("weight_message_bytes", 2**20), ("psum_buffer_depth", 2**20)):
+            check_int(getattr(self, f), f"Machine.{f}", minimum=1, maximum=top)
         for f in ("cycles_per_hop", "psum_copy_cycles", "psum_reset_cycles", "psum_add_cycles"):
-            check_int(getattr(self, f), f"Machine.{f}", minimum=0)
+            check_int(getattr(self, f), f"Machine.{f}", minimum=0, maximum=2**31 - 1)
         for f in ("clock_hz", "weight_intake_bytes_per_s", "memory_bytes_per_s",
                   "swarmx_link_bytes_per_s"):
             check_real(getattr(self, f), f"Machine.{f}", minimum=0, inclusive=(False, True))
