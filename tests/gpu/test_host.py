@@ -394,7 +394,8 @@ def test_bad_arguments(env, rng):
             DeviceCSR(empty, shape=shape)
     with pytest.raises(ValueError, match="A must be 2-D, got a sparse operand of shape"):
         DeviceCSR(sp.coo_array(np.ones(3)))
-    with pytest.raises(TypeError, match="A has values of dtype (float128|longdouble); the GPU kernels"):
+    with pytest.raises(TypeError,
+                       match="A has values of dtype (float128|longdouble); the GPU kernels"):
         DeviceCSR(sp.csr_array(np.eye(3, dtype=np.longdouble)))
     S = DeviceCSR(W)
     with pytest.raises(ValueError, match="inner dimensions differ"):
