@@ -63,7 +63,7 @@ def run(argv, capsys):
     (["--engines", "1,-2"], "--engines must be a positive int, got -2"),
     (["--engines", "16"], r"engines \(16\) exceeds n_tokens \(8\)"),
     (["--tokens", "0"], "n_tokens must be a positive int"),
-    (["--seed", "-3"], "seed must be a nonnegative int"),
+    (["--seed", "-3"], r"seed must be an int in \[0, 9223372036854775807\], got -3"),
 ])
 def test_curve_bad_values(capsys, argv, msg):
     rc, out, err = run(["curve", "--quiet", "--shape", "30x30", "--tokens", "8", "--engines",
