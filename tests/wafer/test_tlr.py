@@ -193,3 +193,15 @@ def test_rank_zero_matrix_is_one_copy_of_nothing():
     assert est.bandwidth_bytes_per_s < 1e12
     flat = estimate_tlrmvm(T, machine=dataclasses.replace(WSE2, cycles_per_hop=0))
     assert flat.total_cycles == 0 and flat.bandwidth_bytes_per_s == float("inf")
+
+
+def test_summary_adds_up_with_waves():
+    """With more copies than the cores hold, the summed terms are one wave's and the line
+    says so (it printed them '= total', which they did not add up to)."""
+    T = TLRMatrix.from_dense(np.random.default_rng(0).standard_normal((200, 200))
+                             .astype(np.float32), nb=32, tol=1e-3)
+    one = estimate_tlrmvm(T, copies=1)
+    assert f"= {one.total_cycles} (" in one.summary()
+    many = estimate_tlrmvm(T, copies=10 * one.cores_available // one.cores_per_matrix)
+    assert not many.fits and "a wave;" in many.summary()
+    assert f"{many.total_cycles} in all with the waves" in many.summary()
