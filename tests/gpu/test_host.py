@@ -568,6 +568,13 @@ def test_storage_rounding():
     assert stored_values(c, "float16").shape == (1, 1) and to_storage(c, "float16").size == 2
     with pytest.raises(TypeError, match="values must be float or complex"):
         to_storage(np.arange(3), "float16")
+    from wsesparse.gpu.storage import encode, relative_error
+    with pytest.raises(TypeError, match="values must be float or complex"):
+        encode(np.arange(3), "bfloat16")
+    with pytest.raises(ValueError, match="storage must be None, 'float16' or 'bfloat16'"):
+        encode(np.ones(3), "half")
+    bits, s, err = encode(c, "float16")
+    assert bits.size == 2 and err == relative_error(c, "float16") and 0 < err <= 2.0 ** -11
 
 
 def test_bench_gpu_without_cupy(monkeypatch, capsys):

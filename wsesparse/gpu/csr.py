@@ -10,7 +10,6 @@ cuBLAS product (``method="auto"``, see ``wsesparse/gpu/_machine.py``).
 from __future__ import annotations
 
 import operator
-
 import threading
 from functools import lru_cache
 

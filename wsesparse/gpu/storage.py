@@ -125,6 +125,29 @@ def widen(bits: np.ndarray, storage: str) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
+def encode(values: np.ndarray, storage: str) -> tuple[np.ndarray, float, float]:
+    """``(bits, s, error)``: the 16-bit elements of ``values * s`` (:func:`to_storage`,
+    ``s`` from :func:`scale`) and the relative error ``||stored - values||_F /
+    ||values||_F`` of the values they give back (0 for all-zero values): what
+    ``DeviceTLR(storage=...)`` keeps of each basis, rounded once.
+
+    Examples
+    --------
+    >>> bits, s, err = encode(np.array([1e-7, -3e-9]), "float16")
+    >>> bits.dtype, s == 2.0 ** 38, 0 < err <= 2.0 ** -11
+    (dtype('uint16'), True, True)
+    """
+    values = np.asarray(values)
+    if values.dtype.kind not in "fc":   # (values * s below would make integers float)
+        raise TypeError(f"values must be float or complex, got {describe(values)}")
+    s = scale(values, storage)
+    bits = to_storage(values * s, storage)
+    ref = _parts(values).astype(np.float64)
+    norm = float(np.linalg.norm(ref))
+    back = widen(bits, storage).astype(np.float64) / s
+    return bits, s, (float(np.linalg.norm(back - ref)) / norm if norm else 0.0)
+
+
 def stored_values(values: np.ndarray, storage: str) -> np.ndarray:
     """``values`` as a product sees them after storing: scaled (:func:`scale`), rounded to
     ``storage``, widened and scaled back, in ``values``' dtype and shape.
@@ -138,24 +161,19 @@ def stored_values(values: np.ndarray, storage: str) -> np.ndarray:
     True
     """
     values = np.asarray(values)
-    s = scale(values, storage)
-    w = widen(to_storage(values * s, storage), storage).astype(np.float64) / s
+    bits, s, _ = encode(values, storage)
+    w = widen(bits, storage).astype(np.float64) / s
     if values.dtype.kind == "c":
         w = w[0::2] + 1j * w[1::2]
     return w.astype(values.dtype).reshape(values.shape)
 
 
 def relative_error(values: np.ndarray, storage: str) -> float:
-    """``||stored - values||_F / ||values||_F`` (0 for all-zero values).
+    """``||stored - values||_F / ||values||_F`` (0 for all-zero values; see :func:`encode`).
 
     Examples
     --------
     >>> relative_error(np.ones(4, np.float32), "float16")
     0.0
     """
-    values = np.asarray(values)
-    norm = float(np.linalg.norm(_parts(values).astype(np.float64)))
-    if norm == 0:
-        return 0.0
-    diff = _parts(stored_values(values, storage)).astype(np.float64) - _parts(values)
-    return float(np.linalg.norm(diff)) / norm
+    return encode(values, storage)[2]

@@ -15,7 +15,7 @@ from wsesparse._checks import KERNEL_DTYPES, describe, result_dtype
 from wsesparse.gpu import _module
 from wsesparse.gpu.plan import (BLOCK, TLR_COLS, gemm_blocks, tlr_adjoint_tables,
                                 tlr_forward_tables)
-from wsesparse.gpu.storage import check_storage, relative_error, scale, to_storage
+from wsesparse.gpu.storage import check_storage, encode
 
 
 class DeviceTLR:
@@ -85,12 +85,10 @@ class DeviceTLR:
         self.K = sum(int(M.kcol_ptr[-1]) for M in mats)
         U, V = np.concatenate([M.U for M in mats]), np.concatenate([M.V for M in mats])
         self.basis_error, self._unscale = 0.0, 1.0
-        if self.storage is not None:
-            self.basis_error = max(relative_error(U, self.storage),
-                                   relative_error(V, self.storage))
-            su, sv = scale(U, self.storage), scale(V, self.storage)
+        if self.storage is not None:   # (each basis rounded once)
+            (U, su, eu), (V, sv, ev) = encode(U, self.storage), encode(V, self.storage)
+            self.basis_error = max(eu, ev)
             self._unscale = 1.0 / (su * sv)      # (powers of two: exact)
-            U, V = to_storage(U * su, self.storage), to_storage(V * sv, self.storage)
         self.nbytes = int(U.nbytes + V.nbytes)
         self._U, self._V = cupy.asarray(U), cupy.asarray(V)
         self._tables = {}
