@@ -55,6 +55,7 @@ def test_gemv_reduction_ranking_on_wide_rows():
     (dict(x=np.ones(3)), ValueError, "x must be 1-D"),
     (dict(reduction="star"), ValueError, "reduction"),
     (dict(dtype="int8"), ValueError, "dtype"),
+    (dict(balance="rr"), ValueError, "balance must be one of"),
 ])
 def test_gemv_rejects_bad_input(kwargs, exc, word):
     args = dict(A=np.eye(4), x=np.ones(4), machine=dataclasses.replace(wafer.WSE2, rows=2, cols=2))

@@ -55,6 +55,24 @@ class Assignment:
         return float(self.row_nnz.sum() / (self.row_nnz.size * mx)) if mx > 0 else 1.0
 
 
+def check_method(method, name: str = "method", other: str = "") -> str:
+    """``method`` if it names a balancer, else ValueError naming the argument ``name`` (and
+    ``other`` accepted forms, e.g. "an Assignment or ").
+
+    Examples
+    --------
+    >>> check_method("greedy")
+    'greedy'
+    >>> check_method("rr", "balance")
+    Traceback (most recent call last):
+    ValueError: balance must be one of ('identity', 'contiguous', 'round_robin', \
+'serpentine', 'greedy'), got 'rr'
+    """
+    if not isinstance(method, str) or method not in BALANCERS:
+        raise ValueError(f"{name} must be {other}one of {BALANCERS}, got {method!r}")
+    return method
+
+
 def check_assignment(assign: Assignment, feature_nnz: np.ndarray, rows: int,
                      name: str = "balance") -> Assignment:
     """A hand-built ``Assignment`` checked against the features' nonzeros and the grid's
@@ -132,8 +150,7 @@ def balance(feature_nnz, rows: int, method: str = "round_robin") -> Assignment:
     [10, 10]
     """
     rows = check_int(rows, "rows", minimum=1)
-    if not isinstance(method, str) or method not in BALANCERS:
-        raise ValueError(f"method must be one of {BALANCERS}, got {method!r}")
+    check_method(method)
     nnz = np.asarray(feature_nnz)
     if nnz.ndim != 1:
         raise ValueError(f"feature_nnz must be 1-D, got shape {nnz.shape}")

@@ -34,7 +34,7 @@ from wsesparse._checks import check_allocation, check_int, check_numeric_dtype, 
 from wsesparse._kernels import _wafer
 from wsesparse._structure import check_sparse_structure
 from wsesparse.csr import CSR
-from wsesparse.wafer.balance import BALANCERS, Assignment, check_assignment
+from wsesparse.wafer.balance import Assignment, check_assignment, check_method
 from wsesparse.wafer.balance import balance as make_assignment
 from wsesparse.wafer.layout import Layout, make_layout
 from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, check_dtype, with_psum
@@ -112,9 +112,8 @@ def plan_gemm(W, n_tokens, machine: Machine, balance, engines, dtype):
     feature_nnz = np.bincount(csr.indices[:csr.nnz], minlength=csr.shape[1])
     if isinstance(balance, Assignment):
         assign = check_assignment(balance, feature_nnz, machine.rows)
-    elif not isinstance(balance, str) or balance not in BALANCERS:
-        raise ValueError(f"balance must be an Assignment or one of {BALANCERS}, got {balance!r}")
     else:
+        check_method(balance, "balance", "an Assignment or ")
         assign = make_assignment(feature_nnz, machine.rows, balance)
     lay = make_layout(machine, csr.shape[0], csr.shape[1], n_tokens,
                       int(assign.features_per_row.max()), engines, dtype)

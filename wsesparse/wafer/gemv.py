@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from wsesparse._checks import as_dense_operand, describe
-from wsesparse.wafer.balance import BALANCERS
+from wsesparse.wafer.balance import check_method
 from wsesparse.wafer.balance import balance as make_assignment
 from wsesparse.wafer.estimate import as_csr_pattern
 from wsesparse.wafer.machine import DEFAULT_DTYPE, DTYPE_BYTES, WSE2, Machine, check_dtype
@@ -95,8 +95,7 @@ def _plan(A, machine, balance, dtype):
     if not isinstance(machine, Machine):
         raise TypeError(f"machine must be a wafer.Machine, got {type(machine).__name__}")
     dtype = check_dtype(dtype)
-    if not isinstance(balance, str) or balance not in BALANCERS:
-        raise ValueError(f"balance must be one of {BALANCERS}, got {balance!r}")
+    check_method(balance, "balance")
     csr = as_csr_pattern(A, "A")
     csc = sp.csc_array(csr)
     cols = make_assignment(np.diff(csc.indptr), machine.cols, balance)
