@@ -108,28 +108,25 @@ def test_sparsity_never_slower(psum, engines):
     assert steps[-1] < steps[0]
 
 
-def test_scaled_estimate_matches_full_grid():
+@pytest.mark.parametrize("n_tokens,engines,min_scale,rel", [
+    (1_000_000, 1, 3, 0.03),
+    # 256 tokens on 64 engines: scaled by 4.1, 62 tokens would be left for 64 engines (a
+    # ValueError naming n_tokens, which the caller never passed); each engine keeps one.
+    (256, 64, 4, 0.02),
+])
+def test_scaled_estimate_matches_full_grid(n_tokens, engines, min_scale, rel):
     """The scaled-wafer estimate of a big matrix (module docstring) agrees with the
-    full-grid estimate within 3 % for all three phases (GPT-3 XL FFN down projection)."""
-    args = (wafer.WSE2, 2048, 8192, 1_000_000, 1, 0.9, "float16")
+    full-grid estimate for all three phases (GPT-3 XL FFN down projection)."""
+    args = (wafer.WSE2, 2048, 8192, n_tokens, engines, 0.9, "float16")
     full = training._matrix_phases(*args, 1e9, 0)
     small = training._matrix_phases(*args, 1e6, 0)
-    assert full["scale"] == 1.0 and small["scale"] > 3
+    assert full["scale"] == 1.0 and small["scale"] > min_scale
     for key in ("forward", "delta", "wgrad"):
-        assert small[key][0] == pytest.approx(full[key][0], rel=0.03), key
+        assert small[key][0] == pytest.approx(full[key][0], rel=rel), key
 
 
-def test_scaled_estimate_with_few_tokens_per_engine():
-    """256 tokens on 64 engines: scaled by 4.1, 62 tokens would be left for 64 engines (a
-    ValueError naming n_tokens, which the caller never passed); each engine keeps one and
-    the phases stay within 2 % of the full grid's. The same for GPT-3 175B, batch 2048 on
-    192 engines (it raised before)."""
-    args = (wafer.WSE2, 2048, 8192, 256, 64, 0.9, "float16")
-    full = training._matrix_phases(*args, 1e9, 0)
-    small = training._matrix_phases(*args, 1e6, 0)
-    assert full["scale"] == 1.0 and small["scale"] > 4
-    for key in ("forward", "delta", "wgrad"):
-        assert small[key][0] == pytest.approx(full[key][0], rel=0.02), key
+def test_175b_batch_of_2048_on_192_engines():
+    """(It raised: the scaled problem left 167 tokens for 192 engines.)"""
     r = training.estimate_training(training.TransformerConfig.gpt3("175B"), batch_tokens=2048,
                                    engines=192, sparsity=0.9, compare_dense=False)
     assert 0 < r.step_seconds < float("inf")
