@@ -202,12 +202,12 @@ def run_tlr_gpu(nx: int = 99, nb: int = 256, tol: float = 1e-3, batch: int = 8,
     res["fwd1_GBs"] = T.mvm_bytes(1) / (res["fwd1_us"] * 1e-6) / 1e9
     res["batch_over_copy"] = res["batch_GBs"] / res["copy_GBs"]
     del B
+    full = (D @ x1).get()
     for storage in ("float16", "bfloat16"):   # 16-bit bases: time, and error against float32
         S = DeviceTLR(T, storage=storage)
         res[f"{storage}_fwd1_us"] = event_time(lambda: S @ x1, repeats) * 1e6
         res[f"{storage}_adj1_us"] = event_time(lambda: S.H @ x1, repeats) * 1e6
         res[f"{storage}_fwd16_us"] = event_time(lambda: S @ x16, repeats) * 1e6
-        full = (D @ x1).get()
         res[f"{storage}_rel_err"] = float(np.linalg.norm((S @ x1).get() - full)
                                           / np.linalg.norm(full))
         res[f"{storage}_basis_err"] = S.basis_error
