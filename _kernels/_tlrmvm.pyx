@@ -334,3 +334,19 @@ def stream_triad(double[::1] a, const double[::1] b, const double[::1] c, double
     with nogil:
         for i in prange(n, num_threads=n_threads, schedule="static"):
             a[i] = b[i] + scalar * c[i]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def stream_read(const unsigned long long[::1] a, int n_threads):
+    """The sum of ``a`` (mod 2**64), read once by ``n_threads`` OpenMP threads: the rate at
+    which the caches deliver bytes that a product reads, for a buffer of their size
+    (``wsesparse bench --tlr`` compares the cache-resident TLR-MVM with it). An integer
+    sum, so that the compiler vectorizes it and the loads, not the adds, set the pace.
+    """
+    cdef Py_ssize_t i, n = a.shape[0]
+    cdef unsigned long long s = 0
+    with nogil:
+        for i in prange(n, num_threads=n_threads, schedule="static"):
+            s += a[i]
+    return s

@@ -17,3 +17,26 @@ def test_triad_passes(monkeypatch):
     passes.clear()
     assert bandwidth.triad_bandwidth_kernel(1, n_elems=1000, repeats=3, warmup=True) > 0
     assert len(passes) == 4
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("nbytes", [1, 8, 1000, 1 << 20])
+def test_read_pass_sums_the_whole_buffer(n_threads, nbytes):
+    """The cache read of ``bench --tlr`` reads every word (its sum is checked), on any
+    number of threads; its byte count is whole 8-byte words, at least one."""
+    from wsesparse.bench import bandwidth
+    pytest.importorskip("wsesparse._kernels._tlrmvm")
+    step, check, n = bandwidth.read_kernel_pass(n_threads, nbytes)
+    assert n == max(nbytes // 8, 1) * 8
+    with pytest.raises(AssertionError):
+        check()  # nothing read yet
+    step()
+    check()
+
+
+def test_stream_read_sum_wraps_like_uint64():
+    _tlrmvm = pytest.importorskip("wsesparse._kernels._tlrmvm")
+    import numpy as np
+    a = np.full(5, 2**63 + 1, dtype=np.uint64)
+    assert _tlrmvm.stream_read(a, 2) == int(a.sum(dtype=np.uint64)) == (5 * (2**63 + 1)) % 2**64
+    assert _tlrmvm.stream_read(a[:0], 2) == 0

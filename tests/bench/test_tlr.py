@@ -4,6 +4,8 @@ No test looks at a time beyond its being positive."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -59,7 +61,11 @@ def test_numpy_three_phase_of_a_compressed_slice(dtype):
         <= btlr.rounding_bound(T)
     c = btlr.compare_numpy(T, rounds=2, inner=1, n_threads=1, settle=0)
     assert c.difference <= c.bound and all(t > 0 for t in c.wsesparse + c.numpy)
-    assert c.speedup[0] > 0 and len(c.format().splitlines()) == 3
+    assert c.speedup[0] > 0 and len(c.format().splitlines()) == 4
+    assert c.read is not None and 0 < c.read[0] <= c.read[1]
+    assert "% of it" in c.format().splitlines()[-1]
+    # Without the read (kernels built without it) the table keeps its three lines.
+    assert len(dataclasses.replace(c, read=None).format().splitlines()) == 3
 
 
 def test_compare_numpy_refuses_a_wrong_numpy_result(monkeypatch):

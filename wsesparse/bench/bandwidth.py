@@ -139,6 +139,51 @@ def triad_kernel_pass(n_threads: int, n_elems: int = 20_000_000):
     return (lambda: triad(a, b, c, _SCALAR, n_threads)), check, _BYTES_PER_ELEM * n_elems
 
 
+def read_kernel_pass(n_threads: int, nbytes: int):
+    """One OpenMP read of a buffer of ``nbytes`` as a call, to time it in rounds beside a
+    product that reads as many bytes from cache (``wsesparse bench --tlr``, the
+    cache-resident operator): the rate the caches deliver to ``n_threads`` threads.
+
+    Parameters
+    ----------
+    n_threads : int
+        OpenMP threads, each reading its contiguous part.
+    nbytes : int
+        Bytes to read per pass (rounded down to whole 8-byte words, at least one).
+
+    Returns
+    -------
+    (step, check, nbytes) or None
+        ``step()`` reads the buffer once, ``check()`` raises AssertionError unless the last
+        pass summed it right, ``nbytes`` is what one pass reads; None where the kernels
+        are built without the read.
+
+    Examples
+    --------
+    >>> step, check, nbytes = read_kernel_pass(2, 1000)
+    >>> step(); check(); nbytes
+    1000
+    """
+    import numpy as np
+
+    try:
+        from wsesparse._kernels import _tlrmvm
+        read = _tlrmvm.stream_read
+    except (ImportError, AttributeError):
+        return None
+    a = np.arange(max(nbytes // 8, 1), dtype=np.uint64)
+    total = int(a.sum(dtype=np.uint64))
+    last = []
+
+    def step():
+        last[:] = [read(a, n_threads)]
+
+    def check():
+        assert last == [total], (last, total)
+
+    return step, check, a.nbytes
+
+
 def triad_bandwidth_torch(torch, n_elems: int = 20_000_000, repeats: int = 5) -> float:
     """The same triad as one fused multi-threaded pass, ``torch.add(b, c, alpha=s, out=a)``,
     in GB/s.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wsesparse._checks import check_int, check_real
+from wsesparse.bench.bandwidth import read_kernel_pass
 from wsesparse.bench.tlr_setup import (ROUNDS, SETTLE, bench_threads, format_pair, interleaved,
                                        random_operand, relative_difference)
 from wsesparse.tlr import TLRMatrix
@@ -133,6 +134,11 @@ class NumpyComparison:
     bound : float
         :func:`rounding_bound` of ``T``.
     rounds, inner, n_threads : int
+    read : (float, float) or None
+        One OpenMP read of a buffer of ``nbytes`` on ``n_threads`` threads, timed in the
+        same rounds (:func:`~wsesparse.bench.bandwidth.read_kernel_pass`): what the caches
+        deliver, the bound of a product that reads its bases from them; None when not
+        measured.
     """
 
     shape: tuple[int, int]
@@ -144,20 +150,33 @@ class NumpyComparison:
     rounds: int
     inner: int
     n_threads: int
+    read: tuple[float, float] | None = None
 
     @property
     def speedup(self) -> tuple[float, float]:
         """numpy time / wsesparse time, ``(of best times, of median times)``."""
         return tuple(a / b for a, b in zip(self.numpy, self.wsesparse))
 
+    def gbs(self, times: tuple[float, float]) -> tuple[float, float]:
+        """``nbytes`` / ``times`` in GB/s, ``(best, median)``."""
+        return tuple(self.nbytes / t / 1e9 for t in times)
+
     def format(self) -> str:
-        """Three lines: both times and the speedup."""
+        """Three lines (both times and the speedup), and a fourth with the read rate."""
         ms = lambda v: format_pair(tuple(t * 1e3 for t in v), "%.3f")  # noqa: E731
-        return "\n".join([
-            f"  wsesparse T @ x          {ms(self.wsesparse)} ms",
+        lines = [
+            f"  wsesparse T @ x          {ms(self.wsesparse)} ms"
+            f"  ({format_pair(self.gbs(self.wsesparse), '%.0f')} GB/s of bases)",
             f"  numpy three-phase        {ms(self.numpy)} ms"
             f"  (same result: relative difference {self.difference:.1e} <= {self.bound:.1e})",
-            f"  speedup over numpy       {format_pair(self.speedup, '%.2fx')}"])
+            f"  speedup over numpy       {format_pair(self.speedup, '%.2fx')}"]
+        if self.read is not None:
+            share = tuple(r / w for r, w in zip(self.read, self.wsesparse))
+            lines.append(f"  read of as many bytes    {ms(self.read)} ms"
+                         f"  ({format_pair(self.gbs(self.read), '%.0f')} GB/s, OpenMP, "
+                         f"{self.n_threads} threads): T @ x at "
+                         f"{format_pair(tuple(100 * v for v in share), '%.0f')} % of it")
+        return "\n".join(lines)
 
 
 def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = None,
@@ -168,7 +187,8 @@ def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = No
     :func:`rounding_bound`); each round times ``inner`` back-to-back calls of each, so the
     bases of a small ``T`` stay in cache as in an iterative solver's loop, with a pause of
     ``settle`` seconds after each (numpy's GEMVs run on OpenBLAS's threads, ``T @ x`` on
-    OpenMP's; see :func:`interleaved`).
+    OpenMP's; see :func:`interleaved`). A plain OpenMP read of as many bytes as the bases,
+    timed in the same rounds, gives the rate the caches deliver to the same threads.
 
     Parameters
     ----------
@@ -197,7 +217,7 @@ def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = No
     >>> T, _, _ = seismic_operator(12, nb=64)
     >>> c = compare_numpy(T, rounds=2, inner=1, settle=0)
     >>> bool(c.difference <= c.bound), len(c.format().splitlines())
-    (True, 3)
+    (True, 4)
     """
     from threadpoolctl import threadpool_limits
 
@@ -213,9 +233,15 @@ def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = No
         if not diff <= bound:
             raise AssertionError(f"numpy three-phase differs from T @ x by {diff:.3e} "
                                  f"(relative), more than rounding ({bound:.3e})")
-        times = interleaved({"wsesparse": lambda: T.matvec(x, n_threads=n_threads),
-                             "numpy": lambda: three(x)}, rounds, inner,
+        calls = {"wsesparse": lambda: T.matvec(x, n_threads=n_threads),
+                 "numpy": lambda: three(x)}
+        read = read_kernel_pass(n_threads, T.nbytes)
+        if read is not None:
+            calls["read"], check_read, _ = read
+        times = interleaved(calls, rounds, inner,
                             pause_after={"wsesparse": settle, "numpy": settle})
+        if read is not None:
+            check_read()
     return NumpyComparison(T.shape, T.nbytes, times["wsesparse"], times["numpy"], diff, bound,
-                           rounds, inner, n_threads)
+                           rounds, inner, n_threads, times.get("read"))
 
