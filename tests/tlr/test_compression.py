@@ -42,6 +42,26 @@ def test_frobenius_guarantee_seismic(dtype):
     assert T.compression_ratio > 2.0
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("tol", [1e-8, 1e-9, 1e-12])
+@pytest.mark.parametrize("build", ["from_dense", "from_function"])
+def test_frobenius_guarantee_at_double_precision_tolerances(dtype, tol, build):
+    """The range finder's running residual (subtractions of squared norms) carries a
+    cancellation error of about eps * ||A_ij||^2, far above stop2 at these tolerances: it
+    stopped early and the build failed with "range finders used more than the error
+    budget" (RuntimeError) for tol <= 1e-9 here, although every tol above the floor
+    (about 20 eps sqrt(nb)) is accepted."""
+    i, j = np.arange(130)[:, None], np.arange(257)[None, :]
+    A = (1.0 / (1 + np.abs(i - 0.7 * j))).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        A = A * np.exp(0.01j * (i + j))
+    if build == "from_dense":
+        T = TLRMatrix.from_dense(A, nb=128, tol=tol)
+    else:
+        T = TLRMatrix.from_function(lambda r, c: A[r, c], A.shape, nb=128, tol=tol, dtype=dtype)
+    assert rel_err(A, T) <= tol
+
+
 @settings(max_examples=30, deadline=None)
 @given(m=st.integers(1, 90), n=st.integers(1, 90), nb=st.integers(1, 50),
        dtype=st.sampled_from(DTYPES), log_tol=st.floats(-4, -0.5), noise=st.sampled_from([0, 1e-4, 1e-1]),

@@ -72,23 +72,28 @@ def _adaptive_factors(A: np.ndarray, stop2: float, rng: np.random.Generator):
     Q = np.zeros((h, 0), A.dtype)
     B = np.zeros((0, w), A.dtype)
     res2 = norm2
-    while res2 > stop2:
-        if Q.shape[1] + _BLOCK > kmax // 2:
-            return _svd_factors(A)
-        Y = A @ _gaussian(rng, (w, _BLOCK), complex_)
-        if Q.shape[1]:
-            # Block Gram-Schmidt twice ("twice is enough") keeps Q orthonormal.
-            Y -= Q @ (Q.conj().T @ Y)
-            Y -= Q @ (Q.conj().T @ Y)
-        Qb, _ = np.linalg.qr(Y)
-        Bb = Qb.conj().T @ A
-        Q = np.hstack([Q, Qb])
-        B = np.vstack([B, Bb])
-        res2 -= float(np.vdot(Bb, Bb).real)
-    # The running residual came from subtractions; recompute it directly so
-    # the accounting is exact to rounding.
-    R = A - Q @ B
-    res2 = float(np.vdot(R, R).real)
+    while True:
+        while res2 > stop2:
+            if Q.shape[1] + _BLOCK > kmax // 2:
+                return _svd_factors(A)
+            Y = A @ _gaussian(rng, (w, _BLOCK), complex_)
+            if Q.shape[1]:
+                # Block Gram-Schmidt twice ("twice is enough") keeps Q orthonormal.
+                Y -= Q @ (Q.conj().T @ Y)
+                Y -= Q @ (Q.conj().T @ Y)
+            Qb, _ = np.linalg.qr(Y)
+            Bb = Qb.conj().T @ A
+            Q = np.hstack([Q, Qb])
+            B = np.vstack([B, Bb])
+            res2 -= float(np.vdot(Bb, Bb).real)
+        # The running residual came from subtractions, whose cancellation
+        # error (about eps * ||A||_F^2) can exceed a small stop2 (tol near
+        # 1e-7 and below in double precision): recompute it directly, and go
+        # on from the exact value while it is still above stop2.
+        R = A - Q @ B
+        res2 = float(np.vdot(R, R).real)
+        if res2 <= stop2:
+            break
     # SVD of the short, wide B through a QR of B^H: LAPACK's SVD of a k x w
     # matrix costs about 20x more here than QR plus a k x k SVD.
     Qh, Rh = np.linalg.qr(B.conj().T)
