@@ -232,6 +232,32 @@ def test_from_dense_magnitude_outside_float64_accounting(A, scale):
         TLRMatrix.from_dense(A * scale, nb=16, tol=1e-3)
 
 
+@pytest.mark.parametrize("build", ["from_dense", "from_function", "from_function_rank"])
+@pytest.mark.parametrize("value,dtype", [(3e37, np.float32), (1e39, np.float32),
+                                         (1e-42, np.float32), (3e37, np.complex64)])
+def test_magnitude_outside_single_precision_storage(build, value, dtype):
+    """Before: a float32 matrix of 3e37 (within float64's accounting range) stored bases of
+    inf (a constant tile's U * sigma is max|A| * sqrt(width)) and products of inf; values
+    near 1e-42 were stored as subnormals, 2.3e-3 off at tol 1e-3; only a RuntimeWarning."""
+    A = np.full((300, 300), value)
+    with pytest.raises(ValueError, match=f"stores the factors in {np.dtype(dtype)}.*rescale A"):
+        if build == "from_dense":
+            TLRMatrix.from_dense(A, nb=256, tol=1e-3, dtype=dtype)
+        else:
+            kw = dict(rank=2) if build.endswith("rank") else dict(tol=1e-3)
+            TLRMatrix.from_function(lambda r, c: A[r, c], A.shape, nb=256, dtype=dtype, **kw)
+
+
+def test_single_precision_storage_near_its_limits_keeps_the_guarantee():
+    """Just inside the range the factors are finite and the guarantee holds."""
+    fmax = float(np.finfo(np.float32).max)
+    for value in (fmax / (2.5 * np.sqrt(256)), 1e-30):
+        A = np.full((300, 300), value) * (1 + 0.1 * np.sin(np.arange(300)))[:, None]
+        T = TLRMatrix.from_dense(A, nb=256, tol=1e-3, dtype=np.float32)
+        assert np.isfinite(T.U).all() and np.isfinite(T.V).all()
+        assert rel_err(A, T) <= 1e-3
+
+
 # -- bad arguments -----------------------------------------------------------------------------
 @pytest.mark.parametrize("nb", [0, -3])
 def test_bad_nb_value(nb):
@@ -299,6 +325,23 @@ def test_bad_matrix_arguments():
         TLRMatrix.from_tiles((4, 4), 2, {(0, 1): (np.ones((2, 1)), np.ones((3, 1)))})
     with pytest.raises(ValueError, match="contain NaN"):
         TLRMatrix.from_tiles((4, 4), 2, {(0, 1): (np.ones((2, 1)), np.full((2, 1), np.nan))})
+    # Before: these four were taken (a rank the constructor and load refuse, the imaginary
+    # part dropped, an int8 dtype made float64, keys outside the grid ignored), and factors
+    # too large for float32 were stored as inf.
+    with pytest.raises(ValueError, match=r"tile \(0, 0\) of 2 x 3 has factors of rank 5"):
+        TLRMatrix.from_tiles((2, 3), 4, {(0, 0): (np.ones((2, 5)), np.ones((3, 5)))})
+    with pytest.raises(TypeError, match=r"tile \(0, 0\) are complex.*imaginary part"):
+        TLRMatrix.from_tiles((2, 2), 2, {(0, 0): (1j * np.ones((2, 1)), np.ones((2, 1)))},
+                             dtype=np.float32)
+    with pytest.raises(TypeError, match="dtype must be float32"):
+        TLRMatrix.from_tiles((2, 2), 2, {(0, 0): (np.ones((2, 1)), np.ones((2, 1)))},
+                             dtype=np.int8)
+    for key in [(-1, 0), (5, 5), (0,), "a", (0.0, 0)]:
+        with pytest.raises(ValueError, match="keys are \\(i, j\\) with 0 <= i < 1"):
+            TLRMatrix.from_tiles((2, 2), 2, {key: (np.ones((2, 1)), np.ones((2, 1)))})
+    with pytest.raises(ValueError, match="do not fit in float32"):
+        TLRMatrix.from_tiles((2, 2), 2, {(0, 0): (np.full((2, 1), 1e39), np.ones((2, 1)))},
+                             dtype=np.float32)
     with pytest.raises(TypeError, match="f must be callable"):
         TLRMatrix.from_function(np.ones((3, 3)), (8, 8), nb=4)
 

@@ -7,6 +7,8 @@ truncated silently. Catalogue: docs/adversarial_inputs.md.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -63,7 +65,21 @@ BAD_FILES = {
     "nb_array": lambda T, p: _save(T, p, nb=np.array([16, 16])),
     "tol_str": lambda T, p: _save(T, p, tol=np.array("abc")),
     "nan_bases": lambda T, p: _save(T, p, U=np.full_like(T.U, np.nan)),
+    # A damaged zip directory: zipfile raised NotImplementedError ("zip file version") or
+    # RuntimeError ("encrypted").
+    "zip_version": lambda T, p: _patched(_save(T, p), b"PK\x01\x02",
+                                         b"PK\x01\x02\x14\x00\xff"),
+    "encrypted": lambda T, p: _patched(_save(T, p), b"PK\x01\x02",
+                                       b"PK\x01\x02\x14\x00\x14\x00\x01"),
 }
+
+
+def _patched(path, old: bytes, new: bytes):
+    """``path`` with the first ``old`` overwritten by ``new``."""
+    data = bytearray(path.read_bytes())
+    at = data.index(old)
+    data[at:at + len(new)] = new
+    return _write(path, bytes(data))
 
 
 LAYOUT_ERRORS = {
@@ -75,6 +91,9 @@ LAYOUT_ERRORS = {
     "U_short": (lambda T, p: _save(T, p, U=T.U[:-1]), "U and V must be 1-D of lengths"),
     "U_2d": (lambda T, p: _save(T, p, U=T.U[:, None]), "U and V must be 1-D of lengths"),
     "U_int": (lambda T, p: _save(T, p, U=T.U.astype(int)), "U and V must share"),
+    # (a MemoryError before: the tile bounds of the declared shape came first)
+    "shape_huge": (lambda T, p: _save(T, p, shape=np.array([2**40, 2**40])),
+                   "ranks must be a nonnegative"),
 }
 
 
@@ -90,6 +109,27 @@ def test_load_inconsistent_layout(T, tmp_path, how):
     make, match = LAYOUT_ERRORS[how]
     with pytest.raises((ValueError, TypeError), match=match):
         TLRMatrix.load(make(T, tmp_path / "t.npz"))
+
+
+def test_load_damaged_npy_header():
+    """A .npy header length too long, in a file object whose U holds more than the 255
+    bytes then read as the header: numpy's header parser raised tokenize.TokenError."""
+    A = np.random.default_rng(0).standard_normal((90, 70))
+    buf = io.BytesIO()
+    TLRMatrix.from_dense(A, nb=32, tol=1e-3).save(buf)
+    data = bytearray(buf.getvalue())
+    data[data.index(b"\x93NUMPY\x01\x00") + 8] = 0xFF
+    with pytest.raises(ValueError, match="is not a TLRMatrix file written by TLRMatrix.save"):
+        TLRMatrix.load(io.BytesIO(bytes(data)))
+
+
+def test_save_writes_the_path_it_is_given(T, tmp_path):
+    """np.savez appends ".npz" to a name without it, so save("x.tlr") wrote "x.tlr.npz" and
+    load("x.tlr") failed; bytes paths failed in save."""
+    for path in (tmp_path / "slice.tlr", str(tmp_path / "s2"), bytes(tmp_path / "s3.npz")):
+        T.save(path)
+        np.testing.assert_array_equal(TLRMatrix.load(path).toarray(), T.toarray())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s2", "s3.npz", "slice.tlr"]
 
 
 def test_load_paths(T, tmp_path):

@@ -14,7 +14,8 @@ import numpy as np
 from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, check_real, describe
 
 __all__ = ["check_tol", "kernel_dtype", "storage_dtype", "check_seed",
-           "check_shape", "check_magnitude", "reject_sparse", "rounding_slack", "work_dtype"]
+           "check_shape", "check_magnitude", "reject_sparse", "rounding_slack", "tile_factors",
+           "work_dtype"]
 
 
 def check_tol(tol, dtype: np.dtype, max_rank: int) -> float:
@@ -87,11 +88,25 @@ def check_shape(shape) -> tuple[int, int]:
 _MAG_MIN, _MAG_MAX = 1e-100, 1e150
 
 
-def check_magnitude(amax: float, norm2: float, what: str) -> None:
-    if amax and (amax < _MAG_MIN or amax > _MAG_MAX or not np.isfinite(norm2)):
+def check_magnitude(amax: float, norm2: float, what: str, dtype=None, width: int = 1) -> None:
+    """ValueError naming ``what`` unless its largest magnitude ``amax`` (0: all zeros) lets
+    the compression account squared norms in float64 and, with ``dtype``, store the factors
+    of tiles at most ``width`` wide in that dtype: a stored ``U_ij * sigma`` entry can reach
+    ``amax * sqrt(width)`` (a constant tile), which must stay finite, and ``amax`` must be
+    far enough above the subnormal range that rounding the factors there stays within the
+    reserve of :func:`rounding_slack` (only float32/complex64 narrow the float64 range)."""
+    lo, hi = _MAG_MIN, _MAG_MAX
+    if dtype is not None:
+        fi = np.finfo(np.dtype(dtype))
+        lo = max(lo, float(fi.tiny) / float(fi.eps))
+        hi = min(hi, float(fi.max) / (2.0 * float(np.sqrt(max(width, 1)))))
+    if amax and (amax < lo or amax > hi or not np.isfinite(norm2)):
+        single = hi < _MAG_MAX
+        where = f" and stores the factors in {np.dtype(dtype)}" if single else ""
         raise ValueError(f"{what} has entries of magnitude up to {amax:.3g}; compression "
-                         f"accounts squared norms in float64 and needs max |A| in "
-                         f"[{_MAG_MIN:g}, {_MAG_MAX:g}] and a finite ||A||_F^2: rescale A")
+                         f"accounts squared norms in float64{where}, which needs max |A| in "
+                         f"[{lo:.3g}, {hi:.3g}] and a finite ||A||_F^2: rescale A"
+                         + (" or store it in double precision" if single else ""))
 
 
 def reject_sparse(x, name: str) -> None:
@@ -114,3 +129,43 @@ def work_dtype(dtype: np.dtype) -> np.dtype:
     # Compression runs in double precision: the error accounting subtracts
     # norms of nearly equal size, which single precision cannot resolve at tol=1e-3.
     return np.dtype(np.complex128) if dtype.kind == "c" else np.dtype(np.float64)
+
+
+def tile_factors(tiles, rp: np.ndarray, cp: np.ndarray, nb: int) -> dict:
+    """The checked factors ``{(i, j): (U_ij, V_ij)}`` of ``TLRMatrix.from_tiles``' ``tiles``
+    (a dict, or a callable of ``(i, j)``; None or a missing key: rank 0) on the tile grid
+    of bounds ``rp`` x ``cp``: keys in the grid, U of (h_i, k) and V of (w_j, k) with
+    k <= min(h_i, w_j), numeric and finite; else ValueError or TypeError naming the tile."""
+    ntr, ntc = len(rp) - 1, len(cp) - 1
+    if callable(tiles):
+        get = tiles
+    else:
+        for key in tiles:
+            if not (isinstance(key, tuple) and len(key) == 2
+                    and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                            for v in key)
+                    and 0 <= key[0] < ntr and 0 <= key[1] < ntc):
+                raise ValueError(f"tiles has key {key!r}; keys are (i, j) with 0 <= i < "
+                                 f"{ntr} and 0 <= j < {ntc} (the tile grid in tiles of {nb})")
+        get = lambda i, j: tiles.get((i, j))  # noqa: E731
+    factors = {}
+    for i in range(ntr):
+        for j in range(ntc):
+            f = get(i, j)
+            if f is None:
+                continue
+            Uij, Vij = np.asarray(f[0]), np.asarray(f[1])
+            hh, ww = rp[i + 1] - rp[i], cp[j + 1] - cp[j]
+            if Uij.ndim != 2 or Vij.ndim != 2 or Uij.shape[0] != hh or Vij.shape[0] != ww \
+                    or Uij.shape[1] != Vij.shape[1]:
+                raise ValueError(f"tile ({i}, {j}) needs U of shape ({hh}, k) and V of shape "
+                                 f"({ww}, k), got U {describe(Uij)}, V {describe(Vij)}")
+            if Uij.shape[1] > min(hh, ww):
+                raise ValueError(f"tile ({i}, {j}) of {hh} x {ww} has factors of rank "
+                                 f"{Uij.shape[1]}; at most {min(hh, ww)}")
+            check_numeric_dtype(Uij.dtype, f"U of tile ({i}, {j})")
+            check_numeric_dtype(Vij.dtype, f"V of tile ({i}, {j})")
+            if not (np.isfinite(Uij).all() and np.isfinite(Vij).all()):
+                raise ValueError(f"the factors of tile ({i}, {j}) contain NaN or inf")
+            factors[(i, j)] = (Uij, Vij)
+    return factors

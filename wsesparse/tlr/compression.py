@@ -240,7 +240,8 @@ def compress_tiles(shape: tuple[int, int], get: Callable[[slice, slice], np.ndar
         rng = np.random.default_rng(seeds[idx])
         if rank is not None:
             U, sv, Vh = _fixed_rank_factors(blk, rank, rng)
-            return (U * sv).astype(dtype), sv, Vh.astype(dtype)
+            with np.errstate(over="ignore"):
+                return (U * sv).astype(dtype), sv, Vh.astype(dtype)
         t2 = float(np.vdot(blk, blk).real)
         if norm2 is None:
             stop2 = _RANGE_FRACTION * tol**2 * t2
@@ -249,12 +250,16 @@ def compress_tiles(shape: tuple[int, int], get: Callable[[slice, slice], np.ndar
         U, sv, Vh, res2 = _adaptive_factors(blk, stop2, rng)
         # Keep the factors in the storage dtype right away (scaled by the
         # singular values, as stored): halves peak memory for complex64.
-        return (U * sv).astype(dtype), sv, Vh.astype(dtype), res2, t2
+        with np.errstate(over="ignore"):  # (out of range: check_magnitude refuses f)
+            return (U * sv).astype(dtype), sv, Vh.astype(dtype), res2, t2
 
     bar = Progress(n_tiles, progress_enabled(progress), label="compressing", unit="tiles")
     results = _map_tiles(tile, range(n_tiles), n_threads, bar)
     factors = {}
     if rank is not None:
+        if check:
+            check_magnitude(max(amaxes, default=0.0), 0.0, "the matrix given by f", dtype,
+                            min(nb, n))
         for key, (Us, sv, Vh) in zip(keys, results):
             if sv.size:
                 factors[key] = (Us, Vh.T)
@@ -262,7 +267,8 @@ def compress_tiles(shape: tuple[int, int], get: Callable[[slice, slice], np.ndar
 
     total2 = sum(r[4] for r in results) if norm2 is None else norm2
     if check:
-        check_magnitude(max(amaxes, default=0.0), total2, "the matrix given by f")
+        check_magnitude(max(amaxes, default=0.0), total2, "the matrix given by f", dtype,
+                            min(nb, n))
     keep = _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, min(nb, m, n))
     for key, res, k in zip(keys, results, keep):
         if k:

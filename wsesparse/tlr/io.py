@@ -9,7 +9,6 @@ import the matrix module.
 from __future__ import annotations
 
 import os
-import zipfile
 
 import numpy as np
 
@@ -20,6 +19,10 @@ __all__ = ["save", "load"]
 
 def save(T, file) -> None:
     """Write ``T`` to an ``.npz`` file (bases, ranks, shape, nb, tol).
+
+    ``file`` is a path (str, bytes or path-like), written as given (numpy's ``savez``
+    would append ``.npz`` to a name without it, so that :func:`load` of the same path
+    failed), or a binary file object.
 
     Examples
     --------
@@ -35,9 +38,14 @@ def save(T, file) -> None:
     >>> bool((S.toarray() == T.toarray()).all()), S.tol
     (True, 1e-06)
     """
-    np.savez(file, U=T.U, V=T.V, ranks=T.ranks, shape=np.array(T.shape),
-             nb=np.array(T.nb), tol=np.array(np.nan if T.tol is None else T.tol),
-             format=np.array("wsesparse.TLRMatrix/1"))
+    fields = dict(U=T.U, V=T.V, ranks=T.ranks, shape=np.array(T.shape), nb=np.array(T.nb),
+                  tol=np.array(np.nan if T.tol is None else T.tol),
+                  format=np.array("wsesparse.TLRMatrix/1"))
+    if isinstance(file, (str, bytes, os.PathLike)):
+        with open(file, "wb") as f:
+            np.savez(f, **fields)
+    else:
+        np.savez(file, **fields)
 
 
 def load(cls, file):
@@ -63,11 +71,15 @@ def load(cls, file):
     def bad(why: str) -> ValueError:
         return ValueError(f"{file!r} is not a TLRMatrix file written by TLRMatrix.save: {why}")
 
+    # A damaged archive or .npy header raises many kinds of error in zipfile and numpy
+    # (BadZipFile, EOFError, TokenError, NotImplementedError for an unknown zip version,
+    # RuntimeError for an "encrypted" entry, ...): all are this file's fault, except the
+    # OS's refusals and running out of memory.
     try:
         z = np.load(file, allow_pickle=False)
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+    except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError):
         raise
-    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as exc:
+    except Exception as exc:
         raise bad(f"{type(exc).__name__}: {exc}") from None
     if not isinstance(z, np.lib.npyio.NpzFile):
         raise bad(f"it holds a single {describe(z)}, not an .npz archive")
@@ -78,7 +90,9 @@ def load(cls, file):
             raise bad(f"missing {missing}" if "format" not in missing else "no format tag")
         try:
             d = {k: z[k] for k in fields}
-        except (ValueError, EOFError, OSError, zipfile.BadZipFile) as exc:
+        except MemoryError:
+            raise
+        except Exception as exc:
             raise bad(f"{type(exc).__name__}: {exc}") from None
     if d["format"].shape != () or str(d["format"]) != "wsesparse.TLRMatrix/1":
         raise bad(f"format tag {d['format']!r}")

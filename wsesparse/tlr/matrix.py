@@ -6,6 +6,7 @@ Compression lives in :mod:`wsesparse.tlr.compression`, ``.npz`` files in
 
 from __future__ import annotations
 
+
 from typing import Callable
 
 import numpy as np
@@ -19,7 +20,7 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import io as tlr_io
 from wsesparse.tlr._layout import ALIGN, aligned_empty, copy_aligned, tile_bounds
 from wsesparse.tlr._split import FORWARD_CUT_ABOVE, FORWARD_GRAIN, tile_items
-from wsesparse.tlr._validate import (check_magnitude, check_shape, kernel_dtype,
+from wsesparse.tlr._validate import (check_magnitude, check_shape, kernel_dtype, tile_factors,
                                      reject_sparse, storage_dtype, work_dtype)
 from wsesparse.tlr.compression import compress_tiles
 
@@ -89,13 +90,15 @@ class TLRMatrix:
         self.shape = (m, n)
         self.nb = nb
         self.tol = tol
-        self.row_ptr = tile_bounds(m, nb)
-        self.col_ptr = tile_bounds(n, nb)
         ranks = np.asarray(ranks)
-        grid = (len(self.row_ptr) - 1, len(self.col_ptr) - 1)
+        # (the grid from the shape before any array of its size: a file's corrupt shape
+        # must give this error, not a MemoryError from tile_bounds)
+        grid = (-(-m // nb), -(-n // nb))
         if ranks.shape != grid or ranks.dtype.kind not in "iu" or (ranks < 0).any():
             raise ValueError(f"ranks must be a nonnegative int array of shape {grid}, "
                              f"got {describe(ranks)}")
+        self.row_ptr = tile_bounds(m, nb)
+        self.col_ptr = tile_bounds(n, nb)
         h = np.diff(self.row_ptr)
         w = np.diff(self.col_ptr)
         if (ranks > np.minimum.outer(h, w)).any():
@@ -156,7 +159,18 @@ class TLRMatrix:
             ``tiles[(i, j)]`` (or ``tiles(i, j)``) is a pair ``(U_ij, V_ij)``
             of shapes (h_i, k) and (w_j, k); missing dict keys mean rank 0.
         dtype : dtype, optional
-            Storage dtype; default: the common dtype of the factors.
+            Storage dtype: float32, float64, complex64 or complex128; default:
+            the common dtype of the factors (float64 for integers).
+
+        Raises
+        ------
+        ValueError
+            For a key outside the tile grid, factors of the wrong shape, of a
+            rank above ``min(h_i, w_j)``, non-finite, or out of ``dtype``'s
+            range.
+        TypeError
+            For non-numeric factors, another ``dtype``, or complex factors
+            with a real ``dtype``.
 
         Examples
         --------
@@ -171,28 +185,23 @@ class TLRMatrix:
         nb = check_int(nb, "nb", minimum=1)
         m, n = check_shape(shape)
         rp, cp = tile_bounds(m, nb), tile_bounds(n, nb)
-        get = tiles if callable(tiles) else (lambda i, j: tiles.get((i, j)))
-        factors = {}
-        for i in range(len(rp) - 1):
-            for j in range(len(cp) - 1):
-                f = get(i, j)
-                if f is None:
-                    continue
-                Uij, Vij = np.asarray(f[0]), np.asarray(f[1])
-                hh, ww = rp[i + 1] - rp[i], cp[j + 1] - cp[j]
-                if Uij.ndim != 2 or Vij.ndim != 2 or Uij.shape[0] != hh or Vij.shape[0] != ww \
-                        or Uij.shape[1] != Vij.shape[1]:
-                    raise ValueError(f"tile ({i}, {j}) needs U of shape ({hh}, k) and V of shape "
-                                     f"({ww}, k), got U {describe(Uij)}, V {describe(Vij)}")
-                check_numeric_dtype(Uij.dtype, f"U of tile ({i}, {j})")
-                check_numeric_dtype(Vij.dtype, f"V of tile ({i}, {j})")
-                if not (np.isfinite(Uij).all() and np.isfinite(Vij).all()):
-                    raise ValueError(f"the factors of tile ({i}, {j}) contain NaN or inf")
-                factors[(i, j)] = (Uij, Vij)
+        factors = tile_factors(tiles, rp, cp, nb)
         if dtype is None:
-            dtype = np.result_type(*([f for uv in factors.values() for f in uv] or [np.float64]))
-        dtype = kernel_dtype(dtype, "dtype")
-        return cls._assemble((m, n), nb, factors, dtype, tol)
+            dtype = kernel_dtype(np.result_type(
+                *([f for uv in factors.values() for f in uv] or [np.float64])), "dtype")
+        else:
+            dtype = storage_dtype(dtype)
+            for (i, j), uv in factors.items():
+                if dtype.kind != "c" and any(f.dtype.kind == "c" for f in uv):
+                    raise TypeError(f"the factors of tile ({i}, {j}) are complex but "
+                                    f"dtype={dtype} is real; storing them would drop the "
+                                    "imaginary part")
+        with np.errstate(over="ignore"):  # (judged below)
+            T = cls._assemble((m, n), nb, factors, dtype, tol)
+        if not (np.isfinite(T.U).all() and np.isfinite(T.V).all()):
+            raise ValueError(f"the factors do not fit in {dtype}: stored, some overflow to "
+                             "inf; rescale them or use a double-precision dtype")
+        return T
 
     @classmethod
     def _assemble(cls, shape, nb, factors, dtype, tol):
@@ -297,7 +306,8 @@ class TLRMatrix:
             norm2 = float(np.linalg.norm(arr.astype(wd, copy=False)) ** 2) if arr.size < 2**26 \
                 else float(sum(np.linalg.norm(arr[r:r + 4096].astype(wd)) ** 2
                                for r in range(0, arr.shape[0], 4096)))
-        check_magnitude(float(np.abs(arr).max()), norm2, "A")
+        nb = check_int(nb, "nb", minimum=1)
+        check_magnitude(float(np.abs(arr).max()), norm2, "A", dtype, min(nb, arr.shape[1]))
         nb, factors, tol = compress_tiles(arr.shape, lambda r, c: arr[r, c], nb, tol, rank, dtype,
                                           seed, n_threads, progress, norm2=norm2, check=False)
         return cls._assemble(arr.shape, nb, factors, dtype, tol)
