@@ -62,7 +62,7 @@ def run(argv, capsys):
     (["--engines", ""], "--engines must be comma-separated ints"),
     (["--engines", "1,-2"], "--engines must be a positive int, got -2"),
     (["--engines", "16"], r"engines \(16\) exceeds n_tokens \(8\)"),
-    (["--tokens", "0"], "n_tokens must be a positive int"),
+    (["--tokens", "0"], "--tokens must be a positive int"),  # (it said n_tokens)
     (["--seed", "-3"], r"seed must be an int in \[0, 9223372036854775807\], got -3"),
 ])
 def test_curve_bad_values(capsys, argv, msg):
@@ -78,3 +78,9 @@ def test_curve_csv_unwritable(tmp_path, capsys, target):
     rc, out, err = run(["curve", "--quiet", "--shape", "30x30", "--tokens", "8", "--engines",
                         "1", "--sparsities", "0.5", "--csv", str(path)], capsys)
     assert rc == 2 and err.startswith("wsesparse curve: error: ") and "Errno" in err
+
+
+def test_sweep_names_tokens():
+    """(it said n_tokens, the name inside estimate_gemm)"""
+    with pytest.raises(ValueError, match="tokens must be a positive int, got 0"):
+        sweep((8, 8), [0.5], 0, [1])

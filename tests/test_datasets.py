@@ -72,6 +72,33 @@ def test_bad_arguments(kw, match):
         seismic_slice(**kw)
 
 
+@pytest.mark.parametrize("kw, exc, match", [
+    # Before: numpy's UFuncTypeError, "'>' not supported", "float() argument", and NaN
+    # entries with a RuntimeWarning (the float32 wavenumber overflowed).
+    (dict(receiver_depth="a"), TypeError, "receiver_depth must be a finite number"),
+    (dict(receiver_depth=None), TypeError, "receiver_depth must be a finite number"),
+    (dict(reflectivity=[0.3j, 0.1, 0.1]), TypeError, "reflectivity must be a sequence of real"),
+    (dict(depths=["a", "b", "c"]), TypeError, "depths must be a sequence of real"),
+    (dict(velocity=1e-37), ValueError, "wavenumber .* overflows float32"),
+])
+def test_bad_arguments_named(kw, exc, match):
+    with pytest.raises(exc, match=match):
+        seismic_slice(nx=3, ny=3, **kw)
+
+
+def test_formula_of_the_docstring():
+    """A[r, s] = 1000 sum_l sum_p (-1)^(p-1) R_l^p exp(-i k rho) / rho (the 1000 was
+    missing from the docstring); two sources 20 m apart, row order."""
+    A = seismic_slice(nx=2, ny=1, order="row", dtype=np.complex128)
+    k = 2 * np.pi * 10.0 / 2000.0 * (1 - 0.002j)
+    want = 0
+    for d, R in zip((350.0, 800.0, 1400.0), (0.3, -0.2, 0.25)):
+        for p in (1, 2):
+            rho = np.hypot(20.0, 2 * p * d - 10.0)
+            want += (-1) ** (p - 1) * R**p * np.exp(-1j * k * rho) / rho
+    np.testing.assert_allclose(A[0, 1], 1000 * want, rtol=1e-12)
+
+
 def test_bad_dtype():
     with pytest.raises(TypeError, match="dtype"):
         seismic_slice(nx=3, ny=3, dtype=np.int32)
@@ -103,6 +130,17 @@ def test_random_csr_row_blocks_and_empty_shapes():
     assert random_csr(4, 0, 0.5, "float64").nnz == 0
 
 
+def test_random_csr_small_densities_are_not_rounded_up():
+    """The float32 uniforms come in steps of 2**-24: u < density held with probability
+    ceil(density * 2**24) / 2**24, 1.19x density at 1e-7 and 60x at 1e-9. At 1e-9 on
+    16384^2 (0.27 nonzeros expected) the old draw gave about 16."""
+    from wsesparse.datasets import random_csr
+    assert random_csr(16384, 16384, 1e-9, "float32", seed=0).nnz <= 4
+    # A density on the 2**-24 grid needs no boundary draws: 1/4 of the entries, as before.
+    A = random_csr(256, 256, 0.25, "float64", seed=0)
+    assert abs(A.nnz - 0.25 * 256**2) < 5 * np.sqrt(0.25 * 0.75 * 256**2)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_random_dense_draws(dtype):
     from wsesparse.datasets import random_dense
@@ -125,6 +163,14 @@ def test_random_dense_draws(dtype):
     (lambda f: f.random_csr(4, 4, float("nan")), ValueError, "density must be a number in"),
     (lambda f: f.random_csr(4, 4, 0.1, method="dense"), ValueError, "method must be"),
     (lambda f: f.random_dense(4, -2), ValueError, "n must be a nonnegative int, got -2"),
+    # Before: numpy's messages ("expected non-negative integer", SeedSequence's, "Unsupported
+    # dtype ... for standard_normal"), and hilbert_order(2.5, 2) gave no permutation.
+    (lambda f: f.random_csr(5, 5, 0.5, seed=-1), TypeError, "seed must be None or a nonneg"),
+    (lambda f: f.random_dense(3, 4, seed=1.5), TypeError, "seed must be None or a nonneg"),
+    (lambda f: f.random_dense(3, 4, draws=np.int32), TypeError, "draws must be float32"),
+    (lambda f: f.random_dense(3, 4, draws="x"), TypeError, "draws must be float32"),
+    (lambda f: f.hilbert_order(2.5, 2), TypeError, "nx must be a positive int, got 2.5"),
+    (lambda f: f.hilbert_order(2, 0), ValueError, "ny must be a positive int, got 0"),
 ])
 def test_random_bad_arguments(call, exc, match):
     from wsesparse import datasets

@@ -259,6 +259,16 @@ def check_real(value, name: str, *, minimum: float | None = None, maximum: float
     return v
 
 
+def check_seed(seed, name: str = "seed"):
+    """``seed`` as it is if ``numpy.random.SeedSequence`` takes it (None, a nonnegative int
+    or a sequence of them), else TypeError naming ``name``."""
+    try:
+        np.random.SeedSequence(seed)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be None or a nonnegative int, got {seed!r}") from None
+    return seed
+
+
 def check_numeric_dtype(dtype: np.dtype, name: str) -> None:
     """Reject dtypes that a matrix product cannot use (object, str, datetime...)."""
     kind = np.dtype(dtype).kind

@@ -52,6 +52,7 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
     """
     if machine not in PRESETS:
         raise ValueError(f"machine must be one of {sorted(PRESETS)}, got {machine!r}")
+    tokens = check_int(tokens, "tokens", minimum=1)
     out = []
     with Progress(len(sparsities) * len(engines), progress, label="curve", unit="points") as bar:
         for s in sparsities:
@@ -103,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--engines must be comma-separated ints, got {args.engines!r}") from None
     for e in engines:
         check_int(e, "--engines", minimum=1)
+    check_int(args.tokens, "--tokens", minimum=1)
     rows = sweep(shape, sparsities, args.tokens, engines, args.machine, args.balance,
                  args.dtype, args.seed,
                  progress=progress_enabled(False if args.quiet else args.progress),

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import check_int, check_numeric_dtype, check_real
+from wsesparse._checks import check_int, check_numeric_dtype, check_real, check_seed
 
 __all__ = ["seismic_slice", "hilbert_order", "random_csr", "random_dense"]
 
@@ -34,6 +34,8 @@ def hilbert_order(nx: int, ny: int) -> np.ndarray:
     >>> hilbert_order(2, 2).tolist()
     [0, 1, 3, 2]
     """
+    nx = check_int(nx, "nx", minimum=1)
+    ny = check_int(ny, "ny", minimum=1)
     side = 1
     while side < max(nx, ny):
         side *= 2
@@ -55,6 +57,24 @@ def hilbert_order(nx: int, ny: int) -> np.ndarray:
     return np.argsort(d, kind="stable")
 
 
+def _dtype_or_none(d) -> np.dtype | None:
+    try:
+        return np.dtype(d)
+    except TypeError:
+        return None
+
+
+def _real_values(v, name: str) -> np.ndarray:
+    """``v`` as a flat float64 array, or TypeError naming ``name``."""
+    try:
+        arr = np.asarray(v)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError
+        return arr.astype(np.float64).ravel()
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of real numbers, got {v!r}") from None
+
+
 def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
                   frequency: float = 10.0, velocity: float = 2000.0,
                   depths: Sequence[float] = (350.0, 800.0, 1400.0),
@@ -71,11 +91,12 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     (primary p = 1, then surface multiples) off reflector l arrives as a
     spherical wave from an image source at depth ``2 p d_l``:
 
-    ``A[r, s] = sum_l sum_p  (-1)^(p-1) R_l^p  exp(-i k rho) / rho``,
+    ``A[r, s] = 1000 sum_l sum_p  (-1)^(p-1) R_l^p  exp(-i k rho) / rho``,
     ``rho = sqrt(|x_r - x_s|^2 + (2 p d_l - z_s - z_r)^2)``,
 
     with wavenumber ``k = 2 pi frequency / velocity * (1 - i attenuation)``
-    (the small imaginary part damps long paths as real absorption does).
+    (the small imaginary part damps long paths as real absorption does); the
+    factor 1000 (metres to kilometres in 1 / rho) makes the values of order 1.
     Like recorded data, the slice is dense, oscillatory and smooth in the
     source and receiver positions, so tiles of nearby sources and receivers
     are numerically low-rank; ranks grow with frequency.
@@ -131,8 +152,9 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     velocity = check_real(velocity, "velocity", **positive)
     n_multiples = check_int(n_multiples, "n_multiples", minimum=1)
     attenuation = check_real(attenuation, "attenuation", minimum=0)
-    depths = np.asarray(depths, dtype=np.float64).ravel()
-    refl = np.asarray(reflectivity, dtype=np.float64).ravel()
+    receiver_depth = check_real(receiver_depth, "receiver_depth")
+    depths, refl = (_real_values(v, name) for v, name in ((depths, "depths"),
+                                                          (reflectivity, "reflectivity")))
     if depths.size == 0 or depths.shape != refl.shape:
         raise ValueError(f"depths and reflectivity must be nonempty and of equal length, got "
                          f"{depths.size} and {refl.size}")
@@ -160,7 +182,12 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     # Single-precision outputs are computed in single precision (phases up to
     # ~100 rad lose ~1e-5 rad, far below what float32 stores); about 2x faster.
     real = np.float32 if dtype.itemsize <= 8 and dtype != np.float64 else np.float64
-    kr, ki = real(k.real), real(-k.imag)
+    with np.errstate(over="ignore"):
+        kr, ki = real(k.real), real(-k.imag)
+    if not (np.isfinite(kr) and np.isfinite(ki)):
+        raise ValueError(f"the wavenumber 2 pi frequency / velocity * (1 - i attenuation) = "
+                         f"{k:.3g} overflows {np.dtype(real)} (frequency={frequency:g}, "
+                         f"velocity={velocity:g}, attenuation={attenuation:g})")
     gxr, gyr = gx.astype(real), gy.astype(real)
 
     def block(rows: slice, cols: slice) -> np.ndarray:
@@ -248,7 +275,7 @@ def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, 
     density = check_real(density, "density", minimum=0, maximum=1)
     dtype = _float_dtype(dtype)
     real = np.float32 if dtype in (np.float32, np.complex64) else np.float64
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     if method == "scipy":
         A = sp.random(m, k, density=density, format="csr", random_state=rng, dtype=real)
         A = A.astype(dtype)
@@ -262,10 +289,24 @@ def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, 
     block = max(1, min(m, (1 << 24) // max(k, 1)))
     indptr = np.zeros(m + 1, dtype=np.int64)
     chunks = []
+    col_t = np.int32 if k < 2**31 else np.int64
+    # float32 uniforms are multiples of 2**-24, so u < density holds with probability
+    # ceil(density * 2**24) / 2**24 (1.2x density at 1e-7, 60x at 1e-9). The uniforms on
+    # the boundary step, floor(density * 2**24) * 2**-24, are kept with probability the
+    # fraction of the step below density, drawn from a stream of their own (the matrices
+    # of other densities keep their entries but those few).
+    q = density * 2.0**24
+    step, frac = np.float32(np.floor(q) * 2.0**-24), q - np.floor(q)
+    edge_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]) if frac else None
     for r0 in range(0, m, block):
-        mask = rng.random((min(block, m - r0), k), dtype=np.float32) < density
+        u = rng.random((min(block, m - r0), k), dtype=np.float32)
+        mask = u < density
+        if edge_rng is not None:
+            on_edge = np.flatnonzero(u == step)
+            mask.flat[on_edge] = edge_rng.random(on_edge.size) < frac
+        del u
         indptr[r0 + 1:r0 + 1 + mask.shape[0]] = mask.sum(axis=1)
-        chunks.append(np.nonzero(mask)[1].astype(np.int32))
+        chunks.append(np.nonzero(mask)[1].astype(col_t))
         del mask
     np.cumsum(indptr, out=indptr)
     indices = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
@@ -311,7 +352,9 @@ def random_dense(k: int, n: int, dtype=np.float64, seed: int = 1, *,
     dtype = _float_dtype(dtype)
     if draws is None:
         draws = np.float32 if dtype.itemsize <= 8 else np.float64
-    rng = np.random.default_rng(seed)
+    elif _dtype_or_none(draws) not in (np.float32, np.float64):
+        raise TypeError(f"draws must be float32, float64 or None, got {draws!r}")
+    rng = np.random.default_rng(check_seed(seed))
     X = rng.standard_normal((k, n), dtype=draws).astype(dtype)
     if dtype.kind == "c":
         X.imag = rng.standard_normal((k, n))

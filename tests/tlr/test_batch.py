@@ -55,3 +55,9 @@ def test_batch_bad_arguments(T, A):
         TLRBatch.from_dense(None)
     with pytest.raises(ValueError, match="x needs 30 rows"):
         TLRBatch([T, T]).matvec([np.ones(30), np.ones(29)])
+    # Before: mvm_bytes(-5) was negative, mvm_bytes(1.5) a float.
+    with pytest.raises(ValueError, match="n_rhs must be a positive int, got -5"):
+        T.mvm_bytes(-5)
+    with pytest.raises(TypeError, match="n_rhs must be a positive int, got 1.5"):
+        TLRBatch([T]).mvm_bytes(1.5)
+    assert TLRBatch([T, T]).mvm_bytes(2) == 2 * T.mvm_bytes(2)

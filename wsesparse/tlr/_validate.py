@@ -11,7 +11,8 @@ import numbers
 
 import numpy as np
 
-from wsesparse._checks import KERNEL_DTYPES, check_numeric_dtype, check_real, describe
+from wsesparse._checks import (KERNEL_DTYPES, check_numeric_dtype, check_real, check_seed,
+                               describe)
 
 __all__ = ["check_tol", "kernel_dtype", "storage_dtype", "check_seed",
            "check_shape", "check_magnitude", "reject_sparse", "rounding_slack", "tile_factors",
@@ -58,14 +59,6 @@ def storage_dtype(dtype) -> np.dtype:
     if dt != np.dtype(dtype).newbyteorder("="):
         raise TypeError(f"dtype must be float32, float64, complex64 or complex128, got {dtype!r}")
     return dt
-
-
-def check_seed(seed):
-    try:
-        np.random.SeedSequence(seed)
-    except (TypeError, ValueError):
-        raise TypeError(f"seed must be None or a nonnegative int, got {seed!r}") from None
-    return seed
 
 
 def check_shape(shape) -> tuple[int, int]:

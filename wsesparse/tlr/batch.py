@@ -65,6 +65,7 @@ class TLRBatch:
         return sum(T.dense_nbytes for T in self.matrices) / max(self.nbytes, 1)
 
     def mvm_bytes(self, n_rhs: int = 1) -> int:
+        """Bytes one product of every slice moves (:meth:`TLRMatrix.mvm_bytes`, summed)."""
         return sum(T.mvm_bytes(n_rhs) for T in self.matrices)
 
     def matvec(self, xs, n_threads: int | None = None, adjoint: bool = False) -> list[np.ndarray]:

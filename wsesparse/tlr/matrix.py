@@ -531,6 +531,7 @@ class TLRMatrix:
         The bases once plus the input and output vectors once:
         ``nbytes + (m + n) * itemsize * n_rhs``.
         """
+        n_rhs = check_int(n_rhs, "n_rhs", minimum=1)
         return self.nbytes + (self.shape[0] + self.shape[1]) * self.dtype.itemsize * n_rhs
 
     def aslinearoperator(self) -> LinearOperator:
