@@ -452,7 +452,10 @@ def test_lsqr_and_minres_same_iterations(fmt, spy, rng):
     ref = spla.lsqr(A, b, atol=1e-12, btol=1e-12)
     with wsesparse.accelerated():
         got = spla.lsqr(A, b, atol=1e-12, btol=1e-12)
-    assert got[1] == ref[1] and got[2] == ref[2]  # stop reason, iterations
+    # Stop reason, iterations: the routed products equal scipy's to rounding, not bitwise,
+    # and at atol = btol = 1e-12 lsqr's last test can go either way (62 against 63
+    # iterations for the CSC operand on a 2-core Zen 3 in one session, equal in others).
+    assert got[1] == ref[1] and abs(got[2] - ref[2]) <= 1
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-9, atol=1e-12)
     n_lsqr = len(spy)
     assert n_lsqr >= 2 * ref[2]  # A @ v and A.H @ u per iteration

@@ -43,8 +43,9 @@ def result_dtype(*dtypes) -> np.dtype:
     >>> result_dtype(np.int8, np.float16), result_dtype(np.int32, np.float32)
     (dtype('float32'), dtype('float64'))
     """
-    if len(dtypes) == 2 and dtypes[0] is dtypes[1] and getattr(dtypes[0], "char", "") in "fdFD":
-        return dtypes[0]  # the commonest case, at no cost
+    if (len(dtypes) == 2 and dtypes[0] is dtypes[1] and getattr(dtypes[0], "char", "") in "fdFD"
+            and dtypes[0].isnative):
+        return dtypes[0]  # the commonest case, at no cost (result_type makes '>f8' native)
     t = np.result_type(*dtypes)
     if t in KERNEL_DTYPES:  # the common case, without the scan below
         return t

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import scipy.sparse as sp
 
 from wsesparse._kernels import _csr_tools
 
@@ -130,3 +131,29 @@ def check_sparse_structure(S, name: str) -> None:
     check = _CHECKS.get(getattr(S, "format", None))
     if check is not None:
         check(S, name)
+
+
+def tocsr_keeping_duplicates(S):
+    """``S.tocsr()`` for a checked scipy sparse matrix or array, except that a COO operand
+    keeps its duplicate entries (in their order within each row) instead of summing them.
+
+    scipy's ``tocsr`` of a COO matrix sums duplicates in the stored dtype: bool entries
+    are OR-ed, int8 ones wrap around and float32 ones round, where scipy's own COO
+    product multiplies every entry in the result dtype and adds the products. A CSR
+    with the duplicates kept sums them in the product, as scipy's product does.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.coo_array((np.array([True, True]), ([0, 0], [1, 1])), shape=(1, 2))
+    >>> A.tocsr().data, tocsr_keeping_duplicates(A).data
+    (array([ True]), array([ True,  True]))
+    """
+    if S.format != "coo":
+        return S.tocsr()
+    (m, n), (row, col) = S.shape, S.coords
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=m), out=indptr[1:])
+    order = np.argsort(row, kind="stable")
+    cls = sp.csr_matrix if isinstance(S, sp.spmatrix) else sp.csr_array
+    return cls((S.data[order], col[order], indptr), shape=(m, n))

@@ -16,7 +16,7 @@ from wsesparse._drivers import product_into
 from wsesparse._hardware import HardwareProfile
 from wsesparse._kernels import _csr_tools
 from wsesparse._outputs import empty_output
-from wsesparse._structure import check_sparse_structure
+from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
 from wsesparse._threads import resolve_n_threads
 
 # Value sizes the compiled transposition moves (every numpy dtype scipy.sparse
@@ -99,7 +99,7 @@ class CSR(LinearOperator):
             self._set(S.indptr, S.indices, S.data, S.shape, check=False, copy=False)
             return
         check_sparse_structure(A, "A")  # COO/BSR/DIA/LIL/DOK: before scipy converts it
-        S = A if A.format == "csr" else A.tocsr()
+        S = A if A.format == "csr" else tocsr_keeping_duplicates(A)
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
 
     @classmethod
@@ -143,7 +143,9 @@ class CSR(LinearOperator):
         conv = np.array if copy else np.ascontiguousarray
         self.indptr = conv(indptr, dtype=itype)
         self.indices = conv(indices, dtype=itype)
-        self.data = conv(data)
+        # (the kernels read native values: big-endian ones are converted here, once)
+        self.data = conv(data) if data.dtype.isnative else \
+            np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("="))
         self.shape = (n_rows, n_cols)
         nnz = int(self.indptr[-1])
         if check:

@@ -149,7 +149,7 @@ def scatter_weights(W, client=None) -> ScatteredWeights:
     elif sp.issparse(W):
         if W.ndim != 2:
             raise ValueError(f"W must be 2-D, got {describe(W)}")
-        op = CSR(W if W.format == "csr" else W.tocsr())
+        op = CSR(W)
     else:
         raise TypeError(f"W must be a scipy.sparse matrix/array or wsesparse.CSR, "
                         f"got {describe(W)}")

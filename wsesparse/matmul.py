@@ -15,7 +15,7 @@ from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_
 from wsesparse._drivers import contiguous_operand, product_into, scatter_into
 from wsesparse._hardware import HardwareProfile, available_cores
 from wsesparse._outputs import empty_output
-from wsesparse._structure import check_sparse_structure
+from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
 from wsesparse._threads import resolve_n_threads
 from wsesparse._kernels import _spmm
 from wsesparse.csr import CSR
@@ -73,7 +73,7 @@ def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]
             return op, False
         return (op, True) if scatter_ok else (op.T, False)
     try:
-        return CSR(S.T.tocsr() if transpose else S.tocsr()), False
+        return CSR(tocsr_keeping_duplicates(S.T if transpose else S)), False
     except (TypeError, ValueError) as exc:
         raise _renamed(exc, name) from None
 
@@ -297,8 +297,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     target = None
     if out is not None:
         view = out.T if transpose else out
-        overlaps = (np.may_share_memory(out, D)
-                    or np.may_share_memory(out, csr.data if plain is None else plain[2]))
+        # (index arrays too: a scatter reads them as it writes, and an out over them
+        # read back indices it had overwritten, out of bounds)
+        sparse_arrays = (csr.indptr, csr.indices, csr.data) if plain is None else plain[:3]
+        overlaps = any(np.may_share_memory(out, a) for a in (D, *sparse_arrays))
         if view.flags.c_contiguous and not overlaps:
             target = view  # the kernel writes straight into out
     if target is None:
@@ -363,7 +365,7 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
         return None
     indptr, indices, data = A.indptr, A.indices, A.data
     dtype = data.dtype
-    if (B.dtype is not dtype or not 0 < B.ndim < 3 or B.shape[0] != shape[1]
+    if (B.dtype is not dtype or not dtype.isnative or not 0 < B.ndim < 3 or B.shape[0] != shape[1]
             or not B.flags.c_contiguous or B.size == 0):
         return None
     n_tokens = 1 if B.ndim == 1 else B.shape[1]

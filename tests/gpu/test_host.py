@@ -178,6 +178,18 @@ def test_device_csr_products(env, rng, dtype, index):
             if n.startswith("csr_dense")} == {_module.INDEX_TYPES[np.dtype(index)]}
 
 
+def test_scipy_coo_keeps_duplicates_and_is_checked(env):
+    """A scipy COO operand: its duplicates each meet x (scipy's tocsr summed them in float32
+    first, 1 + 1e-8 -> 1), and a corrupt one is refused before scipy converts it."""
+    from wsesparse.gpu import DeviceCSR
+    A = sp.coo_array((np.array([1.0, 1e-8], np.float32), ([0, 0], [0, 0])), shape=(1, 1))
+    S = DeviceCSR(A)
+    assert S.nnz == 2
+    A.row[0] = 5
+    with pytest.raises(ValueError, match="a row index is negative or not below 1"):
+        DeviceCSR(A)
+
+
 def test_layouts_out_and_vector_widths(env, rng):
     from wsesparse.gpu import DeviceCSR
     W = sp.random(30, 20, density=0.3, format="csr", random_state=rng, dtype=np.float32)

@@ -88,6 +88,28 @@ def test_out_aliases_sparse_data(rng):
     assert_matches(out, expected)
 
 
+@pytest.mark.parametrize("array", ["indices", "indptr"])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_out_aliases_sparse_index_arrays(rng, array, side):
+    """``out`` over the sparse operand's index arrays: only the dense operand and the
+    values were compared, so ``X @ A`` (a scatter from A's own arrays, int64 indices)
+    wrote the result into the indices it was reading: a segfault."""
+    A = sp.csr_array(random_sparse(rng, 64, 64, 0.5))
+    A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+    arr = getattr(A, array)
+    if array == "indptr":  # (65 entries: room for one vector)
+        X = random_dense(rng, (64,))
+        out = arr[:64].view(np.float64)
+    else:
+        X = random_dense(rng, (2, 64) if side == "left" else (64, 2))
+        out = arr[:128].view(np.float64).reshape(64, 2)
+        out = out.T if side == "left" else out  # F-ordered (2, 64) for the scatter
+    expected = X @ A if side == "left" else A @ X
+    got = sparse_matmul(X, A, out=out) if side == "left" else sparse_matmul(A, X, out=out)
+    assert got is out
+    assert_matches(out, expected)
+
+
 def test_out_matrix_container(rng):
     """``out`` given as an np.matrix is filled and returned as is."""
     A = sp.csr_matrix(random_sparse(rng, 6, 5, 0.5))

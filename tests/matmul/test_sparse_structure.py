@@ -119,6 +119,47 @@ def test_unusual_scipy_csr_arrays(rng, how, n, dtype):
     np.testing.assert_array_equal(prepared, got)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_bigendian_values_times_the_same_dtype(rng, dtype):
+    """Big-endian values times a dense operand of that very dtype object (as user code
+    writes ``np.ones(n, dtype=P.dtype)``): the fast path took '>f8' for a kernel dtype
+    (KeyError in the dense threshold table; the kernels read native values), and the
+    product's dtype came out '>f8', so the float64 ``out=`` scipy's result fits was
+    refused."""
+    A = _unusual_csr(rng, "bigendian_data", dtype)
+    big = A.data.dtype
+    x, X = np.ones(25, dtype=big), random_dense(rng, (25, 3), dtype).astype(big)
+    native = np.dtype(dtype)
+    P = CSR(A)
+    assert P.dtype == native and P.data.dtype.isnative
+    for S in (A, P):
+        for D in (x, X):
+            got = sparse_matmul(S, D)
+            assert got.dtype == native
+            assert_matches(got, scipy_product(A, D), A, D)
+            out = np.empty(got.shape, native)
+            assert sparse_matmul(S, D, out=out) is out
+            np.testing.assert_array_equal(out, got)
+
+
+@pytest.mark.parametrize("fmt", ["coo_array", "coo_matrix"])
+@pytest.mark.parametrize("values,x,want", [
+    (np.array([True, True]), 1.5, 3.0),                        # bool: OR-ed to True before
+    (np.array([100, 100], dtype=np.int8), 1.5, 300.0),         # int8: wrapped to -56 before
+    (np.array([1.0, 1e-8], dtype=np.float32), 1.5,             # float32: rounded before
+     1.5 * np.float64(np.float32(1.0)) + 1.5 * np.float64(np.float32(1e-8))),
+])
+def test_coo_duplicates_multiply_in_the_result_dtype(fmt, values, x, want):
+    """A COO operand's duplicate entries are each multiplied in the product's dtype and
+    added, as scipy's COO product does: scipy's ``tocsr`` summed them in the stored dtype
+    first (one-shot, ``CSR(coo)``, both orders)."""
+    A = getattr(sp, fmt)((values, ([0, 0], [0, 0])), shape=(1, 1))
+    X = np.array([x])
+    assert float(np.asarray(A @ X).ravel()[0]) == want
+    for got in (sparse_matmul(A, X), CSR(A) @ X, sparse_matmul(X, A), sparse_matmul(A.T, X)):
+        assert float(np.asarray(got).ravel()[0]) == want
+
+
 # -- int64 indices -----------------------------------------------------------------------------
 def _base(rng, dtype=np.float64):
     return random_sparse(rng, 12, 8, 0.4, dtype)

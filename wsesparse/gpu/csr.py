@@ -231,7 +231,10 @@ def _arrays(A, shape, name, cupy):
         if A.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got a sparse operand of shape {A.shape}")
         _check_value_dtype(A.dtype, name)
-        A = A.tocsr()
+        # (checked before scipy converts it; COO duplicates kept, as the CPU path keeps them)
+        from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
+        check_sparse_structure(A, name)
+        A = tocsr_keeping_duplicates(A)
         data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
         shape = tuple(A.shape)
     # The kernels take the arrays' addresses: strided views are copied.
