@@ -24,6 +24,7 @@ except ImportError:  # `asv run --python=same` / `python benchmarks/bench_tlr.py
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from wsesparse import TLRMatrix
+from wsesparse._hardware import available_cores
 from wsesparse._timing import best_time
 from wsesparse.bench import format_rates, tlr_rates
 from wsesparse.datasets import seismic_slice
@@ -93,15 +94,23 @@ class TLRCacheResident:
     def setup(self):
         from wsesparse.bench.tlr_numpy import NumpyThreePhase
 
+        from wsesparse.bench.bandwidth import read_kernel_pass
+
         self.T, X, _ = _tlr_case("complex64", 1)
         self.x = X[:, 0].copy()
         self.three = NumpyThreePhase(self.T)
+        # A plain OpenMP read of as many bytes as the bases: what the caches deliver.
+        read = read_kernel_pass(available_cores(), self.T.nbytes)
+        self.read = read[0] if read is not None else (lambda: None)
 
     def time_wsesparse(self):
         self.T @ self.x
 
     def time_numpy_three_phase(self):
         self.three(self.x)
+
+    def time_read_of_as_many_bytes(self):
+        self.read()
 
 
 class TLRCompress:
