@@ -26,7 +26,10 @@ def test_every_workflow_gives_scipy_s_answer():
     assert names == ["cg", "minres", "eigsh", "lsqr", "logreg"]  # (scikit-learn: test extra)
     for r in results:
         assert r.scipy_s > 0 and r.wsesparse_s > 0 and r.blas1_s > 0
-        assert r.difference < 1e-9, r
+        # logreg's lbfgs amplifies the products' rounding differences over its iterations:
+        # its predicted probabilities differed by 1.1e-9 on one 2-core Zen 3 session
+        # (below 1e-9 in others); the solvers' answers by far less.
+        assert r.difference < (1e-8 if r.name == "logreg" else 1e-9), r
         assert (r.prepared_s > 0) == (r.name != "logreg"), r  # logreg: accelerated() only
     assert "iterations differ" not in results[-1].note, results[-1]
     table = wf.format_results(results)
