@@ -647,7 +647,7 @@ def test_blas_limit_with_threads_entering_and_leaving(blas_at_two):
     for t in threads:
         t.join()
     assert not errors, errors[:3]
-    assert _blas_threads() == blas_at_two and accelerate._blas_holders == 0
+    assert _blas_threads() == blas_at_two and accelerate._blas.holders() == 0
 
 
 def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
@@ -810,3 +810,28 @@ def test_scipy_sparse_product_tests_pass_under_the_switch(tmp_path):
     result = json.loads(report.read_text())
     assert result["enabled_at_end"] and result["restored"], result
     assert result["calls"] > 1000 and result["routed_tests"] > 300, result
+
+
+def test_overlapping_dense_products_and_blocks_restore_blas(blas_at_two):
+    """Dense-dispatch products with n_threads=1 from a thread pool (and accelerated() blocks
+    opening meanwhile) share one hold on the BLAS limit (wsesparse._blas): each took its own
+    threadpool_limits and restored what it found, so overlapping calls left BLAS on one
+    thread for good (5 of 5 runs of a review's reproducer)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wsesparse import CSR
+    rng = np.random.default_rng(0)
+    W = CSR(sp.random(300, 300, density=0.3, format="csr", random_state=0))
+    X = rng.standard_normal((300, 64))
+    want = W.to_scipy() @ X
+
+    def work(i):
+        if i % 8 == 7:
+            with wsesparse.accelerated():
+                pass
+        return wsesparse.sparse_matmul(W, X, method="dense", n_threads=1)
+
+    with ThreadPoolExecutor(4) as pool:
+        for got in pool.map(work, range(64)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert _blas_threads() == blas_at_two and accelerate._blas.holders() == 0

@@ -56,6 +56,7 @@ from typing import Iterator
 
 import numpy as np
 
+from wsesparse import _blas
 from wsesparse._checks import KERNEL_DTYPES, check_int, result_dtype
 from wsesparse.matmul import sparse_matmul
 
@@ -72,11 +73,9 @@ _switched_on = False  # enable() without disable()
 # While on: (class, name, the class's own attribute or _ABSENT) for each hook.
 _saved: list[tuple[type, str, object]] | None = None
 _ABSENT = object()
-# The BLAS thread limit: held by blocks and enable() that asked for one; the
-# first holder's count applies until the last holder lets go.
-_blas_holders = 0
-_blas_limits = None   # threadpoolctl's limiter while held
-_switched_on_blas = False  # enable() holds one of the _blas_holders
+# The BLAS thread limit (wsesparse._blas): held by blocks and enable() that asked for one;
+# the first holder's count applies until the last holder lets go.
+_switched_on_blas = False  # enable() holds one of the holds
 
 
 def _targets() -> list[tuple[type, str]]:
@@ -155,47 +154,17 @@ def _check_blas_threads(blas_threads):
     return check_int(blas_threads, "blas_threads", minimum=1, allow_none=True)
 
 
-def _free_blas_control() -> None:
-    """Let any thread set OpenBLAS's thread count next.
-
-    threadpoolctl 3.8 lets one Python thread at a time (the first to set it) change the
-    count of a pthreads OpenBLAS and silently ignores the others, until that thread leaves
-    a ``with threadpool_limits`` block. The switch's limit is process-wide: one thread may
-    take it and another restore it, and it uses no ``with``. So it takes control for each
-    change and gives it back at once (before, a restore from the second thread was dropped
-    and BLAS stayed on one thread, found by a review session)."""
-    try:
-        from threadpoolctl import OpenBLASController
-    except ImportError:  # (threadpoolctl before 3.0: no such rule)
-        return
-    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
-    if clear is not None:
-        clear(force=True)
-
-
 def _hold_blas(n: int | None) -> bool:
-    """Take a hold on the BLAS limit of ``n`` threads (under ``_lock``); False for None."""
-    global _blas_holders, _blas_limits
+    """Take a hold on the process's BLAS limit of ``n`` threads (``wsesparse._blas``);
+    False for None."""
     if n is None:
         return False
-    if _blas_holders == 0:
-        from threadpoolctl import threadpool_limits
-        _free_blas_control()
-        _blas_limits = threadpool_limits(limits=n, user_api="blas")
-        _free_blas_control()
-    _blas_holders += 1
+    _blas.hold(n)
     return True
 
 
 def _release_blas() -> None:
-    """Let go of one hold (under ``_lock``); the last one restores the BLAS libraries."""
-    global _blas_holders, _blas_limits
-    _blas_holders -= 1
-    if _blas_holders == 0:
-        limits, _blas_limits = _blas_limits, None
-        _free_blas_control()
-        limits.restore_original_limits()
-        _free_blas_control()
+    _blas.release()
 
 
 def enable(blas_threads: int | None = 1) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -24,6 +25,10 @@ from wsesparse._threads import resolve_n_threads
 _TRANSPOSE_ITEMSIZES = (1, 2, 4, 8, 16)
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def _NOBODY() -> None:  # (a dead weak reference: no operand this one came from)
+    return None
 
 
 class CSR(LinearOperator):
@@ -173,6 +178,8 @@ class CSR(LinearOperator):
         self._finite: bool | None = None
         self._t: CSR | None = None  # the transpose, once computed
         self._h: CSR | None = None  # the conjugate transpose (complex values)
+        # The operand this one is the (conjugate) transpose of, while it lives: T.T is it.
+        self._t_of = self._h_of = _NOBODY
 
     # -- properties ---------------------------------------------------------
     @property
@@ -193,6 +200,9 @@ class CSR(LinearOperator):
     def T(self) -> "CSR":
         """The transpose, as a CSR operand (computed once, then cached)."""
         if self._t is None:
+            back = self._t_of()
+            if back is not None:
+                return back  # (T.T is self: no second transposition)
             n_rows, n_cols = self.shape
             if self.data.itemsize in _TRANSPOSE_ITEMSIZES:
                 # A parallel counting sort; the same arrays as scipy's A.T.tocsr().
@@ -202,10 +212,14 @@ class CSR(LinearOperator):
             else:  # clongdouble
                 t = self.to_scipy().T.tocsr()
                 indptr, indices, data = t.indptr, t.indices, t.data
-            self._t = CSR.__new__(CSR)
-            self._t._set(indptr, indices, data, (n_cols, n_rows), check=False,
-                         copy=False)
-            self._t._t = self  # (T.T is self: no second transposition)
+            t = CSR.__new__(CSR)
+            t._set(indptr, indices, data, (n_cols, n_rows), check=False, copy=False)
+            t._t_of = weakref.ref(self)
+            # Published whole (a thread that finds _t set uses it at once; assigned before
+            # _set, another thread saw an object without its arrays), and held one way:
+            # a back reference made a cycle that kept a dropped operand and its transpose
+            # for the cyclic collector, tens of MB each (review sessions found both).
+            self._t = t
         return self._t
 
     def _adjoint(self) -> "CSR":
@@ -213,11 +227,15 @@ class CSR(LinearOperator):
         if self.data.dtype.kind != "c":
             return self.T
         if self._h is None:
+            back = self._h_of()
+            if back is not None:
+                return back
             t = self.T
-            self._h = CSR.__new__(CSR)
-            self._h._set(t.indptr, t.indices, np.conjugate(t.data[:t.nnz]), t.shape,
-                         check=False, copy=False)
-            self._h._h = self
+            h = CSR.__new__(CSR)
+            h._set(t.indptr, t.indices, np.conjugate(t.data[:t.nnz]), t.shape,
+                   check=False, copy=False)
+            h._h_of = weakref.ref(self)
+            self._h = h  # (published whole, one way: see T)
         return self._h
 
     def _transpose(self) -> "CSR":

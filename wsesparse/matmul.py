@@ -7,7 +7,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse import _cupy_backend, _hardware
+from wsesparse import _blas, _cupy_backend, _hardware
 from wsesparse import _thresholds as th
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
@@ -416,8 +416,9 @@ def _dense_product(csr: CSR, X: np.ndarray, Y: np.ndarray, n_threads: int | None
         # cost (it scans the loaded libraries: milliseconds per call).
         np.matmul(dense, X, out=Y)
         return
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=n_threads, user_api="blas"):
+    # (a hold shared with overlapping calls and accelerated(): a per-call limit that
+    # restores what it found left BLAS on n_threads for good when two calls overlapped)
+    with _blas.limited(n_threads):
         np.matmul(dense, X, out=Y)
 
 

@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import linalg as sla
 
+from wsesparse import _blas
 from wsesparse._checks import check_allocation, check_int, check_numeric_dtype, describe
 from wsesparse._progress import Progress, progress_enabled
 from wsesparse._threads import resolve_n_threads
@@ -125,14 +126,13 @@ def _n_workers(n_threads: int | None) -> int:
 def _map_tiles(func, items: Sequence, n_threads: int | None, progress: Progress):
     """Run ``func`` over tiles on a thread pool (numpy/LAPACK release the GIL).
 
-    BLAS is held to one thread meanwhile: small-tile GEMMs gain nothing from
-    BLAS threads, and two levels of threads would oversubscribe the cores.
+    BLAS is held to one thread meanwhile (a hold shared with overlapping builds,
+    ``wsesparse._blas``): small-tile GEMMs gain nothing from BLAS threads, and two
+    levels of threads would oversubscribe the cores.
     """
-    from threadpoolctl import threadpool_limits
-
     workers = _n_workers(n_threads)
     out = []
-    with threadpool_limits(1, user_api="blas"):
+    with _blas.limited(1):
         if workers == 1:
             for it in items:
                 out.append(func(it))
