@@ -1,15 +1,15 @@
 """Where a one-shot ``sparse_matmul`` spends its time, phase by phase, per thread count.
 
 A one-shot product (a scipy CSR matrix in, as users call it) does more than the prepared
-``CSR``'s: it checks ``indptr`` (``plain_csr_nnz``, one thread), allocates the output, has
-the kernel cut the rows and compare every column index as it goes, and runs the Python glue
-between them. This script times each phase separately, interleaved, at every thread count
+``CSR``'s: it checks ``indptr`` (``plain_csr_nnz``, threaded from ``PARALLEL_INDPTR_ROWS``
+rows on), allocates the output, has the kernel cut the rows and compare every column index
+as it goes, and runs the Python glue between them. This script times each phase separately, interleaved, at every thread count
 from 1 to all cores, so that the phases that do not get faster with threads (the serial
 fraction that caps many-core speedups) stand out:
 
 * ``call``: the whole one-shot ``sparse_matmul(A, X, n_threads=t)``;
 * ``prepared``: the same product on ``CSR(A)`` (bounds cached, indices checked once);
-* ``indptr``: ``plain_csr_nnz`` (the ``indptr`` check, serial);
+* ``indptr``: ``plain_csr_nnz`` (the ``indptr`` check, on the call's threads);
 * ``alloc``: the output allocation;
 * ``kernel``: the kernel driver as the one-shot call runs it (rows cut and column indices
   checked inside the kernel);
@@ -42,10 +42,12 @@ import numpy as np
 
 from wsesparse import CSR, sparse_matmul
 from wsesparse import _hardware
+from wsesparse import _thresholds as th
 from wsesparse._drivers import product_into
 from wsesparse._hardware import available_cores
 from wsesparse._kernels import _spmm
 from wsesparse._outputs import empty_output
+from wsesparse._threads import resolve_n_threads
 from wsesparse._timing import comma_list, thread_counts
 from wsesparse.datasets import random_csr, random_dense
 
@@ -78,10 +80,13 @@ def phase_times(A, X: np.ndarray, n_threads: int, rounds: int = 15) -> dict[str,
     if got.tobytes() != want.tobytes():  # the one-shot call must take the sparse fast path
         raise ValueError("the one-shot call did not give the prepared product's bits "
                          "(dense dispatch?): choose a lower density or fewer columns")
+    indptr_threads = (1 if shape[0] < _spmm.PARALLEL_INDPTR_ROWS
+                      else resolve_n_threads(n_threads, shape[0]))
     calls = {
         "call": lambda: sparse_matmul(A, X, n_threads=n_threads),
         "prepared": lambda: sparse_matmul(P, X, n_threads=n_threads),
-        "indptr": lambda: _spmm.plain_csr_nnz(ip, ix, d, shape[0], shape[1]),
+        # (with as many threads as the one-shot call gives this check: matmul._fast_product)
+        "indptr": lambda: _spmm.plain_csr_nnz(ip, ix, d, shape[0], shape[1], indptr_threads),
         "alloc": lambda: empty_output(out_shape, X.dtype, out_bytes),
         "kernel": lambda: product_into(ip, ix, d, shape, nnz, X, Y, n_threads, None, hw),
         "kernel prep": lambda: product_into(P.indptr, P.indices, P.data, shape, nnz, X, Y,
@@ -117,6 +122,8 @@ def main(argv=None) -> int:
     dtype = np.dtype(args.dtype)
     print(f"one-shot sparse_matmul by phase, ms (medians of {args.rounds} interleaved rounds), "
           f"{dtype}, {cores} cores")
+    print("thr: the threads the product ran on (n_threads as asked, fewer for small products: "
+          "MIN_WORK_PER_THREAD)")
     print(f"{'M=K':>6} {'N':>5} {'density':>8} {'thr':>4} "
           + " ".join(f"{name:>11}" for name in PHASES) + "  one-shot/prepared")
     for n in args.sizes:
@@ -127,7 +134,10 @@ def main(argv=None) -> int:
                 X = X[:, 0].copy() if N == 1 else X
                 for t in threads:
                     med = phase_times(A, X, t, args.rounds)
-                    print(f"{n:>6} {N:>5} {density:>8g} {t:>4} "
+                    # (the work measure of _drivers.product_into)
+                    work = (th.SPMV_WORK * (A.nnz + n) if X.ndim == 1 else A.nnz * N + n)
+                    used = resolve_n_threads(t, work)
+                    print(f"{n:>6} {N:>5} {density:>8g} {used:>4} "
                           + " ".join(f"{med[name]:>11.3f}" for name in PHASES)
                           + f"  {med['call'] / med['prepared']:>6.2f}", flush=True)
     return 0

@@ -110,6 +110,13 @@ def test_bench_rejects_rounds_below_one(capsys):
     (["--budget", "nan"], "--budget must be a positive finite number, got nan"),
     (["--budget", "-5"], "--budget must be a positive finite number, got -5.0"),
     (["--max-call", "-1"], "--max-call must be a positive finite number, got -1.0"),
+    # (--threads 0 failed later with "max_workers must be greater than 0", and torch was
+    # listed as not installed; the --gpu options were not checked at all)
+    (["--threads", "0"], "--threads must be a positive int, got 0"),
+    (["--workflows", "--threads", "0"], "--threads must be a positive int, got 0"),
+    (["--gpu", "--gpu-size", "0"], "--gpu-size must be a positive int, got 0"),
+    (["--gpu", "--gpu-densities", "2,-0.5"], "--gpu-densities must be a number in (0, 1]"),
+    (["--gpu", "--nb", "-3"], "--nb must be a positive int, got -3"),
 ])
 def test_bench_rejects_bad_grid_options_before_any_table(capsys, args, message):
     """(--sizes 0 and --tokens 0 failed inside numpy after the header was printed, the
@@ -126,3 +133,17 @@ def test_bench_point_without_nonzeros(capsys):
                  "--dtypes", "float32", "--budget", "0.02", "--rounds", "1", "--no-triad"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if "0.0001" in line)
     assert " 0 |" in row and row.split("|")[-1].split()[1:4] == ["-", "-", "-"]
+
+
+def test_bench_gives_the_peers_their_thread_counts_back(capsys):
+    """--threads 1 left torch on one thread after run() returned (BLAS was restored)."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert main(["bench", "--sizes", "64", "--tokens", "1", "--densities", "0.1",
+                     "--dtypes", "float32", "--budget", "0.01", "--rounds", "1",
+                     "--threads", "1", "--no-triad"]) == 0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -34,8 +34,11 @@ def test_main_prints_a_row_per_point_and_thread_count(capsys):
     assert phases.main(["--sizes", "256", "--tokens", "1,8", "--densities", "0.05",
                      "--threads", "1,2", "--rounds", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split()[:4] == ["M=K", "N", "density", "thr"]
-    assert len(out) == 2 + 2 * 2
+    assert out[2].split()[:4] == ["M=K", "N", "density", "thr"]
+    assert len(out) == 3 + 2 * 2
+    # thr: the threads the product ran on; a 256^2 product at density 0.05 is below the
+    # small-product rule's two-thread work, so "2" asked ran on one (the column said 2).
+    assert [row.split()[3] for row in out[3:]] == ["1"] * 4
 
 
 def test_main_rejects_bad_options(capsys):

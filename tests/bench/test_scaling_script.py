@@ -10,7 +10,8 @@ def test_scaling_script_prints_every_point_and_thread_count(capsys):
                      "--dtypes", "float64", "--threads", "2,3", "--budget", "0.01",
                      "--rounds", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split("|")[1].split() == ["1", "thr", "2", "thr", "3", "thr"]
+    assert out[0].startswith("teams as asked")
+    assert out[1].split("|")[1].split() == ["1", "thr", "2", "thr", "3", "thr"]
     rows = [line for line in out if line.strip().startswith("256")]
     assert len(rows) == 2
     for row in rows:
@@ -18,6 +19,9 @@ def test_scaling_script_prints_every_point_and_thread_count(capsys):
         assert len(rates) == 3 and all(float(r) > 0 for r in rates)
         assert row.rstrip().endswith("x")
     assert out[-3].startswith("min 3-thread speedup")
+    # The teams were the size asked (the small-product rule lifted), and the rule is back.
+    from wsesparse import _thresholds as th
+    assert th.MIN_WORK_PER_THREAD > 1
     assert [line.split(",")[1].split()[0] for line in out[-2:]] == ["2", "3"]
 
 

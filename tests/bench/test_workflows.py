@@ -84,6 +84,57 @@ def test_logreg_routes_scikit_learn_s_products(monkeypatch):
     assert r.difference < LOGREG_TOL and "iterations differ" not in r.note, r
 
 
+def test_iterations_reported_as_run_and_compared(monkeypatch):
+    """The label gave the requested iterations ("300") where cg, minres and lsqr stop
+    earlier (lsqr after about 69 at scale 1), and no column's count was compared: the
+    counts are now the ones run, and a column that ran another is named."""
+    rs = wf.run_workflows(0.02, 1, 300, only=("cg", "minres", "lsqr"))
+    for r in rs:
+        assert "(max 300)" in r.problem and " 300 iterations" not in r.problem, r.problem
+        assert "iterations differ" not in r.note, r
+    real = wf.sla.cg
+
+    def cg_one_short_in_blocks(op, b, callback=None, **kw):
+        from wsesparse import accelerate
+        if accelerate.is_enabled():
+            kw["maxiter"] -= 1
+        return real(op, b, callback=callback, **kw)
+
+    monkeypatch.setattr(wf.sla, "cg", cg_one_short_in_blocks)
+    (r,) = wf.run_workflows(1.0, 1, 7, only=("cg",))
+    assert "7 iterations (max 7)" in r.problem
+    assert r.note == "iterations differ: scipy 7, accelerated 6, csr 6", r.note
+
+
+def test_bench_workflows_threads_limit_every_library(monkeypatch, capsys):
+    """--threads was ignored by --workflows (the kernels ran on all cores, scipy's BLAS
+    too); now every library gets that many while the section runs, and they are back
+    after it."""
+    from threadpoolctl import threadpool_info
+
+    from wsesparse.cli import main
+    from wsesparse._kernels import _runtime
+
+    def counts():
+        return sorted((d["user_api"], d["num_threads"]) for d in threadpool_info())
+
+    seen = []
+    real_run, real_loop = wf.run_workflows, wf.cg_product_in_loop
+
+    def run(*a, **kw):
+        seen.append((_runtime.max_threads(), counts()))
+        return real_run(0.01, 1, 3, only=("cg",))
+
+    monkeypatch.setattr(wf, "run_workflows", run)
+    monkeypatch.setattr(wf, "cg_product_in_loop", lambda *a: real_loop(0.01, 3, 1))
+    before = counts()
+    assert main(["bench", "--workflows", "--threads", "1", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 threads for every library" in out
+    omp, inside = seen[0]
+    assert omp == 1 and all(n == 1 for _, n in inside), inside
+    assert counts() == before
+
 def test_only_selects():
     assert [r.name for r in wf.run_workflows(0.01, 1, 5, only=("lsqr",))] == ["lsqr"]
 

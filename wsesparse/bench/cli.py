@@ -4,6 +4,7 @@ grid, and the registration of the subcommand."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import time
@@ -12,7 +13,7 @@ from wsesparse._checks import check_int, check_real
 from wsesparse._progress import Progress, add_progress_argument, progress_enabled
 from wsesparse.bench.bandwidth import (triad_bandwidth, triad_bandwidth_kernel,
                                        triad_bandwidth_torch)
-from wsesparse.bench.peers import PEER_ORDER, load_peers
+from wsesparse.bench.peers import PEER_ORDER, load_peers, restore_peer_threads
 from wsesparse.bench.points import TOLERANCE, run_point
 from wsesparse.bench.tables import format_row, header, summary
 
@@ -130,8 +131,10 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
         For a ``--dtypes`` entry without a kernel, ``--rounds`` below 1, a ``--sizes`` or
         ``--tokens`` entry below 1, a ``--densities`` entry outside (0, 1], ``--repeats``
         below 1, a non-positive ``--budget`` or ``--max-call``, ``--tlr`` with
-        ``--workflows``, or (with ``--tlr``) a non-positive ``--nx``, ``--nb``,
-        ``--threads`` or ``--cache-grid`` or ``--tol`` outside (0, 1).
+        ``--workflows``, a non-positive ``--threads``, (with ``--gpu``) a non-positive
+        ``--gpu-size`` or a ``--gpu-densities`` entry outside (0, 1], or (with ``--tlr`` or
+        ``--gpu``) a non-positive ``--nx``, ``--nb`` or ``--cache-grid`` or ``--tol``
+        outside (0, 1).
     """
     if args.dtypes and any(d not in TOLERANCE for d in args.dtypes):
         raise ValueError(f"--dtypes must be among {', '.join(TOLERANCE)}, got "
@@ -149,11 +152,16 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     check_int(args.repeats, "--repeats", minimum=1)
     check_real(args.budget, "--budget", minimum=0, inclusive=(False, True))
     check_real(args.max_call, "--max-call", minimum=0, inclusive=(False, True))
+    if args.threads is not None:
+        check_int(args.threads, "--threads", minimum=1)
     if getattr(args, "tlr", False) and getattr(args, "workflows", False):
         raise ValueError("--tlr and --workflows are two sections: give one of them")
-    if getattr(args, "tlr", False):
+    if getattr(args, "gpu", False):
+        check_int(args.gpu_size, "--gpu-size", minimum=1)
+        for d in args.gpu_densities:
+            check_real(d, "--gpu-densities", minimum=0, maximum=1, inclusive=(False, True))
+    if getattr(args, "tlr", False) or getattr(args, "gpu", False):  # (--gpu: its TLR table)
         check_int(args.nx, "--nx", minimum=1)
-        check_int(args.threads, "--threads", minimum=1, allow_none=True)
         check_int(args.nb, "--nb", minimum=1)
         check_real(args.tol, "--tol", minimum=0, maximum=1, inclusive=(False, False))
         for g in args.cache_grid or ():
@@ -162,6 +170,7 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
         args.sizes, args.tokens, args.densities = [4096], [1, 64], [0.1, 0.01]
         args.dtypes, args.repeats = ["float32", "float64"], 3
     args.history = {}
+    args.threads_given = args.threads is not None
     if args.threads is None:
         try:
             args.threads = len(os.sched_getaffinity(0))
@@ -219,6 +228,14 @@ def run(args: argparse.Namespace) -> int:
         from wsesparse.bench.gpu import run_gpu
         return run_gpu(args)
     mods, missing = load_peers(args.threads)
+    try:
+        return _run_grid(args, mods, missing)
+    finally:
+        restore_peer_threads()
+
+
+def _run_grid(args: argparse.Namespace, mods: dict, missing: dict) -> int:
+    """The product grid of :func:`run`, with the peers loaded."""
     import numpy as np
     import wsesparse as wse
     start = time.time()
@@ -282,16 +299,23 @@ def run(args: argparse.Namespace) -> int:
 def _run_workflows(args: argparse.Namespace) -> int:
     from wsesparse.bench.workflows import (cg_product_in_loop, format_loop_products,
                                            format_results, run_workflows)
-    print(f"Workflows, best of {args.rounds} alternating rounds, scale {args.scale}, "
-          f"{args.iterations} iterations:")
+    from threadpoolctl import threadpool_limits
+    given = getattr(args, "threads_given", True)
+    print(f"Workflows, best of {args.rounds} alternating rounds, scale {args.scale}, at most "
+          f"{args.iterations} iterations"
+          + (f", {args.threads} threads for every library:" if given else ":"))
     print_load_average()
     print("accelerated: the unmodified call inside wsesparse.accelerated(); CSR: a prepared "
           "wsesparse.CSR in the same block; 1-BLAS: plain scipy with BLAS on one thread "
           "(nothing routed); speedups over plain scipy")
-    print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
-    print(f"cg's product, medians of {args.rounds} x {args.iterations} calls, inside "
-          "accelerated() (BLAS on one thread):")
-    print(format_loop_products(cg_product_in_loop(args.scale, args.iterations, args.rounds)))
+    # (--threads: BLAS and the kernels' OpenMP runtime alike; accelerated() blocks still
+    # limit BLAS to one thread)
+    with threadpool_limits(limits=args.threads) if given else contextlib.nullcontext():
+        print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
+        loop = cg_product_in_loop(args.scale, args.iterations, args.rounds)
+    print(f"cg's product, medians of its calls in {args.rounds} cg runs and as many calls "
+          "alone, inside accelerated() (BLAS on one thread):")
+    print(format_loop_products(loop))
     return 0
 
 

@@ -50,6 +50,7 @@ def load_peers(n_threads: int) -> tuple[dict, dict]:
     os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
     try:
         import sparse_dot_mkl
+        _previous.setdefault("mkl", sparse_dot_mkl.mkl_get_max_threads())
         sparse_dot_mkl.mkl_set_num_threads(n_threads)
         mods["mkl"] = sparse_dot_mkl
     except Exception as exc:  # ImportError, or MKL's runtime not loadable
@@ -57,17 +58,45 @@ def load_peers(n_threads: int) -> tuple[dict, dict]:
     try:
         import graphblas as gb
         gb.init("suitesparse", blocking=True)
+        _previous.setdefault("graphblas", gb.ss.config["nthreads"])
         gb.ss.config["nthreads"] = n_threads
         mods["graphblas"] = gb
     except Exception as exc:
         missing["graphblas"] = f"{type(exc).__name__}: {str(exc)[:60]}"
     try:
         import torch
+        _previous.setdefault("torch", torch.get_num_threads())
         torch.set_num_threads(n_threads)
         mods["torch"] = torch
     except Exception as exc:
         missing["torch"] = f"{type(exc).__name__}: {str(exc)[:60]}"
     return mods, missing
+
+
+# The peers' own thread counts before the first load_peers, for restore_peer_threads.
+_previous: dict[str, int] = {}
+
+
+def restore_peer_threads() -> None:
+    """Give the peers that :func:`load_peers` set their thread counts from before it
+    (``wsesparse bench`` does at the end, for callers in the same process).
+
+    Examples
+    --------
+    >>> mods, _ = load_peers(1)
+    >>> restore_peer_threads()
+    """
+    for name, count in list(_previous.items()):
+        if name == "torch":
+            import torch
+            torch.set_num_threads(count)
+        elif name == "mkl":
+            import sparse_dot_mkl
+            sparse_dot_mkl.mkl_set_num_threads(count)
+        elif name == "graphblas":
+            import graphblas as gb
+            gb.ss.config["nthreads"] = count
+        del _previous[name]
 
 
 def make_calls(A, X, mods, n_threads, left=False, skip=()):

@@ -178,7 +178,11 @@ def _one_blas_thread(fn: Callable[[], object]) -> object:
 def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds: int):
     """Best times of ``run`` on scipy's ``A`` plain, under ``accelerated()``, on
     ``CSR(A)`` under ``accelerated()`` and on ``A`` with one BLAS thread, and how far their
-    first outputs (the solution or eigenvalues) differ from scipy's."""
+    answers (the solution or eigenvalues) differ from scipy's.
+
+    ``run(op)`` returns ``(answer, iterations)``, iterations None where not counted; with
+    counts, ``problem`` may hold ``{iterations}``, filled with scipy's count, and a column
+    that ran another count is named in the note."""
     from wsesparse import CSR
     P = CSR(A)
     best, outs = _best_of({"scipy": lambda: run(A),
@@ -186,8 +190,24 @@ def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds
                            "csr": lambda: _in_block(lambda: run(P)),
                            "blas1": lambda: _one_blas_thread(lambda: run(A))}, rounds)
     diff = max(_rel_diff(outs["scipy"][0], outs[k][0]) for k in ("accelerated", "csr"))
-    return WorkflowResult(name, problem, best["scipy"], best["accelerated"], diff,
-                          prepared_s=best["csr"], blas1_s=best["blas1"])
+    its = {k: out[1] for k, out in outs.items()}
+    others = [f"{k} {n}" for k, n in its.items() if k != "scipy" and n != its["scipy"]]
+    note = f"iterations differ: scipy {its['scipy']}, {', '.join(others)}" if others else ""
+    return WorkflowResult(name, problem.format(iterations=its["scipy"]), best["scipy"],
+                          best["accelerated"], diff, note, prepared_s=best["csr"],
+                          blas1_s=best["blas1"])
+
+
+def _counted(solver, op, *args, **kwargs):
+    """``(x, iterations)`` of a scipy Krylov solver that takes a ``callback`` (called once
+    per iteration)."""
+    count = [0]
+
+    def callback(_):
+        count[0] += 1
+
+    x = solver(op, *args, callback=callback, **kwargs)[0]
+    return x, count[0]
 
 
 def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
@@ -217,12 +237,14 @@ def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
         b = np.ones(A.shape[0])
         if want("cg"):
             results.append(_compare(
-                "cg", f"Poisson {g}x{g}, {iterations} iterations",
-                lambda op: sla.cg(op, b, rtol=1e-30, maxiter=iterations), A, rounds))
+                "cg", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
+                lambda op: _counted(sla.cg, op, b, rtol=1e-30, maxiter=iterations),
+                A, rounds))
         if want("minres"):
             results.append(_compare(
-                "minres", f"Poisson {g}x{g}, {iterations} iterations",
-                lambda op: sla.minres(op, b, rtol=1e-30, maxiter=iterations), A, rounds))
+                "minres", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
+                lambda op: _counted(sla.minres, op, b, rtol=1e-30, maxiter=iterations),
+                A, rounds))
     if want("eigsh"):
         n = max(50, int(200_000 * scale))
         L = graph_laplacian(n, 20)
@@ -235,9 +257,8 @@ def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
         R = rectangular_system(m, n, 10)
         c = np.ones(m)
         results.append(_compare(
-            "lsqr", f"{m}x{n}, 11 per row, {iterations} iterations",
-            lambda op: sla.lsqr(op, c, atol=0, btol=0, conlim=0, iter_lim=iterations),
-            R, rounds))
+            "lsqr", f"{m}x{n}, 11 per row, {{iterations}} iterations (max {iterations})",
+            lambda op: _lsqr(op, c, iterations), R, rounds))
     if want("logreg"):
         results.extend(_logreg(scale, rounds))
     return results
@@ -250,6 +271,7 @@ class LoopProduct:
     label: str  # "accelerated" (the scipy matrix, routed) or "CSR" (prepared)
     in_loop_s: float
     alone_s: float
+    calls: int = 0  # products timed inside the loops (cg may stop before maxiter)
 
     @property
     def ratio(self) -> float:
@@ -263,9 +285,9 @@ def cg_product_in_loop(scale: float = 1.0, iterations: int = 300,
 
     Runs ``cg`` on the Poisson matrix of :func:`run_workflows` (``scale`` as there) inside
     ``accelerated()``, with a LinearOperator whose ``matvec`` times ``op @ x``: ``op`` the
-    scipy matrix (routed) or its prepared ``CSR``. Then times the same product
-    ``iterations`` times back to back. ``rounds`` alternates loop and alone runs; each
-    median is over all their calls.
+    scipy matrix (routed) or its prepared ``CSR``. Then times the same product back to back
+    as many times as cg called it (at most ``iterations``: cg stops early on small grids).
+    ``rounds`` alternates loop and alone runs; each median is over all their calls.
 
     Examples
     --------
@@ -295,12 +317,13 @@ def cg_product_in_loop(scale: float = 1.0, iterations: int = 300,
                     times.append(time.perf_counter() - t0)
                     return y
 
+                n = len(times)
                 sla.cg(sla.LinearOperator(A.shape, matvec=matvec, dtype=A.dtype), b,
                        rtol=1e-30, maxiter=iterations)
-                for _ in range(iterations):
+                for _ in range(len(times) - n):  # as many calls alone as cg made
                     alone[label].append(_timed(lambda: op @ x)[0])
     return [LoopProduct(label, float(np.median(in_loop[label])),
-                        float(np.median(alone[label]))) for label in ops]
+                        float(np.median(alone[label])), len(in_loop[label])) for label in ops]
 
 
 def format_loop_products(results: list[LoopProduct]) -> str:
@@ -308,16 +331,25 @@ def format_loop_products(results: list[LoopProduct]) -> str:
 
     Examples
     --------
-    >>> print(format_loop_products([LoopProduct("CSR", 0.0023, 0.002)]))
-    CSR: 2.30 ms inside the loop, 2.00 ms alone (1.15x)
+    >>> print(format_loop_products([LoopProduct("CSR", 0.0023, 0.002, 600)]))
+    CSR: 2.30 ms inside the loop, 2.00 ms alone (1.15x), 600 calls each
     """
     return "\n".join(f"{r.label}: {r.in_loop_s * 1e3:.2f} ms inside the loop, "
-                     f"{r.alone_s * 1e3:.2f} ms alone ({r.ratio:.2f}x)" for r in results)
+                     f"{r.alone_s * 1e3:.2f} ms alone ({r.ratio:.2f}x), {r.calls} calls each"
+                     for r in results)
 
 
 def _eigsh(op, v0):
-    """The 4 largest eigenvalues to 1e-8 (ARPACK, 20 Lanczos vectors, fixed start)."""
-    return (np.sort(sla.eigsh(op, k=4, which="LA", v0=v0, ncv=20, tol=1e-8)[0]),)
+    """The 4 largest eigenvalues to 1e-8 (ARPACK, 20 Lanczos vectors, fixed start); ARPACK's
+    iterations are not counted."""
+    return np.sort(sla.eigsh(op, k=4, which="LA", v0=v0, ncv=20, tol=1e-8)[0]), None
+
+
+def _lsqr(op, c, iterations: int):
+    """lsqr's solution and iteration count (it stops early where the solution is exact
+    to machine precision, istop 4/5: at scale 1.0 after about 69 of 300)."""
+    out = sla.lsqr(op, c, atol=0, btol=0, conlim=0, iter_lim=iterations)
+    return out[0], int(out[2])
 
 
 def _logreg(scale: float, rounds: int) -> list[WorkflowResult]:
