@@ -132,6 +132,22 @@ typedef double ws_tvd __attribute__((vector_size(64), aligned(8)));
 #define WS_TILE_VFMA_float(a, b, c) ((ws_tvf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
 #define WS_TILE_VFMA_double(a, b, c)                                              \
     ((ws_tvd)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#elif WS_HAVE_VEC && !defined(__AVX__)
+/* Without AVX (the portable build, WSESPARSE_NATIVE=0: SSE2 only) a 32-byte generic
+ * vector has no register to live in: GCC kept the tiles' accumulators and every
+ * broadcast in stack memory, and each broadcast's 16-byte reload of two 8-byte stores
+ * missed store forwarding. Rows one tile wide ran at about 16 ns a nonzero, 2.7-3.5x
+ * scipy's time (float64 N >= 8, float32 N >= 16; 2-core Zen 3). 16-byte tiles, the
+ * registers SSE2 has: about 1.7 ns (docs/tuning.md, "Portable build"). */
+#define WS_TILE_VBYTES 16
+typedef float ws_tvf __attribute__((vector_size(16), aligned(4)));
+typedef double ws_tvd __attribute__((vector_size(16), aligned(8)));
+#define WS_TILE_BCAST_float(v) ((ws_tvf){v, v, v, v})
+#define WS_TILE_BCAST_double(v) ((ws_tvd){v, v})
+#define WS_TILE_VFMA_float(a, b, c) ((a) * (b) + (c))
+#define WS_TILE_VFMA_double(a, b, c) ((a) * (b) + (c))
+#define WS_TILE_STREAM_float(p, v) (*(ws_tvf *)(p) = (v))
+#define WS_TILE_STREAM_double(p, v) (*(ws_tvd *)(p) = (v))
 #else
 #define WS_TILE_VBYTES 32
 #define ws_tvf ws_vf

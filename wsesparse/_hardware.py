@@ -30,7 +30,8 @@ class HardwareProfile:
         Size of the last-level cache CPU 0 sees, 0 if none is reported.
     vector_bytes : int
         Bytes of the vectors the kernels' register tiles use (64 with AVX-512,
-        32 with AVX2 or the portable build): ``_spmm.TILE_VECTOR_BYTES``.
+        32 with AVX, 16 in the portable build without AVX):
+        ``_spmm.TILE_VECTOR_BYTES``.
     kblock_tile_vectors : int
         Vectors in the tile of the column-block kernel (``ws_spmm_rows_kb``).
     cores : int
@@ -109,7 +110,7 @@ def detect() -> HardwareProfile:
     Examples
     --------
     >>> hw = detect()
-    >>> hw.vector_bytes in (32, 64) and hw.l2_bytes > 0
+    >>> hw.vector_bytes in (16, 32, 64) and hw.l2_bytes > 0
     True
     """
     return HardwareProfile(

@@ -3,7 +3,8 @@
 Every number here was measured; docs/tuning.md has the measurements (command,
 sizes, machine) under the constant's name. The dense-dispatch crossovers
 depend on the vectors the kernels were compiled for, so their tables are keyed
-by ``HardwareProfile.vector_bytes`` (64: AVX-512 tiles; 32: AVX2 or portable),
+by ``HardwareProfile.vector_bytes`` (64: AVX-512 tiles; 32: AVX2; the 16-byte tiles of
+the portable build without AVX take the 32-byte table),
 and every build's table can be tested on any machine. Nothing here reads the
 machine (``wsesparse._hardware`` does).
 """
