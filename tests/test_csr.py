@@ -475,3 +475,19 @@ def test_a_dropped_operand_is_freed_at_once(rng):
         assert alive() == before
     finally:
         gc.enable()
+
+
+def test_linear_operator_containers_follow_scipy():
+    """matmat/rmatmat of an np.matrix gave an ndarray, where scipy's aslinearoperator of
+    the same scipy matrix gives an np.matrix (its @ and dot give ndarrays, as CSR's do)."""
+    import scipy.sparse.linalg as sla
+    A = sp.random(5, 4, density=0.5, format="csr", random_state=0)
+    M, N = np.asmatrix(np.ones((4, 2))), np.asmatrix(np.ones((5, 2)))
+    v = np.asmatrix(np.ones((4, 1)))
+    L, P = sla.aslinearoperator(A), CSR(A)
+    for call in (lambda o: o.matmat(M), lambda o: o.rmatmat(N), lambda o: o @ M,
+                 lambda o: o.dot(M), lambda o: o.matvec(v), lambda o: o.H.matmat(N),
+                 lambda o: o.matmat(np.ones((4, 2)))):
+        want, got = call(L), call(P)
+        assert type(got) is type(want)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want))

@@ -245,12 +245,17 @@ class CSR(LinearOperator):
     def _matvec(self, x):
         return self._matmul(x)
 
-    _matmat = _matvec
+    def _matmat(self, X):
+        # (np.matrix in, np.matrix out: as aslinearoperator of a scipy matrix gives it)
+        Y = self._matmul(X)
+        return np.asmatrix(Y) if isinstance(X, np.matrix) else Y
 
     def _rmatvec(self, x):
         return self._adjoint()._matmul(x)
 
-    _rmatmat = _rmatvec
+    def _rmatmat(self, X):
+        Y = self._adjoint()._matmul(X)
+        return np.asmatrix(Y) if isinstance(X, np.matrix) else Y
 
     def to_scipy(self) -> sp.csr_array:
         """The matrix as a ``scipy.sparse.csr_array`` (shares the arrays)."""

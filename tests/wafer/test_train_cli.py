@@ -50,6 +50,11 @@ def test_model_and_count_parsing():
     assert model_config("GPT-3 1.3B").d_model == 2048
     assert model_config("1T").n_params == pytest.approx(1e12, rel=0.05)
     assert parse_count("300B", "--tokens") == 3e11
+    # Any case names the paper model ('1.3b' ran a scaled 1.3e9-parameter model with 19
+    # layers and d_model 2432); other words get an error listing the names.
+    assert model_config("1.3b").d_model == 2048 and model_config("gpt-3 175b").n_layers == 96
+    with pytest.raises(ValueError, match=r"GPT-3 paper model \(125M, .*175B\) or a"):
+        model_config("foo")
 
 
 @pytest.mark.parametrize("argv,word", [

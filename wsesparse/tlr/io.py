@@ -80,6 +80,8 @@ def load(cls, file):
     except (FileNotFoundError, IsADirectoryError, PermissionError, MemoryError):
         raise
     except Exception as exc:
+        if "pickle" in str(exc):  # (numpy takes what is neither .npz nor .npy for a pickle)
+            raise bad("not an .npz archive") from None
         raise bad(f"{type(exc).__name__}: {exc}") from None
     if not isinstance(z, np.lib.npyio.NpzFile):
         raise bad(f"it holds a single {describe(z)}, not an .npz archive")

@@ -164,10 +164,18 @@ def model_config(text: str):
     '120T', '1e12') for ``TransformerConfig.scaled``."""
     from wsesparse.wafer.transformer import GPT3_TABLE, TransformerConfig
 
-    key = str(text).strip().removeprefix("GPT-3 ").removeprefix("gpt3-")
-    if key in GPT3_TABLE:
-        return TransformerConfig.gpt3(key)
-    n = parse_count(key, "--model")
+    key = re.sub(r"(?i)^(gpt-3 |gpt3-)", "", str(text).strip())
+    # (any case: '1.3b' ran a scaled model of 1.3e9 parameters, not the paper's 1.3B)
+    paper = {k.lower(): k for k in GPT3_TABLE}.get(key.lower())
+    if paper is not None:
+        return TransformerConfig.gpt3(paper)
+    try:
+        n = parse_count(key, "--model")
+    except ValueError as exc:
+        if "positive" in str(exc):
+            raise
+        raise ValueError(f"--model must be a GPT-3 paper model ({', '.join(GPT3_TABLE)}) or "
+                         f"a parameter count like 300e9, 300B or 1.5T, got {text!r}") from None
     return TransformerConfig.scaled(n, name=f"{key} (scaled GPT-3)")
 
 
