@@ -133,16 +133,22 @@ def register(sub) -> None:
         epilog="example: wsesparse curve --shape 12288x49152 --tokens 3200000 "
                "--sparsities 0.5,0.9,0.99 --engines 1,16 --csv curve.csv --plot curve.png",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--machine", choices=sorted(PRESETS), default="wse2")
+    p.add_argument("--machine", choices=sorted(PRESETS), default="wse2",
+                   help="machine description (default wse2)")
     p.add_argument("--shape", default="4096x16384", help="MxK of W (default 4096x16384)")
     p.add_argument("--sparsities", default="0.5,0.75,0.9,0.95,0.98,0.99,0.999",
-                   help="comma-separated sparsities in [0, 1)")
-    p.add_argument("--tokens", type=int, default=2_000_000, help="batch over all engines")
-    p.add_argument("--engines", default="1,16", help="comma-separated engine counts")
-    p.add_argument("--balance", choices=BALANCERS, default="round_robin")
-    p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+                   help="comma-separated sparsities in [0, 1) (default "
+                        "0.5,0.75,0.9,0.95,0.98,0.99,0.999)")
+    p.add_argument("--tokens", type=int, default=2_000_000,
+                   help="batch over all engines (default 2000000)")
+    p.add_argument("--engines", default="1,16",
+                   help="comma-separated engine counts (default 1,16)")
+    p.add_argument("--balance", choices=BALANCERS, default="round_robin",
+                   help="rows to cores (default round_robin)")
+    p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
+                   help="value type (default float16)")
     add_psum_argument(p)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="of the random weights (default 0)")
     p.add_argument("--csv", default="-", help="CSV output file (default: stdout)")
     p.add_argument("--plot", metavar="FILE", help="write speedup vs sparsity as a PNG")
     add_progress_argument(p)

@@ -42,7 +42,10 @@ def test_simulate_json_matrix_file_and_plot(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,word", [
     (["--shape", "12x"], "--shape"), (["--matrix", "missing.npz"], "--matrix"),
-    (["--sparsity", "1.5"], "sparsity"), (["--tokens", "0"], "n_tokens"),
+    (["--sparsity", "1.5"], "sparsity"), (["--tokens", "0"], "--tokens"),
+    # (these three said n_tokens, engines and seed: the estimate's names)
+    (["--engines", "0"], "--engines must be a positive int"),
+    (["--seed", "-1"], "--seed must be an int in [0, 9223372036854775807]"),
 ])
 def test_simulate_errors_name_the_argument(argv, word, capsys):
     assert main(["simulate", "--shape", "64x64"] + argv if "--matrix" not in argv
@@ -162,7 +165,7 @@ def test_simulate_pattern_mtx_and_good_npz(tmp_path, capsys):
     (["--sparsity", "nan"], r"sparsity must be a number in \[0, 1\), got nan"),
     (["--sparsity", "-0.5"], r"sparsity must be a number in \[0, 1\)"),
     (["--sparsity", "inf"], r"sparsity must be a number in \[0, 1\)"),
-    (["--tokens", "-8"], "n_tokens must be a positive int, got -8"),
+    (["--tokens", "-8"], "--tokens must be a positive int, got -8"),
     (["--tokens", str(10**30)], "n_tokens=.* is too large"),
     (["--engines", "0"], "engines must be a positive int"),
     (["--engines", "9", "--tokens", "8"], r"engines \(9\) exceeds n_tokens \(8\)"),

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+from wsesparse._checks import check_int
 from wsesparse.wafer.balance import BALANCERS
 from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, random_weights
 from wsesparse.wafer.machine import PRESETS, PSUM_READINGS
@@ -90,6 +91,10 @@ def add_psum_argument(p) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``wsesparse simulate`` with parsed arguments."""
+    # (the options' names in the errors: the estimate would name n_tokens, engines, seed)
+    check_int(args.tokens, "--tokens", minimum=1)
+    check_int(args.engines, "--engines", minimum=1)
+    check_int(args.seed, "--seed", minimum=0, maximum=2**63 - 1)
     machine = PRESETS[args.machine]
     if args.matrix:
         W = load_matrix(args.matrix)
@@ -116,7 +121,8 @@ def register(sub) -> None:
         description="Event-level cycle estimate of Y = W @ X streamed through a wafer-scale "
                     "engine (weights streaming, tiled activations, ring reduction).",
         epilog="example: wsesparse simulate --shape 49152x12288 --sparsity 0.9 --tokens 3200000")
-    p.add_argument("--machine", choices=sorted(PRESETS), default="wse2")
+    p.add_argument("--machine", choices=sorted(PRESETS), default="wse2",
+                   help="machine description (default wse2)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--shape", default="12288x49152",
                      help="MxK of a random W (outputs x inputs; default 12288x49152)")
@@ -124,11 +130,13 @@ def register(sub) -> None:
     p.add_argument("--sparsity", type=float, default=0.9, help="for --shape (default 0.9)")
     p.add_argument("--tokens", type=int, default=3_200_000,
                    help="batch over all engines (default 3,200,000 = GPT-3's batch)")
-    p.add_argument("--engines", type=int, default=1)
-    p.add_argument("--balance", choices=BALANCERS, default="round_robin")
-    p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    p.add_argument("--engines", type=int, default=1, help="engines sharing the tokens (default 1)")
+    p.add_argument("--balance", choices=BALANCERS, default="round_robin",
+                   help="rows to cores (default round_robin)")
+    p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
+                   help="value type (default float16)")
     add_psum_argument(p)
-    p.add_argument("--seed", type=int, default=0, help="for --shape")
+    p.add_argument("--seed", type=int, default=0, help="for --shape (default 0)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--plot", metavar="FILE", help="write a PNG heatmap of per-row busy cycles")
     p.set_defaults(func=run)
@@ -153,7 +161,8 @@ def parse_count(text: str, name: str) -> float:
             raise ValueError
         value = float(m.group(1)) * _SUFFIX.get(m.group(2), 1.0)
     except ValueError:
-        raise ValueError(f"{name} must be a number like 300e9, 300B or 1.5T, got {text!r}") from None
+        raise ValueError(f"{name} must be a number like 300e9, 300B or 1.5T, "
+                         f"got {text!r}") from None
     if not value > 0:
         raise ValueError(f"{name} must be positive, got {text!r}")
     return value
@@ -246,9 +255,11 @@ def register_train(sub) -> None:
     p.add_argument("--engines", default="1", help="engine count, or a comma list for a table")
     p.add_argument("--sparsity", type=float, default=0.0,
                    help="unstructured sparsity of the transformer weights (default 0)")
-    p.add_argument("--machine", choices=sorted(PRESETS), default="wse2")
+    p.add_argument("--machine", choices=sorted(PRESETS), default="wse2",
+                   help="machine description (default wse2)")
     p.add_argument("--max-engines", type=int, help="override the machine's cluster limit")
-    p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    p.add_argument("--dtype", choices=["float16", "float32"], default="float16",
+                   help="value type (default float16)")
     add_psum_argument(p)
     p.add_argument("--json", action="store_true", help="print the report(s) as JSON")
     p.set_defaults(func=run_train)
