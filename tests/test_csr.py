@@ -491,3 +491,15 @@ def test_linear_operator_containers_follow_scipy():
         want, got = call(L), call(P)
         assert type(got) is type(want)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.int8])
+def test_toarray_is_scipy_s(rng, dtype):
+    """CSR had no toarray (users went through to_scipy()); duplicates are summed."""
+    A = sp.random(7, 5, density=0.4, format="coo", random_state=3).astype(dtype)
+    A = sp.coo_array((np.concatenate([A.data, A.data[:2]]),
+                      (np.concatenate([A.row, A.row[:2]]), np.concatenate([A.col, A.col[:2]]))),
+                     shape=A.shape)
+    got = CSR(A).toarray()
+    assert got.dtype == A.dtype and type(got) is np.ndarray
+    np.testing.assert_array_equal(got, A.toarray())

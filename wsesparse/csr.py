@@ -257,6 +257,17 @@ class CSR(LinearOperator):
         Y = self._adjoint()._matmul(X)
         return np.asmatrix(Y) if isinstance(X, np.matrix) else Y
 
+    def toarray(self) -> np.ndarray:
+        """The matrix as a dense ndarray (duplicates summed), as scipy's ``toarray``.
+
+        Examples
+        --------
+        >>> CSR.from_arrays([1.0, 2.0, 3.0], [1, 1, 0], [0, 2, 3], (2, 2)).toarray()
+        array([[0., 3.],
+               [3., 0.]])
+        """
+        return self.to_scipy().toarray()
+
     def to_scipy(self) -> sp.csr_array:
         """The matrix as a ``scipy.sparse.csr_array`` (shares the arrays)."""
         nnz = self.nnz
