@@ -180,7 +180,7 @@ def main(argv=None) -> int:
         for d in dtypes:
             worst = max(table[d, n][0] for n in tokens if n >= min_tokens)
             worst = min(worst, 1.0)
-            # Round up to two significant digits: dense only where it is clearly faster.
+            # Round up to two decimals (0.0042 -> 0.01): dense only where it is clearly faster.
             rec = math.ceil(worst * 100) / 100 if worst < 1 else 1.0
             print(f"  DENSE_DENSITY[{d}] = {rec:.2f}   (largest crossover over N >= "
                   f"{min_tokens}: {fmt(worst)})")

@@ -19,10 +19,10 @@ def best_time(fn: Callable[[], Any], repeats: int = 5, budget: float | None = No
     Without ``budget``: exactly ``repeats`` timed calls after the warm-up. With ``budget``
     (seconds) the repeats are adaptive: a warm-up that takes more than
     ``single_call_above`` (default ``2 * budget``) is the only call (its time is
-    reported); otherwise timed calls run until ``budget`` seconds are
-    spent (at least two, and ``repeats`` unless that exceeds the budget, at most
-    ``max_repeats``), so fast calls get many repeats, which on a shared machine is what
-    finds a quiet moment. With ``warmup=False`` (no ``budget``) the first call is timed as
+    reported); otherwise timed calls run until ``repeats`` of them have run and half of
+    ``budget`` is spent, or, from the second call on, all of ``budget`` (at most
+    ``max_repeats`` calls), so fast calls get many repeats, which on a shared machine is
+    what finds a quiet moment. With ``warmup=False`` (no ``budget``) the first call is timed as
     one of the ``repeats`` calls (at least one) instead of being a warm-up: for loops whose
     first call is part of the measurement, as the STREAM-like triads of ``wsesparse bench``.
 

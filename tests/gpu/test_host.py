@@ -595,3 +595,20 @@ def test_bench_gpu_without_cupy(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "cupy", None)          # import cupy raises ImportError
     assert main(["bench", "--gpu"]) == 2
     assert "needs cupy and a CUDA device" in capsys.readouterr().out
+
+
+def test_bench_gpu_grid_checks_every_timed_result(env, rng, monkeypatch):
+    """The GPU grid timed its columns without comparing any result (the CPU grid checks
+    every one against scipy's): grid_errors compares auto, prep and kernel with cuSPARSE."""
+    from wsesparse.bench import gpu as bgpu
+    from wsesparse.gpu import DeviceCSR
+    W = sp.random(40, 30, density=0.2, format="csr", random_state=rng, dtype=np.float32)
+    A = env.csr_matrix(W)
+    X = gpu_helpers.dev(random_values(rng, (30, 8), "float32"))
+    S = DeviceCSR(A)
+    assert bgpu.grid_errors(A, S, X) <= bgpu.GRID_TOLERANCE["float32"]
+    import wsesparse
+    real = wsesparse.sparse_matmul
+    monkeypatch.setattr(wsesparse, "sparse_matmul",
+                        lambda a, b, **kw: real(a, b, **kw) * np.float32(1.01))
+    assert bgpu.grid_errors(A, S, X) > bgpu.GRID_TOLERANCE["float32"]

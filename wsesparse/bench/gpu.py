@@ -10,7 +10,9 @@ prepared); ``cusparse`` is cupyx's ``A @ X``; ``cublas`` is ``A.toarray() @ X`` 
 user holding a sparse matrix runs); ``gemm`` is the GEMM alone on a dense copy made
 beforehand. ``r_auto`` = best of cusparse and cublas over auto; ``r_gemm`` = best of
 cusparse and gemm over auto; ``r_prep`` = best of cusparse and gemm over prep.
-Times are the best of the repeats after one warm-up call.
+Times are the best of the repeats after one warm-up call. Every point's ``auto``, ``prep``
+and ``kernel`` results are compared with cuSPARSE's first (``GRID_TOLERANCE``); a row
+beyond it ends in FAIL.
 """
 
 from __future__ import annotations
@@ -74,12 +76,34 @@ def random_csr(m: int, k: int, density: float, dtype, seed: int = 0):
     return csp.vstack(rows).tocsr() if len(rows) > 1 else rows[0]
 
 
+# Largest relative difference (Frobenius) of a timed wsesparse result from cuSPARSE's
+# that a grid row accepts; beyond it the row is marked FAIL.
+GRID_TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
+
+
+def grid_errors(A, S, X) -> float:
+    """The largest relative difference (Frobenius) of the ``auto``, ``prep`` and ``kernel``
+    results from cuSPARSE's ``A @ X``, computed on the host: every timed column is checked,
+    as the CPU grid checks its products against scipy's."""
+    from wsesparse import sparse_matmul
+
+    def host(Y):  # (a device array's copy on the host)
+        return np.asarray(Y.get() if hasattr(Y, "get") else Y, dtype=np.float64)
+
+    ref = host(A @ X)
+    scale = float(np.linalg.norm(ref)) or 1.0
+    return max(float(np.linalg.norm(host(Y) - ref)) / scale
+               for Y in (sparse_matmul(A, X), sparse_matmul(S, X),
+                         sparse_matmul(S, X, method="sparse")))
+
+
 def grid_point(A, S, X, dense, dtype, repeats: int) -> dict:
-    """Times of one product (see the module docstring for the columns)."""
+    """Times of one product (see the module docstring for the columns), and ``rel_err``
+    (:func:`grid_errors`)."""
     from wsesparse import sparse_matmul
     from wsesparse.gpu import DeviceCSR
     from wsesparse.gpu.csr import choose
-    t = {}
+    t = {"rel_err": grid_errors(A, S, X)}
     t["auto"] = event_time(lambda: sparse_matmul(A, X), repeats)
     t["prep"] = event_time(lambda: sparse_matmul(S, X), repeats)
     t["kernel"] = event_time(lambda: sparse_matmul(S, X, method="sparse"), repeats)
@@ -118,11 +142,14 @@ def run_grid(m: int = 16384, densities=GPU_DENSITIES, tokens=GPU_TOKENS,
                            gather_tbs=S.nnz * N * np.dtype(dtype).itemsize / t["kernel"] / 1e12)
                 rows.append(row)
                 choice = t["choice"][0] + "/" + t["choice_oneshot"][0]
+                row["ok"] = t["rel_err"] <= GRID_TOLERANCE[dtype]
                 print(f"{dtype:>8} {density:>7} {N:>5} " + " ".join(
                     f"{t[k] * 1e3:9.3f}" for k in ("auto", "prep", "kernel", "cusparse",
                                                    "cublas", "gemm"))
                     + f" {choice:>6} {row['r_auto']:6.2f} {row['r_gemm']:6.2f} "
-                    f"{row['r_prep']:6.2f}", flush=True)
+                    f"{row['r_prep']:6.2f}"
+                    + ("" if row["ok"] else f"  FAIL: differs from cuSPARSE by "
+                                            f"{t['rel_err']:.1e}"), flush=True)
                 del X
             del A, S, dense
             cupy.get_default_memory_pool().free_all_blocks()
