@@ -46,6 +46,13 @@ TILE_BYTES_PER_ROW = TILE_BYTES
 # Bytes of one register of the SpMM tiles this build uses: 64 where the compiler
 # targets AVX-512F, else 32 (matmul.py keeps dense-dispatch crossovers per width).
 TILE_VECTOR_BYTES = _TILE_VBYTES
+
+cdef extern from "_isa.h":
+    const char *_WS_ISA "WS_ISA"
+
+# The vector instructions this module was compiled for (_isa.h): "avx2+fma" for a native
+# build on an AVX2 machine, "x86-64 baseline (sse2)" for WSESPARSE_NATIVE=0.
+KERNEL_ISA = (<bytes>_WS_ISA).decode()
 KBLOCK_TILE_VECTORS = _KB_NV
 
 # Per row in balanced_bounds (_operands.pxd).

@@ -61,6 +61,14 @@ def openmp_enabled():
     return bool(wsesparse_has_openmp())
 
 
+cdef extern from "_isa.h":
+    const char *_WS_ISA "WS_ISA"
+
+# The vector instructions this module was compiled for (_isa.h): "avx2+fma" for a native
+# build on an AVX2 machine, "x86-64 baseline (sse2)" for WSESPARSE_NATIVE=0.
+KERNEL_ISA = (<bytes>_WS_ISA).decode()
+
+
 cdef extern from "_tiles_tlr.h" nogil:
     void tlr_nn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
                   const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx,

@@ -88,3 +88,14 @@ def test_available_cores_is_cached_briefly(monkeypatch):
     monkeypatch.setattr(_hardware._runtime, "available_cores", lambda: calls.append(1) or 3)
     assert _hardware.available_cores() == 3 and _hardware.available_cores() == 3
     assert len(calls) == 1
+
+
+def test_kernel_isa_names_the_build():
+    """Each module says what it was compiled for, consistently with its tile width (a
+    checkout built in place with WSESPARSE_NATIVE=0 was measured as if native for two
+    sessions: the benchmarks now print it)."""
+    from wsesparse._kernels import _spmm, _tlrmvm
+    width = {"avx512f": 64, "avx2+fma": 32, "avx": 32, "x86-64 baseline (sse2)": 16,
+             "baseline": 16}  # (GCC or clang; other compilers keep 32-byte tiles)
+    assert _spmm.KERNEL_ISA in width and _tlrmvm.KERNEL_ISA in width
+    assert _spmm.TILE_VECTOR_BYTES == width[_spmm.KERNEL_ISA]

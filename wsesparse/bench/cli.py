@@ -19,10 +19,28 @@ from wsesparse.bench.tables import format_row, header, summary
 
 
 def print_load_average() -> None:
-    """Print the load average (where the OS has one): timings under load are noisy."""
+    """Print the load average (where the OS has one): timings under load are noisy; and the
+    vector instructions the kernels were built for (a portable build times otherwise)."""
     if hasattr(os, "getloadavg"):
         print("  load average %.2f %.2f %.2f on %d cores (other work on the machine makes "
               "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
+    print(f"  kernels built for {kernel_build()}")
+
+
+def kernel_build() -> str:
+    """The vector instructions of the sparse and TLR kernels' builds (``KERNEL_ISA``), one
+    name where they agree.
+
+    Examples
+    --------
+    >>> kernel_build() in ("avx512f", "avx2+fma", "avx", "x86-64 baseline (sse2)", "baseline")
+    True
+    """
+    from wsesparse._kernels import _spmm, _tlrmvm
+    isa = {"sparse": _spmm.KERNEL_ISA, "TLR": _tlrmvm.KERNEL_ISA}
+    if len(set(isa.values())) == 1:
+        return isa["sparse"]
+    return ", ".join(f"{k} {v}" for k, v in isa.items())
 
 
 def _floats(s):
