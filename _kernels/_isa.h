@@ -1,7 +1,7 @@
 /*
  * WS_ISA: the vector instructions the compiler targeted for this extension module, as a
  * string (``_spmm.KERNEL_ISA``, ``_tlrmvm.KERNEL_ISA``; ``wsesparse bench`` prints them).
- * A checkout built in place with WSESPARSE_NATIVE=0 once went unnoticed for two sessions
+ * A checkout built in place without -march=native once went unnoticed for two sessions
  * of measurements: the benchmarks now say which build they time.
  */
 #ifndef WSESPARSE_ISA_H

@@ -92,7 +92,7 @@ def test_available_cores_is_cached_briefly(monkeypatch):
 
 def test_kernel_isa_names_the_build():
     """Each module says what it was compiled for, consistently with its tile width (a
-    checkout built in place with WSESPARSE_NATIVE=0 was measured as if native for two
+    checkout built in place without -march=native was measured as if native for two
     sessions: the benchmarks now print it)."""
     from wsesparse._kernels import _spmm, _tlrmvm
     width = {"avx512f": 64, "avx2+fma": 32, "avx": 32, "x86-64 baseline (sse2)": 16,
