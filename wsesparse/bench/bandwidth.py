@@ -34,6 +34,16 @@ def _triad_gbs(step, a, calls: int, warmup: bool = False) -> float:
     return _BYTES_PER_ELEM * len(a) / best / 1e9
 
 
+def _kernel(name: str):
+    """``_tlrmvm``'s OpenMP loop ``name`` (the triad, the read), or None where the kernels
+    are built without it."""
+    try:
+        from wsesparse._kernels import _tlrmvm
+        return getattr(_tlrmvm, name)
+    except (ImportError, AttributeError):
+        return None
+
+
 def triad_bandwidth(n_threads: int, n_elems: int = 20_000_000, repeats: int = 5) -> float:
     """STREAM-like triad a = b + s*c (float64) in GB/s, counting 3 arrays per pass.
 
@@ -92,10 +102,8 @@ def triad_bandwidth_kernel(n_threads: int, n_elems: int = 20_000_000, repeats: i
     float or None
         GB/s; None where the kernels are built without the triad.
     """
-    try:
-        from wsesparse._kernels import _tlrmvm
-        triad = _tlrmvm.stream_triad
-    except (ImportError, AttributeError):
+    triad = _kernel("stream_triad")
+    if triad is None:
         return None
     a, b, c = _triad_arrays(n_elems)
     return _triad_gbs(lambda: triad(a, b, c, _SCALAR, n_threads), a,
@@ -126,10 +134,8 @@ def triad_kernel_pass(n_threads: int, n_elems: int = 20_000_000):
     >>> step(); check(); nbytes
     24000
     """
-    try:
-        from wsesparse._kernels import _tlrmvm
-        triad = _tlrmvm.stream_triad
-    except (ImportError, AttributeError):
+    triad = _kernel("stream_triad")
+    if triad is None:
         return None
     a, b, c = _triad_arrays(n_elems)
 
@@ -166,10 +172,8 @@ def read_kernel_pass(n_threads: int, nbytes: int):
     """
     import numpy as np
 
-    try:
-        from wsesparse._kernels import _tlrmvm
-        read = _tlrmvm.stream_read
-    except (ImportError, AttributeError):
+    read = _kernel("stream_read")
+    if read is None:
         return None
     a = np.arange(max(nbytes // 8, 1), dtype=np.uint64)
     total = int(a.sum(dtype=np.uint64))
