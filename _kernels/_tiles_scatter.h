@@ -15,46 +15,85 @@
  *
  * ws_scatter_<T>_<I>_<NV>(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem):
  *     Z[j, 0:w] += data[p] * U[k, 0:w] for every nonzero p = (k, j) of B, in
- * storage order, on a panel of w = NV * VL + rem columns (NV <= 2, rem < VL,
- * rem = 0 for NV = 2; U and Z point at the panel's first column). U's row stays in registers while its
- * nonzeros pass; each one is one vector FMA per VL columns into row j of Z.
+ * storage order, on a panel of w = NV * VL + rem columns (NV <= WS_SCATTER_NV_MAX,
+ * rem < VL, rem = 0 for NV = WS_SCATTER_NV_MAX; U and Z point at the panel's first
+ * column). U's row stays in registers while its nonzeros pass; each one is one
+ * vector FMA per VL columns into row j of Z.
  * Every element of Z is summed in storage order, whatever the panel or thread.
  * ws_scatter1_<T>_<I>: the same for w = 1 (vector @ matrix).
  * U and Z must not overlap.
  */
 #if WS_HAVE_VEC
+/* The scatter's vectors: 32 bytes with AVX (AVX-512 builds too), two of them per
+ * 64-byte panel; without AVX (the portable build) the 16-byte tile vectors, four per
+ * panel. 32-byte generic vectors there have no registers (_tiles_base.h, "Without
+ * AVX"): dense @ CSR of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and
+ * scipy's 5.9 (docs/tuning.md, "Portable build"). Every element of Z is summed in
+ * storage order either way. */
+#if defined(__AVX__)
+#define WS_SV_float ws_vf
+#define WS_SV_double ws_vd
+#define WS_SVL_float WS_VL_float
+#define WS_SVL_double WS_VL_double
+#define WS_SBCAST_float WS_BCAST_float
+#define WS_SBCAST_double WS_BCAST_double
+#define WS_SVFMA_float WS_VFMA_float
+#define WS_SVFMA_double WS_VFMA_double
+#define WS_SCATTER_NV_MAX 2
+/* (the AVX builds' code as before: two vectors a panel, nothing more instantiated) */
+#define WS_SCATTER_WIDE(x)
+#define WS_SCATTER_LAST(T, I) ws_scatter_##T##_##I##_2
+#else
+#define WS_SV_float ws_tvf
+#define WS_SV_double ws_tvd
+#define WS_SVL_float WS_TILE_VL_float
+#define WS_SVL_double WS_TILE_VL_double
+#define WS_SBCAST_float WS_TILE_BCAST_float
+#define WS_SBCAST_double WS_TILE_BCAST_double
+#define WS_SVFMA_float WS_TILE_VFMA_float
+#define WS_SVFMA_double WS_TILE_VFMA_double
+#define WS_SCATTER_NV_MAX 4
+#define WS_SCATTER_WIDE(x) x
+#define WS_SCATTER_LAST(T, I) ws_scatter_##T##_##I##_4
+#endif
 #define WS_SCATTER_VSTEP(T, VT, NV, V)                                            \
-    if (NV > V) *(VT *)(z + V * VL) = WS_VFMA_##T(dv, u##V, *(const VT *)(z + V * VL));
-#define WS_DEFINE_SCATTER_NV(T, VT, I, NV)                                        \
+    if (NV > V) *(VT *)(z + V * VL) = WS_SVFMA_##T(dv, u##V, *(const VT *)(z + V * VL));
+#define WS_SCATTER_ULOAD(VT, NV, V) const VT u##V = NV > V ? *(const VT *)(u + V * VL) : zero;
+#define WS_DEFINE_SCATTER_NV(T, I, NV)                                            \
 static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,        \
                                         const T *data, const T *U, ptrdiff_t ldu, \
                                         T *Z, ptrdiff_t ldz, ptrdiff_t n_rows,    \
                                         ptrdiff_t rem)                            \
 {                                                                                 \
-    enum { VL = WS_VL_##T };                                                      \
+    typedef WS_SV_##T VT;                                                         \
+    enum { VL = WS_SVL_##T };                                                     \
     for (ptrdiff_t k = 0; k < n_rows; ++k) {                                      \
         const T *u = U + k * ldu;                                                 \
         const VT zero = (VT){0};                                                  \
-        const VT u0 = NV > 0 ? *(const VT *)u : zero;                             \
-        const VT u1 = NV > 1 ? *(const VT *)(u + VL) : zero;                      \
+        WS_SCATTER_ULOAD(VT, NV, 0) WS_SCATTER_ULOAD(VT, NV, 1)                   \
         (void)u0; (void)u1;                                                       \
+        WS_SCATTER_WIDE(WS_SCATTER_ULOAD(VT, NV, 2) WS_SCATTER_ULOAD(VT, NV, 3)   \
+                        (void)u2; (void)u3;)                                      \
         const ptrdiff_t p1 = indptr[k + 1];                                       \
         for (ptrdiff_t p = indptr[k]; p < p1; ++p) {                              \
             T *z = Z + (ptrdiff_t)indices[p] * ldz;                               \
             const T d = data[p];                                                  \
-            const VT dv = WS_BCAST_##T(d);                                        \
+            const VT dv = WS_SBCAST_##T(d);                                       \
             (void)dv;                                                             \
             WS_SCATTER_VSTEP(T, VT, NV, 0)                                        \
             WS_SCATTER_VSTEP(T, VT, NV, 1)                                        \
+            WS_SCATTER_WIDE(WS_SCATTER_VSTEP(T, VT, NV, 2)                        \
+                            WS_SCATTER_VSTEP(T, VT, NV, 3))                       \
             for (ptrdiff_t r = NV * VL; r < NV * VL + rem; ++r)                   \
                 z[r] = WS_FMA_##T(d, u[r], z[r]);                                 \
         }                                                                         \
     }                                                                             \
 }
 #define WS_DEFINE_SCATTER(T, VT, I)                                               \
-WS_DEFINE_SCATTER_NV(T, VT, I, 0)                                                 \
-WS_DEFINE_SCATTER_NV(T, VT, I, 1)                                                 \
-WS_DEFINE_SCATTER_NV(T, VT, I, 2)                                                 \
+WS_DEFINE_SCATTER_NV(T, I, 0)                                                     \
+WS_DEFINE_SCATTER_NV(T, I, 1)                                                     \
+WS_DEFINE_SCATTER_NV(T, I, 2)                                                     \
+WS_SCATTER_WIDE(WS_DEFINE_SCATTER_NV(T, I, 3) WS_DEFINE_SCATTER_NV(T, I, 4))      \
 static void ws_scatter1_##T##_##I(const I *indptr, const I *indices, const T *data, \
                                   const T *u, T *z, ptrdiff_t n_rows)             \
 {                                                                                 \
@@ -65,13 +104,13 @@ static void ws_scatter1_##T##_##I(const I *indptr, const I *indices, const T *da
             z[indices[p]] = WS_FMA_##T(data[p], uk, z[indices[p]]);               \
     }                                                                             \
 }                                                                                 \
-/* Panel of w <= 2 * VL columns. */                                               \
+/* Panel of w <= WS_SCATTER_NV_MAX * VL columns (64 bytes). */                   \
 static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *data, \
                                  const T *U, ptrdiff_t ldu, T *Z, ptrdiff_t ldz,  \
                                  ptrdiff_t n_rows, ptrdiff_t w)                   \
 {                                                                                 \
-    const ptrdiff_t rem = w % WS_VL_##T;                                          \
-    switch (w / WS_VL_##T) {                                                      \
+    const ptrdiff_t rem = w % WS_SVL_##T;                                         \
+    switch (w / WS_SVL_##T) {                                                     \
     case 0:                                                                       \
         if (w == 1 && ldu == 1 && ldz == 1)                                       \
             ws_scatter1_##T##_##I(indptr, indices, data, U, Z, n_rows);           \
@@ -79,7 +118,10 @@ static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *dat
             ws_scatter_##T##_##I##_0(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); \
         break;                                                                    \
     case 1: ws_scatter_##T##_##I##_1(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
-    default: ws_scatter_##T##_##I##_2(indptr, indices, data, U, ldu, Z, ldz, n_rows, 0); break; \
+    WS_SCATTER_WIDE(                                                              \
+    case 2: ws_scatter_##T##_##I##_2(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
+    case 3: ws_scatter_##T##_##I##_3(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break;) \
+    default: WS_SCATTER_LAST(T, I)(indptr, indices, data, U, ldu, Z, ldz, n_rows, 0); break; \
     }                                                                             \
 }
 #else
