@@ -113,6 +113,26 @@ def test_weights_broadcast_once_and_reused(client):
     del Wd, Y
 
 
+def test_products_have_keys_of_their_own(client):
+    """Every product's blocks had the keys ('wsesparse-W@X', i, j): a second product of the
+    same weights on other chunks reused them, and the scheduler once handed back a 500 x 64
+    result for 500 x 256 ("Detected different run_spec for key"). The keys now carry a
+    hash of the arguments, and both products compute in one graph."""
+    W = _weights(60, 50, np.float64, density=0.2)
+    Wd = wd.scatter_weights(W)
+    Xn = _dense((50, 32), np.float64)
+    Ys = [wd.sparse_matmul(Wd, da.from_array(Xn, chunks=(50, c)), n_threads=1)
+          for c in (8, 32)]
+    assert Ys[0].name != Ys[1].name and all(Y.name.startswith("wsesparse-W@X-") for Y in Ys)
+    for Y in dask.compute(*Ys):
+        np.testing.assert_allclose(Y, W @ Xn, rtol=1e-12, atol=1e-12)
+    Xl = _dense((4, 60), np.float64)
+    Ls = [wd.sparse_matmul(da.from_array(Xl, chunks=(c, 60)), Wd, n_threads=1) for c in (1, 4)]
+    assert Ls[0].name != Ls[1].name and all(L.name.startswith("wsesparse-X@W-") for L in Ls)
+    for L in dask.compute(*Ls):
+        np.testing.assert_allclose(L, Xl @ W, rtol=1e-12, atol=1e-12)
+
+
 def test_broadcast_stays_without_the_active_memory_manager():
     """With the active memory manager off (as wsesparse.dask's docstring advises for
     keeping W on every worker), both copies survive products and pauses."""

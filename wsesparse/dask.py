@@ -291,12 +291,15 @@ def sparse_matmul(A, B, *, n_threads: int | None = 1, method: Method = "auto",
     M = W.shape[0] if left else W.shape[1]
     if left:
         chunks = ((M,), Xm.chunks[1])
+        # token=, not name=: dask adds a hash of the arguments. With one fixed name every
+        # product's blocks had the same keys, and the scheduler could hand back another
+        # product's block (a 500 x 64 result for 500 x 256, once, in a README run).
         Y = da.map_blocks(_left_block, Xm, W.ref, n_threads, method, chunks=chunks,
-                          dtype=dtype, name="wsesparse-W@X")
+                          dtype=dtype, token="wsesparse-W@X")
         return Y[:, 0] if vec else Y
     chunks = (Xm.chunks[0], (M,))
     Y = da.map_blocks(_right_block, Xm, W.ref, n_threads, method, chunks=chunks,
-                      dtype=dtype, name="wsesparse-X@W")
+                      dtype=dtype, token="wsesparse-X@W")
     return Y[0, :] if vec else Y
 
 
