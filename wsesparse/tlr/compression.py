@@ -102,6 +102,14 @@ def _adaptive_factors(A: np.ndarray, stop2: float, rng: np.random.Generator):
     return Q @ Ub, s, Vrh @ Qh.conj().T, res2
 
 
+def _stored(U: np.ndarray, sv: np.ndarray, Vh: np.ndarray, dtype: np.dtype):
+    """``U`` scaled by the singular values, and ``Vh``, in the storage dtype, as kept: right
+    away, which halves peak memory for complex64. Values beyond the dtype's range become
+    inf without a warning: ``check_magnitude`` refuses such a matrix."""
+    with np.errstate(over="ignore"):
+        return (U * sv).astype(dtype), Vh.astype(dtype)
+
+
 def _fixed_rank_factors(A: np.ndarray, rank: int, rng: np.random.Generator):
     h, w = A.shape
     r = min(rank, h, w)
@@ -240,35 +248,33 @@ def compress_tiles(shape: tuple[int, int], get: Callable[[slice, slice], np.ndar
         rng = np.random.default_rng(seeds[idx])
         if rank is not None:
             U, sv, Vh = _fixed_rank_factors(blk, rank, rng)
-            with np.errstate(over="ignore"):
-                return (U * sv).astype(dtype), sv, Vh.astype(dtype)
+            Us, Vs = _stored(U, sv, Vh, dtype)
+            return Us, sv, Vs
         t2 = float(np.vdot(blk, blk).real)
         if norm2 is None:
             stop2 = _RANGE_FRACTION * tol**2 * t2
         else:
             stop2 = 0.5 * _RANGE_FRACTION * tol**2 * (t2 + norm2 / n_tiles)
         U, sv, Vh, res2 = _adaptive_factors(blk, stop2, rng)
-        # Keep the factors in the storage dtype right away (scaled by the
-        # singular values, as stored): halves peak memory for complex64.
-        with np.errstate(over="ignore"):  # (out of range: check_magnitude refuses f)
-            return (U * sv).astype(dtype), sv, Vh.astype(dtype), res2, t2
+        Us, Vs = _stored(U, sv, Vh, dtype)
+        return Us, sv, Vs, res2, t2
 
     bar = Progress(n_tiles, progress_enabled(progress), label="compressing", unit="tiles")
     results = _map_tiles(tile, range(n_tiles), n_threads, bar)
+    if rank is not None:
+        total2 = 0.0  # (a fixed rank needs no ||A||_F^2: the check bounds the entries alone)
+    else:
+        total2 = sum(r[4] for r in results) if norm2 is None else norm2
+    if check:
+        check_magnitude(max(amaxes, default=0.0), total2, "the matrix given by f", dtype,
+                        min(nb, n))
     factors = {}
     if rank is not None:
-        if check:
-            check_magnitude(max(amaxes, default=0.0), 0.0, "the matrix given by f", dtype,
-                            min(nb, n))
         for key, (Us, sv, Vh) in zip(keys, results):
             if sv.size:
                 factors[key] = (Us, Vh.T)
         return nb, factors, None
 
-    total2 = sum(r[4] for r in results) if norm2 is None else norm2
-    if check:
-        check_magnitude(max(amaxes, default=0.0), total2, "the matrix given by f", dtype,
-                            min(nb, n))
     keep = _allocate_ranks(results, keys, rp, cp, total2, tol, dtype, min(nb, m, n))
     for key, res, k in zip(keys, results, keep):
         if k:
