@@ -191,11 +191,23 @@ def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds
                            "blas1": lambda: _one_blas_thread(lambda: run(A))}, rounds)
     diff = max(_rel_diff(outs["scipy"][0], outs[k][0]) for k in ("accelerated", "csr"))
     its = {k: out[1] for k, out in outs.items()}
-    others = [f"{k} {n}" for k, n in its.items() if k != "scipy" and n != its["scipy"]]
-    note = f"iterations differ: scipy {its['scipy']}, {', '.join(others)}" if others else ""
+    note = _iterations_note(its)
     return WorkflowResult(name, problem.format(iterations=its["scipy"]), best["scipy"],
                           best["accelerated"], diff, note, prepared_s=best["csr"],
                           blas1_s=best["blas1"])
+
+
+def _iterations_note(its: dict) -> str:
+    """"iterations differ: scipy N, <column> M, ..." naming the columns whose count is not
+    scipy's (``its``: iterations by column, scipy's under "scipy"), or "" where all agree.
+
+    Examples
+    --------
+    >>> _iterations_note({"scipy": 7, "accelerated": 6, "csr": 7})
+    'iterations differ: scipy 7, accelerated 6'
+    """
+    others = [f"{k} {n}" for k, n in its.items() if k != "scipy" and n != its["scipy"]]
+    return f"iterations differ: scipy {its['scipy']}, {', '.join(others)}" if others else ""
 
 
 def _counted(solver, op, *args, **kwargs):
@@ -370,10 +382,9 @@ def _logreg(scale: float, rounds: int) -> list[WorkflowResult]:
                            "blas1": lambda: _one_blas_thread(fit_predict)}, rounds)
     # lbfgs stops before max_iter where its line search cannot improve the loss: the same
     # problem should stop at the same iteration whichever way the products are computed.
-    its = {k: outs[k][1] for k in ("scipy", "wsesparse")}
-    note = "difference of the predicted probabilities"
-    if its["scipy"] != its["wsesparse"]:
-        note += f"; iterations differ: scipy {its['scipy']}, accelerated {its['wsesparse']}"
+    its = {"scipy": outs["scipy"][1], "accelerated": outs["wsesparse"][1]}
+    note = "; ".join(filter(None, ["difference of the predicted probabilities",
+                                   _iterations_note(its)]))
     return [WorkflowResult("logreg", f"TF-IDF-like {n_docs}x{n_terms}, lbfgs, "
                            f"{its['scipy']} iterations (max 50)",
                            best["scipy"], best["wsesparse"],
