@@ -163,10 +163,6 @@ def _hold_blas(n: int | None) -> bool:
     return True
 
 
-def _release_blas() -> None:
-    _blas.release()
-
-
 def enable(blas_threads: int | None = 1) -> None:
     """Route scipy's CSR/CSC products through the kernels until :func:`disable`.
 
@@ -203,7 +199,7 @@ def disable() -> None:
     global _switched_on, _switched_on_blas
     with _lock:
         if _switched_on and _switched_on_blas:
-            _release_blas()
+            _blas.release()
         _switched_on = _switched_on_blas = False
         _update()
 
@@ -263,7 +259,7 @@ def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
         except BaseException:
             _held -= 1
             if blas:
-                _release_blas()
+                _blas.release()
             raise
     try:
         yield
@@ -271,5 +267,5 @@ def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
         with _lock:
             _held -= 1
             if blas:
-                _release_blas()
+                _blas.release()
             _update()
