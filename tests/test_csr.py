@@ -503,3 +503,18 @@ def test_toarray_is_scipy_s(rng, dtype):
     got = CSR(A).toarray()
     assert got.dtype == A.dtype and type(got) is np.ndarray
     np.testing.assert_array_equal(got, A.toarray())
+
+
+def test_pickles_after_its_transposes_were_used(rng):
+    """The transposes hold their operand by a weak reference, which pickle refuses: an
+    operand whose .T or .H had been used could not be pickled (nor sent to Dask workers)."""
+    import pickle
+    S = sp.random(9, 7, density=0.4, format="csr", random_state=4, dtype=np.complex128)
+    P = CSR(S)
+    T, H = P.T, P.H
+    P2 = pickle.loads(pickle.dumps(P))
+    assert P2.T.T is P2 and P2.H.H is P2
+    np.testing.assert_array_equal(P2.T.toarray(), T.toarray())
+    np.testing.assert_array_equal(P2.H.toarray(), H.toarray())
+    T2 = pickle.loads(pickle.dumps(T))  # a transpose alone: transposed again when asked
+    np.testing.assert_array_equal(T2.T.toarray(), S.toarray())

@@ -171,6 +171,18 @@ class CSR(LinearOperator):
             self.indices = self.indices[:nnz].astype(np.int32)
         self._clear_caches()
 
+    # Pickling (Dask sends operands to workers): the weak references back to the operand a
+    # transpose came from cannot be pickled, so they are left out and made again.
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_t_of": _NOBODY, "_h_of": _NOBODY}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for cache, back in (("_t", "_t_of"), ("_h", "_h_of")):
+            derived = state.get(cache)
+            if derived is not None:
+                setattr(derived, back, weakref.ref(self))
+
     def _clear_caches(self) -> None:
         self._bounds: dict[int, np.ndarray] = {}
         self._data_as: dict[np.dtype, np.ndarray] = {}
