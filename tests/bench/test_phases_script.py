@@ -38,6 +38,8 @@ def test_main_prints_a_row_per_point_and_thread_count(capsys):
     assert len(out) == 3 + 2 * 2
     # thr: the threads the product ran on; a 256^2 product at density 0.05 is below the
     # small-product rule's two-thread work, so "2" asked ran on one (the column said 2).
+    from wsesparse import _thresholds as th
+    assert int(0.1 * 256 * 256) * 8 + 256 < 2 * th.MIN_WORK_PER_THREAD  # (that premise)
     assert [row.split()[3] for row in out[3:]] == ["1"] * 4
 
 
