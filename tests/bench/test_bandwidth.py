@@ -40,3 +40,15 @@ def test_stream_read_sum_wraps_like_uint64():
     a = np.full(5, 2**63 + 1, dtype=np.uint64)
     assert _tlrmvm.stream_read(a, 2) == int(a.sum(dtype=np.uint64)) == (5 * (2**63 + 1)) % 2**64
     assert _tlrmvm.stream_read(a[:0], 2) == 0
+
+
+@pytest.mark.parametrize("args, exc, match", [
+    ((0, 1000), ValueError, "n_threads must be a positive int, got 0"),
+    ((2, 0), ValueError, "nbytes must be a positive int, got 0"),
+    ((2, 10.5), TypeError, "nbytes must be a positive int, got 10.5"),
+    ((None, 8), TypeError, "n_threads must be a positive int"),
+])
+def test_read_pass_rejects_bad_arguments(args, exc, match):
+    from wsesparse.bench import bandwidth
+    with pytest.raises(exc, match=match):
+        bandwidth.read_kernel_pass(*args)

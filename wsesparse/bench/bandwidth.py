@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+from wsesparse._checks import check_int
 from wsesparse._timing import best_time
 
 _SCALAR = 3.0        # s of a = b + s*c, with b = 1 and c = 2: every a[i] ends as 7
@@ -155,7 +156,8 @@ def read_kernel_pass(n_threads: int, nbytes: int):
     n_threads : int
         OpenMP threads, each reading its contiguous part.
     nbytes : int
-        Bytes to read per pass (rounded down to whole 8-byte words, at least one).
+        Bytes to read per pass (positive; rounded down to whole 8-byte words, at least
+        one).
 
     Returns
     -------
@@ -163,6 +165,11 @@ def read_kernel_pass(n_threads: int, nbytes: int):
         ``step()`` reads the buffer once, ``check()`` raises AssertionError unless the last
         pass summed it right, ``nbytes`` is what one pass reads; None where the kernels
         are built without the read.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For a non-positive or non-integer ``n_threads`` or ``nbytes``.
 
     Examples
     --------
@@ -172,6 +179,8 @@ def read_kernel_pass(n_threads: int, nbytes: int):
     """
     import numpy as np
 
+    n_threads = check_int(n_threads, "n_threads", minimum=1)
+    nbytes = check_int(nbytes, "nbytes", minimum=1)
     read = _kernel("stream_read")
     if read is None:
         return None
