@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Build wsesparse in place, run the gpu-marked tests and `wsesparse bench --gpu` on a CUDA
-# machine, in one go (a lent GPU's time is short). Logs and JSON under $OUT (default gpu-out).
+# machine, in one go (a lent GPU's time is short). Logs and JSON under $OUT (default gpu-out;
+# at most 7 files, since a lent machine returns 8).
 #   TESTS=0 / BENCH=0 skip a part; BENCH_ARGS adds options to the bench (e.g. --gpu-skip-tlr).
-#   CPU_BENCH=1 also times the CPU side on all the machine's cores (the lent machines have
-#   16: issues #27, #28, #24 ask for 16-core figures); not yet run there. With the GPU parts
-#   off (TESTS=0 BENCH=0) it runs on any machine, e.g. as a second call on a warm device.
+#   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
+#   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, or 1
+#   for all four; CPU_TIMEOUT bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on
+#   any machine, e.g. as a second call on a warm device.
 #   PY names the interpreter (default python3: on the lent machines the one with cupy, torch,
 #   threadpoolctl and scikit-learn).
 set -u
@@ -12,15 +14,16 @@ OUT=${OUT:-gpu-out}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm \
-    --format=csv > "$OUT/nvidia-smi.txt" 2>&1
-cat "$OUT/nvidia-smi.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
+lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|L2|L3|NUMA node\(s\))" 
+grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort | uniq -c
 start=$(date +%s)
-if ! "$PY" setup.py build_ext --inplace -j 16 > "$OUT/build.log" 2>&1; then
+if ! "$PY" setup.py build_ext --inplace -j "$(nproc)" > "$OUT/build.log" 2>&1; then
     tail -30 "$OUT/build.log"
     exit 1
 fi
 echo "built in $(( $(date +%s) - start )) s"
+"$PY" -c "from wsesparse._kernels import _spmm; print('kernels built for', _spmm.KERNEL_ISA)"
 if [ "${TESTS:-1}" != 0 ]; then
     timeout "${TEST_TIMEOUT:-240}" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/gpu \
         > "$OUT/tests.log" 2>&1
@@ -34,21 +37,24 @@ if [ "${BENCH:-1}" != 0 ]; then
     echo "bench rc $? after $(( $(date +%s) - start )) s"
     cat "$OUT/bench.log"
 fi
-if [ "${CPU_BENCH:-0}" != 0 ]; then
-    # Issue #27's grid (one-shot against prepared and the peers installed there), the
-    # prepared kernels' scaling over 1, 2, 4, 8, all threads, then #28's workflows and #24's
-    # TLR rates. Each part has its own timeout, so one slow part does not cost the others.
-    grid="--sizes 16384 --tokens 1,8,64,256 --densities 0.1,0.01,0.001 --dtypes float32,float64"
-    timeout "${CPU_TIMEOUT:-240}" "$PY" -m wsesparse bench $grid --budget 0.3 --no-progress \
-        > "$OUT/cpu-grid.log" 2>&1
-    echo "cpu grid rc $?"; tail -40 "$OUT/cpu-grid.log"
-    timeout "${CPU_TIMEOUT:-240}" "$PY" benchmarks/scaling.py $grid --budget 0.15 \
-        > "$OUT/cpu-scaling.log" 2>&1
-    echo "cpu scaling rc $?"; cat "$OUT/cpu-scaling.log"
-    timeout "${CPU_TIMEOUT:-240}" "$PY" -m wsesparse bench --workflows --no-progress \
-        > "$OUT/cpu-workflows.log" 2>&1
-    echo "cpu workflows rc $?"; tail -25 "$OUT/cpu-workflows.log"
-    timeout "${CPU_TIMEOUT:-240}" "$PY" -m wsesparse bench --tlr --cache-grid none \
-        --no-progress > "$OUT/cpu-tlr.log" 2>&1
-    echo "cpu tlr rc $?"; tail -25 "$OUT/cpu-tlr.log"
-fi
+parts=${CPU_BENCH:-0}
+[ "$parts" = 1 ] && parts="grid scaling workflows tlr"
+[ "$parts" = 0 ] && parts=""
+# Issue #27's grid (one-shot against prepared and the peers installed there), the prepared
+# kernels' scaling over 1, 2, 4, 8, all threads, #28's workflows and #24's TLR rates; all in
+# one log. Each part has its own timeout, so one slow part does not cost the others.
+grid="--sizes 16384 --tokens 1,8,64,256 --densities 0.1,0.01,0.001 --dtypes float32,float64"
+for part in $parts; do
+    case $part in
+        grid) cmd=(-m wsesparse bench $grid --budget 0.3 --no-progress) ;;
+        scaling) cmd=(benchmarks/scaling.py $grid --budget 0.15) ;;
+        workflows) cmd=(-m wsesparse bench --workflows --no-progress) ;;
+        tlr) cmd=(-m wsesparse bench --tlr --cache-grid none --no-progress) ;;
+        *) echo "unknown CPU part $part"; continue ;;
+    esac
+    echo "== cpu $part: ${cmd[*]}" >> "$OUT/cpu.log"
+    timeout "${CPU_TIMEOUT:-240}" "$PY" "${cmd[@]}" >> "$OUT/cpu.log" 2>&1
+    echo "cpu $part rc $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/cpu.log"
+done
+[ -f "$OUT/cpu.log" ] && cat "$OUT/cpu.log"
+exit 0
