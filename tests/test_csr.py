@@ -3,6 +3,8 @@ transpose, ``to_scipy``, ``from_arrays`` validation, the LinearOperator)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -338,7 +340,10 @@ def test_csr_is_a_linear_operator(dtype):
     X = rng.standard_normal((50, 3)).astype(dtype)
     Y = rng.standard_normal((70, 3)).astype(dtype)
     AH = A.conj().T
-    for got, ref in ((P.matvec(x), A @ x), (P.matvec(x[:, None]), A @ x[:, None]),
+    with warnings.catch_warnings():  # (scipy 1.18 deprecates matvec of a column)
+        warnings.simplefilter("ignore", FutureWarning)
+        column = P.matvec(x[:, None])
+    for got, ref in ((P.matvec(x), A @ x), (column, A @ x[:, None]),
                      (P.matmat(X), A @ X), (P.rmatvec(y), AH @ y), (P.rmatmat(Y), AH @ Y),
                      (P.H @ y, AH @ y), (P.adjoint().matvec(y), AH @ y),
                      (P.T @ y, A.T @ y), (P.transpose() @ Y, A.T @ Y), (P.dot(X), A @ X)):
@@ -346,8 +351,31 @@ def test_csr_is_a_linear_operator(dtype):
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
     assert isinstance(P.matvec(np.asmatrix(x).T), np.matrix)
     assert P.T.T is P and P.H.H is P
-    with pytest.raises(ValueError, match="dimension mismatch"):
+    with pytest.raises(ValueError, match="(?i)dimension mismatch"):  # (1.18: "Dimension")
         P.matvec(np.ones(49, dtype))
+
+
+def test_csr_has_what_linear_operator_init_sets():
+    """CSR does not call LinearOperator.__init__ (shape and dtype come from its arrays), so
+    every attribute that __init__ sets must be there otherwise: scipy's methods read them.
+    scipy 1.18 added ``_xp`` (its array namespace); without it every ``P.matvec`` raised
+    AttributeError there, seen on a machine with scipy 1.18 in cg."""
+    from scipy.sparse.linalg import LinearOperator, cg
+
+    class Probe(LinearOperator):
+        def __init__(self):
+            super().__init__(np.float64, (3, 3))
+
+        def _matvec(self, x):
+            return x
+
+    P = CSR(sp.eye(3, format="csr"))
+    for name, value in vars(Probe()).items():
+        assert hasattr(P, name), name
+        if name not in ("shape", "dtype"):
+            assert getattr(P, name) is value or getattr(P, name) == value, name
+    x, info = cg(P, np.ones(3))
+    assert info == 0 and np.allclose(x, 1.0)
 
 
 def test_solvers_take_a_csr_as_it_is():
@@ -488,7 +516,13 @@ def test_linear_operator_containers_follow_scipy():
     for call in (lambda o: o.matmat(M), lambda o: o.rmatmat(N), lambda o: o @ M,
                  lambda o: o.dot(M), lambda o: o.matvec(v), lambda o: o.H.matmat(N),
                  lambda o: o.matmat(np.ones((4, 2)))):
-        want, got = call(L), call(P)
+        try:
+            want = call(L)
+        except ValueError:
+            # scipy 1.18's aslinearoperator raises "could not interpret dimensions" for
+            # matvec of an np.matrix column (it adds an axis to the matrix): no reference
+            continue
+        got = call(P)
         assert type(got) is type(want)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want))
 

@@ -20,6 +20,9 @@ from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
 from wsesparse._threads import resolve_n_threads
 
+# The array namespace scipy >= 1.18 gives a LinearOperator in __init__ (None before 1.18).
+_SCIPY_XP = getattr(LinearOperator((1, 1), matvec=lambda x: x, dtype=np.float64), "_xp", None)
+
 # Value sizes the compiled transposition moves (every numpy dtype scipy.sparse
 # takes but clongdouble).
 _TRANSPOSE_ITEMSIZES = (1, 2, 4, 8, 16)
@@ -88,7 +91,10 @@ class CSR(LinearOperator):
     # ndarray @ CSR must call CSR.__rmatmul__ rather than treat CSR as an object scalar.
     __array_ufunc__ = None
     ndim = 2
-    # (LinearOperator.__init__ is not called: shape and dtype come from the arrays.)
+    # (LinearOperator.__init__ is not called: shape and dtype come from the arrays. What
+    # else it sets, scipy's methods read: scipy 1.18's array namespace ``_xp`` is one.)
+    if _SCIPY_XP is not None:
+        _xp = _SCIPY_XP
 
     def __init__(self, A, *, copy: bool = False):
         if isinstance(A, CSR):
