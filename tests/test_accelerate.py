@@ -789,28 +789,49 @@ SCIPY_SELECTION = ("(matvec or matmat or mul or dot or rmat) and "
                    "or test_interface.py or test_iterative.py or test_lsqr.py or test_minres.py")
 
 
+def _run_scipy_tests(paths, tmp_path, env, *plugin) -> tuple[dict, set, str]:
+    """``(counts, not_passed, tail)`` of scipy's selected tests in a subprocess:
+    ``counts`` from pytest's last line ("1180 passed, 45 skipped, ..."), ``not_passed`` the
+    ids of its FAILED/ERROR summary lines."""
+    cmd = [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-q", "-rfE",
+           "-k", SCIPY_SELECTION, *map(str, paths)]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    tail = proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", lines[-1] if lines else "")}
+    not_passed = {ln.split()[1] for ln in lines if ln.startswith(("FAILED ", "ERROR "))}
+    return counts, not_passed, tail
+
+
 @pytest.mark.slow
 def test_scipy_sparse_product_tests_pass_under_the_switch(tmp_path):
+    """scipy's own product, LinearOperator and solver tests, run with the switch on from
+    start to end, give what they give without it: as many pass, none fails that passed.
+    (scipy 1.18.1 on a lent machine: 1513 of them errored under the switch, 328 passed; the
+    output held only their names, and the plain run was not tried there. Such a machine
+    now runs both, and the plain run is the yardstick rather than "no failures".)"""
     paths = [_SCIPY_SPARSE / f for f in SCIPY_TEST_FILES]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         pytest.skip(f"scipy's tests are not installed: {missing}")
     report = tmp_path / "report.json"
     env = dict(os.environ, WSESPARSE_ACCELERATE_REPORT=str(report),
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent)]
+               # (the tests' folder for the plugin; the imported wsesparse's parent, which
+               # is the checkout where it is built in place and not installed)
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+                                           str(Path(wsesparse.__file__).parent.parent)]
                                           + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    cmd = [sys.executable, "-m", "pytest", "-p", "accelerate_scipy_plugin",
-           "-p", "no:cacheprovider", "-q", "-k", SCIPY_SELECTION, *map(str, paths)]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    tail = proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0, tail
-    summary = proc.stdout.strip().splitlines()[-1]  # "1180 passed, 45 skipped, ... in 20.1s"
-    counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary)}
-    assert not {"failed", "error", "errors"} & counts.keys(), tail
-    assert counts.get("passed", 0) > 1000, summary
+    plain, plain_bad, plain_tail = _run_scipy_tests(paths, tmp_path, env)
+    passed = plain.get("passed", 0)
+    if passed < 100:
+        pytest.skip(f"scipy's tests do not run here even without the switch: {plain_tail}")
+    counts, bad, tail = _run_scipy_tests(paths, tmp_path, env, "-p", "accelerate_scipy_plugin")
+    assert bad <= plain_bad, sorted(bad - plain_bad)[:20]
+    assert counts.get("passed") == passed, (counts, plain, tail)
     result = json.loads(report.read_text())
     assert result["enabled_at_end"] and result["restored"], result
-    assert result["calls"] > 1000 and result["routed_tests"] > 300, result
+    # (scipy 1.17.1: 1180 pass; 33417 products routed, from 382 of them)
+    assert result["calls"] > passed // 2 and result["routed_tests"] > passed // 4, result
 
 
 def test_overlapping_dense_products_and_blocks_restore_blas(blas_at_two):

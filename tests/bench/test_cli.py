@@ -66,7 +66,15 @@ def test_bench_left_times_dense_at_sparse_checked(no_peers, capsys, tmp_path, mo
     assert rows and all(r[1].split()[:2] == ["FAIL", "FAIL"] for r in rows)
 
 
-def test_bench_forced_progress_goes_to_stderr_only(no_peers, capsys):
+@pytest.fixture
+def text_bar(monkeypatch):
+    """The one-line text bar these tests read, also where tqdm is installed (it then draws
+    the bar: a machine with tqdm failed them)."""
+    from wsesparse import _progress
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+
+
+def test_bench_forced_progress_goes_to_stderr_only(no_peers, capsys, text_bar):
     args = ["--sizes", "128", "--tokens", "4", "--densities", "0.1,0.05", "--dtypes", "float64",
             "--no-triad", "--budget", "0.002", "--repeats", "1", "--threads", "1"]
     assert main(["bench", *args, "--progress"]) == 0
@@ -75,7 +83,7 @@ def test_bench_forced_progress_goes_to_stderr_only(no_peers, capsys):
     assert "\r" not in out and len([ln for ln in out.splitlines() if ln.startswith("   128 ")]) == 2
 
 
-def test_bench_progress_on_a_terminal_by_default(no_peers, capsys, monkeypatch):
+def test_bench_progress_on_a_terminal_by_default(no_peers, capsys, monkeypatch, text_bar):
     class Tty(io.StringIO):
         def isatty(self):
             return True
