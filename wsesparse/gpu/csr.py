@@ -172,7 +172,7 @@ class DeviceCSR:
 
     def aslinearoperator(self):
         """A ``cupyx.scipy.sparse.linalg.LinearOperator`` applying this matrix with our
-        kernel, for cupyx's iterative solvers (``cg``, ``gmres``, ``minres``, ``lsqr``, ...):
+        kernel, for cupyx's iterative solvers (``cg``, ``gmres``, ``minres``, ``lsmr``, ...):
         ``matvec``/``matmat`` compute ``S @ x``, ``rmatvec``/``rmatmat`` ``S^H @ y`` (through
         the kept transpose).
 

@@ -119,7 +119,8 @@ class DeviceTLR:
     def aslinearoperator(self):
         """A ``cupyx.scipy.sparse.linalg.LinearOperator`` of one matrix (not a batch):
         ``matvec``/``matmat`` ``T @ x``, ``rmatvec``/``rmatmat`` ``T^H @ y``, for cupyx's
-        iterative solvers (``lsqr`` calls both, as least-squares redatuming does)."""
+        iterative solvers (``lsmr`` calls both, as least-squares redatuming does; cupyx's
+        ``lsqr`` is a direct QR solve of a square CSR matrix and takes no operator)."""
         if self.batched:
             raise ValueError("aslinearoperator takes one matrix; this DeviceTLR holds a batch "
                              f"of {self.n_matrices}")
