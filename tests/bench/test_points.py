@@ -51,3 +51,31 @@ def test_peers_predicted_slow_are_not_built(no_peers, monkeypatch):
     assert skipped == [{"dense"}]
     assert row["dense"] == "slow" and isinstance(row["scipy"], float)
     assert isinstance(row["wsesparse"], float) and row["best_peer"] == "scipy"
+
+
+def test_libraries_after_a_blas_call_are_timed_after_a_pause(no_peers, monkeypatch):
+    """OpenBLAS's threads spin for about 0.1 s after a threaded call, and a product timed
+    then ran up to 1.9x slower: the library timed after the scipy reference's check (a
+    BLAS product) and the one after the dense peer (round 2's first) wait SETTLE_SECONDS;
+    no other step waits."""
+    from wsesparse import bench
+    events = []
+    real = bench.retime
+    monkeypatch.setattr(bench.points.time, "sleep", lambda s: events.append(("sleep", s)))
+    monkeypatch.setattr(bench.points, "check_reference",
+                        lambda *a, **k: events.append(("check", 0)) or True)
+
+    def spy(fn, best, budget):
+        events.append(("retime", 0))
+        return real(fn, best, budget)
+
+    monkeypatch.setattr(bench.points, "retime", spy)
+    args = bench.parse_args(["--sizes", "64", "--tokens", "2", "--densities", "0.3",
+                             "--dtypes", "float64", "--no-triad", "--budget", "0.02",
+                             "--repeats", "1", "--threads", "1", "--rounds", "2"])
+    row = bench.run_point(64, 2, 0.3, "float64", {}, args)
+    assert isinstance(row["dense"], float)
+    kinds = [k for k, _ in events]
+    # round 1: scipy, its check, pause, wsesparse, wse.CSR, dense; round 2: pause, then all 4
+    assert kinds == ["check", "sleep", "sleep"] + ["retime"] * 4, kinds
+    assert all(s == bench.points.SETTLE_SECONDS for k, s in events if k == "sleep")

@@ -24,7 +24,10 @@ def print_load_average() -> None:
     if hasattr(os, "getloadavg"):
         print("  load average %.2f %.2f %.2f on %d cores (other work on the machine makes "
               "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
-    print(f"  kernels built for {kernel_build()}")
+    import numpy
+    import scipy
+    print(f"  kernels built for {kernel_build()}; numpy {numpy.__version__}, "
+          f"scipy {scipy.__version__}")
 
 
 def kernel_build() -> str:

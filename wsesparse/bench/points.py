@@ -16,6 +16,13 @@ from wsesparse.datasets import random_csr, random_dense
 TOLERANCE = {"float32": 2e-4, "complex64": 2e-4, "float64": 1e-10, "complex128": 1e-10}
 # Points whose dense matrix (the dense peer's operand) would take more are skipped.
 DENSE_LIMIT_BYTES = 4 * 2**30
+# After a threaded BLAS call OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) and
+# MKL's for its block time: a product timed in that spell ran 1.5-1.9x slower (2 cores) and
+# picked fewer threads (the load rule counts the spinners). So the steps that call them (the
+# scipy reference's check, the "mkl" and "dense" peers) are followed by this pause before the
+# next library is timed (docs/tuning.md, "Timing after a BLAS call").
+SETTLE_SECONDS = 0.2
+SPINNING_PEERS = ("mkl", "dense")
 
 
 def retime(fn, best: float, budget: float) -> float:
@@ -180,8 +187,12 @@ def run_point(M, N, density, dtype_name, mods, args):
     # alone: the first round warms up and verifies, the later ones only time.
     rounds = getattr(args, "rounds", 1)
     ref = None
+    settle = False
     for name in order:
         fn = calls[name]
+        if settle:
+            time.sleep(SETTLE_SECONDS)
+        settle = name in SPINNING_PEERS
         key = (name, M, density, dtype_name)
         try:
             out, t = best_time(fn, args.repeats, args.budget / rounds,
@@ -201,6 +212,7 @@ def run_point(M, N, density, dtype_name, mods, args):
                 ref = None
                 break
             results[name] = ("ok", t)
+            settle = True  # (the check's dense product calls BLAS)
             continue
         out = np.asarray(out)
         if ref is None:
@@ -218,7 +230,10 @@ def run_point(M, N, density, dtype_name, mods, args):
         for name in order:
             status, t = results.get(name, ("", 0.0))
             if status == "ok":
+                if settle:
+                    time.sleep(SETTLE_SECONDS)
                 results[name] = ("ok", retime(calls[name], t, args.budget / rounds))
+                settle = name in SPINNING_PEERS
     del calls
     gc.collect()
     for name, (status, val) in results.items():
