@@ -552,3 +552,29 @@ def test_pickles_after_its_transposes_were_used(rng):
     np.testing.assert_array_equal(P2.H.toarray(), H.toarray())
     T2 = pickle.loads(pickle.dumps(T))  # a transpose alone: transposed again when asked
     np.testing.assert_array_equal(T2.T.toarray(), S.toarray())
+
+
+def test_pickles_and_copies_carry_the_arrays_not_the_caches(rng):
+    """A pickle after one dense product held the dense copies (600x the arrays), so Dask
+    shipped them and its key changed once caches filled; copy.copy pointed the original's
+    transpose back at the copy (P.T.T was the copy, then a new transposition)."""
+    import copy
+    import gc
+    import pickle
+    S = sp.random(300, 200, density=0.02, format="csr", random_state=5, dtype=np.float32)
+    P = CSR(S)
+    fresh = pickle.dumps(P, protocol=5)
+    X = rng.standard_normal((200, 64))
+    want = S.toarray().astype(np.float64) @ X
+    sparse_matmul(P, X, method="dense")
+    T = P.T
+    sparse_matmul(T, rng.standard_normal((300, 64)), method="dense")
+    assert P._dense is not None and P._data_as and T._dense is not None  # caches filled
+    assert pickle.dumps(P, protocol=5) == fresh
+    for Q in (pickle.loads(fresh), copy.copy(P), copy.deepcopy(P)):
+        assert Q._dense is None and not Q._data_as and Q._t is None
+        assert Q.T.T is Q and Q.T is not T
+        np.testing.assert_allclose(Q @ X, want, rtol=1e-5)
+        assert not np.shares_memory(Q.T.data, T.data)
+    gc.collect()
+    assert P.T is T and T.T is P  # the original's transpose still points back at it

@@ -177,17 +177,19 @@ class CSR(LinearOperator):
             self.indices = self.indices[:nnz].astype(np.int32)
         self._clear_caches()
 
-    # Pickling (Dask sends operands to workers): the weak references back to the operand a
-    # transpose came from cannot be pickled, so they are left out and made again.
+    # Pickling and copy.copy/deepcopy (Dask sends operands to workers and hashes them for
+    # its keys): the arrays and the shape only; the caches (transposes, dense copy, cast
+    # values, bounds) are made again when needed. With them, a pickle after one dense
+    # product was 600x the arrays, its Dask key changed once caches filled, and copy.copy
+    # pointed the original's transpose back at the copy (a review found all three).
+    _STATE = ("indptr", "indices", "data", "shape")
+
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_t_of": _NOBODY, "_h_of": _NOBODY}
+        return {name: self.__dict__[name] for name in self._STATE}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        for cache, back in (("_t", "_t_of"), ("_h", "_h_of")):
-            derived = state.get(cache)
-            if derived is not None:
-                setattr(derived, back, weakref.ref(self))
+        self.__dict__.update({name: state[name] for name in self._STATE})
+        self._clear_caches()
 
     def _clear_caches(self) -> None:
         self._bounds: dict[int, np.ndarray] = {}

@@ -148,3 +148,28 @@ def test_load_paths(T, tmp_path):
     with open(_save(T, tmp_path / "ok.npz"), "rb") as fh:
         T2 = TLRMatrix.load(fh)
     np.testing.assert_array_equal(T2.toarray(), T.toarray())
+
+
+@pytest.mark.parametrize("how", ["protocol 2", "protocol 4", "protocol 5", "deepcopy"])
+def test_pickles_and_copies_keep_what_init_guarantees(how):
+    """Pickles carried the cast copies of the bases (a complex128 product tripled one), and
+    protocols below 5 and deepcopy made ranks writable (a write then made toarray and the
+    products disagree) and the bases unaligned for the kernels."""
+    import copy
+    import pickle
+    T = TLRMatrix.from_dense(seismic_slice(nx=12, ny=12), nb=48, tol=1e-3)
+    x = np.ones(T.shape[1], np.complex128)
+    fresh = len(pickle.dumps(T, protocol=5))
+    want = T @ x  # fills the complex128 cast cache
+    assert T._cast_cache
+    assert len(pickle.dumps(T, protocol=5)) == fresh
+    if how == "deepcopy":
+        Q = copy.deepcopy(T)
+    else:
+        Q = pickle.loads(pickle.dumps(T, protocol=int(how[-1])))
+    assert not Q._cast_cache
+    with pytest.raises(ValueError, match="read-only"):
+        Q.ranks[0, 0] = 0
+    for a in (Q.U, Q.V):
+        assert a.flags.c_contiguous and a.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(Q @ x, want)

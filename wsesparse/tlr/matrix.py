@@ -352,6 +352,22 @@ class TLRMatrix:
                                           progress, norm2=None, check=True)
         return cls._assemble((m, n), nb, factors, dtype, tol)
 
+    # Pickling and copies (Dask ships matrices to workers and hashes them for its keys):
+    # the caches are left out (the cast copies of the bases: one complex128 product tripled
+    # a pickle; the work items), so a used matrix pickles as it did fresh, and what
+    # __init__ guarantees is restored: read-only ranks and 64-byte aligned,
+    # C-contiguous bases (pickle protocols below 5 and deepcopy lost both; a review found it).
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_cast_cache": {}, "_item_cache": {}}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.ranks.setflags(write=False)
+        for name in ("U", "V"):
+            a = getattr(self, name)
+            if not (a.flags.c_contiguous and a.ctypes.data % ALIGN == 0):
+                setattr(self, name, copy_aligned(a))
+
     # --------------------------------------------------------------- products
     @property
     def H(self) -> "_TLRAdjoint":
