@@ -206,6 +206,12 @@ def test_errors_are_clear(client):
         wd.scatter_weights(np.eye(3))
     with pytest.raises(TypeError):
         wd.sparse_matmul(W, da.from_array(np.full((20, 3), "a")))
+    # (these gave "'bool' object has no attribute 'scatter'" and the like)
+    for bad in (True, "tcp://127.0.0.1:8786"):
+        with pytest.raises(TypeError, match="client must be a distributed.Client"):
+            wd.sparse_matmul(W, da.ones((20, 3)), client=bad)
+        with pytest.raises(TypeError, match="client must be a distributed.Client"):
+            wd.scatter_weights(W, client=bad)
 
 
 # ------------------------------------------------------------------ TLR-MVM batches
@@ -247,6 +253,20 @@ def test_tlr_batch_errors(client, tlr_batch):
         wd.tlr_matvec_batch([np.eye(3)], [np.ones(3)])
     with pytest.raises(TypeError, match=r"matrices\[1\] must be a TLRMatrix"):
         wd.scatter_tlr([tlr_batch[0], "x"])
+    # A future of something else failed only when computed (a review found it)
+    with pytest.raises(TypeError, match=r"matrices\[0\] must be .* Future of .*ndarray"):
+        wd.tlr_matvec_batch([client.scatter(np.eye(3))], [np.ones(3)])
+
+
+def test_tlr_task_keys_include_the_thread_count(tlr_batch):
+    """The key left out n_threads: two products that differ only there shared a key (a
+    wrong result as soon as thread counts change results, as a fixed name once did)."""
+    xs = [np.ones(100, np.complex64)] * 3
+    one = wd.tlr_matvec_batch(tlr_batch, xs, n_threads=1)
+    two = wd.tlr_matvec_batch(tlr_batch, xs, n_threads=2)
+    assert {y.name for y in one}.isdisjoint(y.name for y in two)
+    assert [y.name for y in one] == [y.name for y in wd.tlr_matvec_batch(tlr_batch, xs,
+                                                                         n_threads=1)]
 
 
 # ------------------------------------------------------------------ optional import
@@ -263,3 +283,21 @@ def test_clear_import_error_without_dask():
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout
     assert "pip install 'wsesparse[dask]'" in out
+
+
+def test_used_weights_keep_their_key_and_size():
+    """A CSR or TLRMatrix used once (dense copy, transposes, cast bases cached) was pickled
+    with its caches: shipped to workers at 67x its size and hashed to another key, so one
+    graph could carry the same weights twice."""
+    import pickle
+
+    from wsesparse import CSR, TLRMatrix, sparse_matmul
+    P = CSR(_weights(200, 150, np.float32))
+    key, size = dask.base.tokenize(P), len(pickle.dumps(P))
+    sparse_matmul(P, np.ones((150, 64)), method="dense")
+    sparse_matmul(np.ones((4, 200)), P)
+    assert (dask.base.tokenize(P), len(pickle.dumps(P))) == (key, size)
+    T = TLRMatrix.from_dense(seismic_slice(nx=8, ny=8), nb=32, tol=1e-3)
+    key = dask.base.tokenize(T)
+    T @ np.ones(64, np.complex128)
+    assert dask.base.tokenize(T) == key

@@ -65,6 +65,9 @@ def _active_client(client):
     if client is False:
         return None
     if client is not None:
+        if not callable(getattr(client, "scatter", None)):
+            raise TypeError(f"client must be a distributed.Client, None or False, got "
+                            f"{client!r} ({type(client).__name__})")
         return client
     try:
         from distributed import default_client
@@ -121,7 +124,10 @@ def scatter_weights(W, client=None) -> ScatteredWeights:
     client : distributed.Client, None or False
         Client to broadcast with. None: the default client if one is active,
         else ``W`` becomes a single key of the task graph (``dask.delayed``).
-        False: never use a client.
+        False: never use a client. A product of scattered weights computes only on
+        that client, while it is open: another scheduler (``scheduler="threads"``)
+        reports the weights as a missing dependency. Pass ``client=False`` for a
+        graph that any scheduler can run.
 
     Returns
     -------
@@ -347,7 +353,11 @@ def scatter_tlr(matrices: Sequence[TLRMatrix], client=None) -> list:
     return c.scatter(list(matrices), hash=False)
 
 
-def _tlr_meta(T: TLRMatrix) -> tuple[tuple[int, int], str]:
+def _tlr_meta(T: TLRMatrix) -> tuple[tuple[int, int], str] | str:
+    """Shape and dtype of the TLRMatrix a future holds, or the description of what it
+    holds instead (the TypeError is raised where the product is built)."""
+    if not isinstance(T, TLRMatrix):
+        return f"{describe(T)} ({type(T).__name__})"
     return T.shape, T.dtype.str
 
 
@@ -356,7 +366,11 @@ def _tlr_ref(T, k: int) -> _TLRRef:
         return _TLRRef(dask.delayed(T, pure=True, name=f"wsesparse-tlr-{dask.base.tokenize(T)}"),
                        T.shape, T.dtype)
     if _is_future(T):
-        shape, dt = T.client.submit(_tlr_meta, T, pure=False).result()
+        meta = T.client.submit(_tlr_meta, T, pure=False).result()
+        if isinstance(meta, str):
+            raise TypeError(f"matrices[{k}] must be a TLRMatrix or a distributed.Future of "
+                            f"one, got a Future of {meta}")
+        shape, dt = meta
         return _TLRRef(T, tuple(shape), np.dtype(dt))
     raise TypeError(f"matrices[{k}] must be a TLRMatrix or a distributed.Future of one, "
                     f"got {describe(T)} ({type(T).__name__})")
@@ -431,8 +445,9 @@ def tlr_matvec_batch(matrices: Sequence, xs, *, adjoint: bool = False,
         # The dtype rule of TLRMatrix.matvec (kernel dtypes; ints/float16 -> float64).
         rt = kernel_dtype(np.result_type(ref.dtype, x.dtype), f"xs[{f}]")
         shape = (n_out,) if x.ndim == 1 else (n_out, x.shape[1])
+        # (every argument in the key: equal keys must mean equal tasks)
+        token = dask.base.tokenize(ref.ref, x, adjoint, n_threads)
         task = dask.delayed(_tlr_task, pure=True)(ref.ref, x, adjoint, n_threads,
-                                                  dask_key_name=f"wsesparse-tlrmvm-{f}-"
-                                                  f"{dask.base.tokenize(ref.ref, x, adjoint)}")
+                                                  dask_key_name=f"wsesparse-tlrmvm-{f}-{token}")
         out.append(da.from_delayed(task, shape, dtype=rt))
     return out
