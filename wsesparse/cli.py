@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and stdout pointed elsewhere so that flushing it at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError, MemoryError) as exc:
+        # (MemoryError: the checked allocations name what was too big)
         print(f"wsesparse {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -46,3 +46,33 @@ def test_delta_cpu_and_wafer_estimate_are_the_reversed_stream():
     assert rep.cycles == g.delta.cycles
     assert g.sddmm_cycles == max(g.sddmm_bounds.values()) > 0
     assert "SDDMM" in str(g)
+
+
+def test_sddmm_and_estimates_leave_w_alone_and_count_duplicates_once():
+    """as_csr_pattern shared a CSR input's arrays and sddmm's sum_duplicates sorted and
+    summed them in place: W lost an entry and a matrix sharing its arrays was reordered;
+    estimate_gemm counted a duplicate as two nonzeros (density 2.0, speedup below 1)."""
+    W = sp.csr_array((np.array([1.0, 2.0, 3.0]), np.array([2, 0, 2]), np.array([0, 3, 3])),
+                     shape=(2, 3))
+    twin = sp.csr_array((np.array([10.0, 20.0, 30.0]), W.indices, W.indptr), shape=(2, 3))
+    before = [a.copy() for a in (W.data, W.indices, W.indptr)]
+    G = wafer.sddmm(W, np.ones((2, 1)), np.ones((3, 1)))
+    for a, b in zip((W.data, W.indices, W.indptr), before):
+        np.testing.assert_array_equal(a, b)
+    assert twin.toarray().tolist() == [[20.0, 0.0, 40.0], [0.0, 0.0, 0.0]]
+    assert G.nnz == 2
+    m = dataclasses.replace(wafer.WSE2, rows=2, cols=2)
+    D = sp.csr_array((np.array([1.0, 2.0]), np.array([0, 0]), np.array([0, 2])), shape=(1, 1))
+    r = wafer.estimate_gemm(D, 4, machine=m, dtype="float32")
+    assert r.nnz == 1 and r.density == 1.0 and r.speedup == 1.0
+
+
+def test_a_run_of_no_cycles_has_an_infinite_speedup():
+    """(a machine whose partial sums cost nothing and a W of zeros: ZeroDivisionError)"""
+    m = dataclasses.replace(wafer.WSE2, rows=2, cols=2, cycles_per_hop=0, psum_copy_cycles=0,
+                            psum_reset_cycles=0, psum_add_cycles=0,
+                            weight_intake_bytes_per_s=1e30)
+    r = wafer.estimate_gemm(np.zeros((3, 3)), 4, machine=m, psum="seed")
+    assert r.cycles == 0 and r.dense_cycles > 0 and r.speedup == float("inf")
+    Y, r2 = wafer.execute_gemm(np.zeros((3, 3)), np.ones((3, 4)), machine=m, psum="seed")
+    assert r2.speedup == float("inf") and not Y.any()

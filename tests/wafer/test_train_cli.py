@@ -76,3 +76,14 @@ def test_train_batch_must_be_whole(capsys, batch):
     """(0.5 was cut to 0 and named 'batch_tokens'; 1.5 was cut to 1 silently.)"""
     assert main(["train", "--model", "125M", "--batch", batch]) == 2
     assert f"--batch must be a whole number of tokens, got '{batch}'" in capsys.readouterr().err
+
+
+def test_counts_out_of_range_and_memory_errors_are_messages(capsys):
+    """--batch 1e400 overflowed to inf and int() raised OverflowError with a traceback; a
+    weight matrix too big for memory gave the MemoryError's traceback; 1e+9 was refused."""
+    assert parse_count("1e+9", "--tokens") == 1e9
+    assert main(["train", "--model", "125M", "--batch", "1e400"]) == 2
+    assert "--batch must be finite, got '1e400'" in capsys.readouterr().err
+    assert main(["simulate", "--shape", "100000x100000", "--sparsity", "0", "--tokens", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wsesparse simulate: error: ") and "memory" in err

@@ -243,3 +243,14 @@ def test_brain_scale_year_and_month():
     assert 0.5 <= dense.years <= 4.0
     assert 3.0 <= s99.days <= 60.0
     assert "weight intake" == max(s99.bound_seconds(), key=s99.bound_seconds().get)
+
+
+def test_no_dense_comparison_is_not_a_speedup_of_one():
+    """compare_dense=False printed "vs dense 1x faster" with the sparse step as the dense."""
+    import math
+    T = wafer.TransformerConfig
+    r = wafer.estimate_training(T.gpt3("125M"), tokens=1e9, sparsity=0.9, compare_dense=False)
+    assert math.isnan(r.speedup_vs_dense) and math.isnan(r.dense_step_seconds)
+    assert "vs dense" not in str(r)
+    r0 = wafer.estimate_training(T.gpt3("125M"), tokens=1e9, sparsity=0.0)
+    assert r0.speedup_vs_dense == 1.0 and "vs dense" in str(r0)

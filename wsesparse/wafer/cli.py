@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -155,7 +156,7 @@ def parse_count(text: str, name: str) -> float:
     (300000000000.0, 1500000000000.0, 2000000.0)
     """
     t = str(text).strip().lower().replace("_", "").replace(",", "")
-    m = re.fullmatch(r"([0-9.]+(?:e[0-9]+)?)([kmbt]?)", t)
+    m = re.fullmatch(r"([0-9.]+(?:e[+]?[0-9]+)?)([kmbt]?)", t)
     try:
         if not m:
             raise ValueError
@@ -165,6 +166,8 @@ def parse_count(text: str, name: str) -> float:
                          f"got {text!r}") from None
     if not value > 0:
         raise ValueError(f"{name} must be positive, got {text!r}")
+    if not math.isfinite(value):  # (1e400: an OverflowError in int() further on)
+        raise ValueError(f"{name} must be finite, got {text!r}")
     return value
 
 

@@ -42,7 +42,9 @@ from wsesparse.wafer.report import GemmReport
 
 
 def as_csr_pattern(W, name: str = "W") -> sp.csr_array:
-    """Validate ``W`` (scipy sparse or 2-D dense) and return it as CSR."""
+    """Validate ``W`` (scipy sparse or 2-D dense) and return a canonical CSR copy of it:
+    duplicates summed, indices sorted, ``W`` itself untouched. The pattern is the stored
+    entries: a stored zero (in BSR blocks, say) is a weight the cores hold and stream."""
     if W is None:
         raise TypeError(f"{name} is None; expected a 2-D sparse or dense matrix")
     if isinstance(W, CSR):
@@ -61,7 +63,11 @@ def as_csr_pattern(W, name: str = "W") -> sp.csr_array:
         except (TypeError, ValueError) as exc:
             msg = str(exc)
             raise type(exc)(name + msg[1:] if msg.startswith("A ") else msg) from None
-        csr = sp.csr_array(W)
+        # A copy: sum_duplicates below sorts and sums in place, and a CSR input's arrays
+        # would be the caller's (sddmm rewrote W and any matrix sharing its arrays; a
+        # duplicate was counted as two nonzeros, and a review found both).
+        csr = sp.csr_array(W, copy=True)
+        csr.sum_duplicates()
     else:
         if np.isscalar(W):
             raise ValueError(f"{name} must be 2-D, got a scalar {W!r}")
@@ -146,7 +152,8 @@ def build_report(machine: Machine, csr, assign: Assignment, lay: Layout, balance
         machine=machine.name, dtype=lay.dtype, shape=(M, K), n_tokens=lay.n_tokens,
         engines=lay.engines, nnz=nnz, density=nnz / (M * K), balance=balance_name,
         cycles=int(cycles), seconds=cycles / machine.clock_hz, dense_cycles=int(dense_cycles),
-        speedup=dense_cycles / cycles, tokens_per_core=lay.tokens_per_core, passes=lay.passes,
+        speedup=(dense_cycles / cycles if cycles else math.inf if dense_cycles else 1.0),
+        tokens_per_core=lay.tokens_per_core, passes=lay.passes,
         pass_widths=lay.pass_widths, sram_bytes_per_core=lay.sram_bytes_per_core,
         sram_bytes_available=lay.sram_bytes_available, sram_fits=lay.fits,
         layout_note=lay.note, bound=bound, bounds=bounds, saturation_density=sat,

@@ -77,7 +77,6 @@ def sddmm(W, dY, X, n_threads: int | None = None) -> sp.csr_array:
     True
     """
     csr = as_csr_pattern(W)
-    csr.sum_duplicates()
     dYa, Xa = as_dense_operand(dY, "dY"), as_dense_operand(X, "X")
     M, K = csr.shape
     if dYa.ndim != 2 or dYa.shape[0] != M:

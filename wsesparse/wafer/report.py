@@ -22,7 +22,8 @@ class GemmReport:
     dense_cycles : int
         Same layout and schedule with every weight nonzero.
     speedup : float
-        ``dense_cycles / cycles``.
+        ``dense_cycles / cycles``; inf where the run takes no cycles at all (a W of zeros
+        on a machine whose partial sums cost nothing), 1.0 where neither does.
     row_nnz : ndarray
         Nonzeros (AXPYs per core) each physical row receives, per pass.
     row_cycles : ndarray

@@ -97,7 +97,8 @@ class TrainingReport:
 
     ``seconds``, ``days``: the whole run; ``step_seconds``: one step; ``steps``:
     ``tokens / batch_tokens`` (fractional: the time is proportional to the tokens);
-    ``speedup_vs_dense``: the same run with every weight nonzero divided by this one;
+    ``speedup_vs_dense``: the same run with every weight nonzero divided by this one (nan,
+    and ``dense_step_seconds`` nan, where ``compare_dense=False`` left it out);
     ``layers``: the per-block, per-phase breakdown of one engine's step.
     """
 
@@ -173,9 +174,10 @@ class TrainingReport:
                      f"{self.optimizer_seconds:.3g} s)"),
             ("weights in", f"{self.weight_bytes_per_engine / 1e9:,.4g} GB per engine per step"),
             ("run", f"{self.seconds:.4g} s = {self.days:,.4g} days"),
-            ("vs dense", f"{self.speedup_vs_dense:.3g}x faster (dense step "
-                         f"{self.dense_step_seconds:.4g} s)"),
         ]
+        if not math.isnan(self.speedup_vs_dense):
+            lines.append(("vs dense", f"{self.speedup_vs_dense:.3g}x faster (dense step "
+                                      f"{self.dense_step_seconds:.4g} s)"))
         ph = self.phase_seconds()
         lines.append(("phases", ", ".join(f"{k} {v:.4g} s" for k, v in ph.items())))
         lines.append(("bounds", ", ".join(f"{k} {v:.4g} s" for k, v in
@@ -399,8 +401,10 @@ def estimate_training(config: TransformerConfig, tokens: float | None = None,
     if compare_dense and sparsity > 0:
         _, deng, dswx, _, dexp, _, _, _ = run(0.0)
         dense_step = deng + dswx + dexp
-    else:
+    elif compare_dense:  # (sparsity 0: this run is the dense one)
         dense_step = step
+    else:  # not estimated: no made-up 1.0 (a review found "1x faster" printed)
+        dense_step = math.nan
     steps = tokens / batch_tokens
     notes = misfits + (
         "attention scores computed over the full context (causal masking not exploited)",
