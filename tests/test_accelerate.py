@@ -391,6 +391,22 @@ def test_corrupt_structure_raises_instead_of_reading_out_of_bounds():
             A.T @ np.ones(4)  # CSC
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_index_arrays_of_the_wrong_type_raise_scipys_valueerror(fmt):
+    """(a review: float indices of a CSC were truncated by scipy's S.T and gave a result,
+    0.6 -> 0; of a CSR a TypeError; indices=None an AttributeError; scipy: ValueError)"""
+    x = np.ones(3)
+    for bad in (np.array([0.6, 1.6, 2.6]), None):
+        A = sp.csr_matrix(np.eye(3)).asformat(fmt)
+        A.indices = bad
+        with pytest.raises(ValueError):
+            A @ x  # scipy's own error
+        with wsesparse.accelerated(), pytest.raises(ValueError, match="indices must be a 1-D"):
+            A @ x
+        with pytest.raises(TypeError, match="indices must be a 1-D integer array"):
+            wsesparse.sparse_matmul(A, x)  # (the library's own type of error)
+
+
 # -- LinearOperators and solvers ------------------------------------------------
 
 def _poisson(n: int, fmt: str = "csr") -> sp.csr_matrix:
@@ -615,6 +631,27 @@ def test_blas_threads_limited_while_on_and_restored(blas_at_two):
         with wsesparse.accelerated():
             raise KeyError("x")
     assert _blas_threads() == before and not accelerate.is_enabled()
+
+
+def test_a_failed_enable_is_undone(blas_at_two, monkeypatch):
+    """enable() took the BLAS hold and set the switch before installing the hooks, with no
+    undo: after a failure BLAS stayed on one thread and the next block left the hooks
+    installed for good (a review found it, with a stand-in for a scipy it does not know)."""
+    from wsesparse import _blas
+    holders = _blas.holders()
+
+    def unknown_scipy():
+        raise RuntimeError("unknown scipy")
+
+    with monkeypatch.context() as m:
+        m.setattr(accelerate, "_targets", unknown_scipy)
+        with pytest.raises(RuntimeError, match="unknown scipy"):
+            accelerate.enable()
+    assert not accelerate.is_enabled() and not accelerate._switched_on
+    assert _blas.holders() == holders and _blas_threads() == blas_at_two
+    with wsesparse.accelerated():
+        assert accelerate.is_enabled()
+    assert not accelerate.is_enabled()
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])

@@ -108,15 +108,23 @@ def _check_dok(S, name: str) -> None:
         _in_range(keys[:, axis], S.shape[axis], name, "dok", f"{what} index")
 
 
+def _check_csc(S, name: str) -> None:
+    # Only the index types: the rest is checked as the CSR arrays of S.T, but scipy builds
+    # S.T with its constructor, which truncated float indices (0.6, 1.6 -> 0, 1) where
+    # scipy's own product raises (a review found it).
+    _index_array(S.indptr, name, "csc", "indptr")
+    _index_array(S.indices, name, "csc", "indices")
+
+
 _CHECKS = {"coo": _check_coo, "bsr": _check_bsr, "dia": _check_dia, "lil": _check_lil,
-           "dok": _check_dok}
+           "dok": _check_dok, "csc": _check_csc}
 
 
 def check_sparse_structure(S, name: str) -> None:
     """Raise if the arrays of scipy sparse ``S`` (COO/BSR/DIA/LIL/DOK) are inconsistent.
 
-    CSR and CSC (checked by :class:`wsesparse.CSR`) and unknown formats pass
-    through unchecked.
+    CSR (checked by :class:`wsesparse.CSR`) and unknown formats pass through unchecked;
+    of a CSC, only the index types (its transpose's arrays are checked as a CSR).
 
     Examples
     --------

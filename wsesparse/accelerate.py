@@ -111,6 +111,10 @@ def _hook(original):
             if routed:
                 try:
                     return sparse_matmul(self, other)
+                except TypeError as exc:
+                    # Only a corrupt structure gets here (index arrays of the wrong type,
+                    # or None): scipy raises ValueError for those, so the switch does too.
+                    raise ValueError(str(exc)) from exc
                 except MemoryError:
                     # (sparse_matmul refuses a result larger than the free memory, which
                     # its kernels write whole; scipy's zeroed result may touch few pages)
@@ -187,10 +191,21 @@ def enable(blas_threads: int | None = 1) -> None:
     global _switched_on, _switched_on_blas
     blas_threads = _check_blas_threads(blas_threads)
     with _lock:
-        if not _switched_on:
-            _switched_on_blas = _hold_blas(blas_threads)
+        if _switched_on:
+            _update()
+            return
+        _switched_on_blas = _hold_blas(blas_threads)
         _switched_on = True
-        _update()
+        try:
+            _update()
+        except BaseException:
+            # Undone as accelerated() undoes a failed start: a half-on switch kept BLAS
+            # on one thread and left the hooks in after the next block (a review found it).
+            _switched_on = False
+            if _switched_on_blas:
+                _blas.release()
+            _switched_on_blas = False
+            raise
 
 
 def disable() -> None:
@@ -212,7 +227,8 @@ def is_enabled() -> bool:
 @contextlib.contextmanager
 def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
     """Route scipy's CSR/CSC products with dense operands through the kernels
-    while the block runs (also usable as a decorator).
+    while the block runs (also usable as a decorator of plain functions: on a generator or
+    ``async`` function the block would close before its body runs).
 
     Blocks nest and may be open in several threads at once: the switch is
     process-wide and stays on until the last one exits (or, if

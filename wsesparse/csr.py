@@ -106,6 +106,7 @@ class CSR(LinearOperator):
             raise ValueError(f"A must be 2-D, got a sparse operand of shape {A.shape}")
         if A.format == "csc":
             # The CSC arrays are the CSR arrays of A.T: check them, then transpose.
+            check_sparse_structure(A, "A")  # (the index types, before scipy builds A.T)
             S = CSR(A.T).T
             self._set(S.indptr, S.indices, S.data, S.shape, check=False, copy=False)
             return
@@ -136,8 +137,10 @@ class CSR(LinearOperator):
         if n_rows < 0 or n_cols < 0:
             raise ValueError(f"shape must be nonnegative, got {shape!r}")
         for name, arr in (("indptr", indptr), ("indices", indices)):
-            # (an empty list arrives as an empty float64 array, as scipy takes it)
-            if arr.ndim != 1 or (arr.dtype.kind not in "iu" and arr.size):
+            # (an empty list arrives as an empty float64 array, as scipy takes it; None, a
+            # corrupted scipy matrix's, gave an AttributeError)
+            if (not isinstance(arr, np.ndarray) or arr.ndim != 1
+                    or (arr.dtype.kind not in "iu" and arr.size)):
                 raise TypeError(f"A.{name} must be a 1-D integer array, got {describe(arr)}")
         if data.ndim != 1:
             raise ValueError(f"A.data must be 1-D, got {describe(data)}")

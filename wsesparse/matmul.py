@@ -42,9 +42,10 @@ def _compressed(S, name: str) -> tuple[CSR, bool] | None:
     own conversions and products index memory with the stored indices
     unchecked, and crash or return garbage on a corrupt structure.
     """
-    if S.format not in ("csr", "csc"):
+    if S.format != "csr":
         check_sparse_structure(S, name)  # COO/BSR/DIA/LIL/DOK arrays, before scipy uses them
-        return None
+        if S.format != "csc":            # (of a CSC, the index types, before scipy's S.T)
+            return None
     try:
         if S.format == "csr":
             return CSR(S), False
