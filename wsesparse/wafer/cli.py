@@ -87,7 +87,8 @@ def add_psum_argument(p) -> None:
                    help="partial-sum cost: 'fabric' (default; partial sums occupy ring links, "
                         "L*bytes/4 cycles per output: the seed's ~10x at 90 %%, saturates at "
                         "tens) or 'seed' (the seed's literal 4 cycles per output: its "
-                        "sparsity-to-acceleration figure, saturating near 1/3,000)")
+                        "sparsity-to-acceleration figure, 16 engines below 1; 16 engines "
+                        "flatten near 1/3,000, 1 engine does not)")
 
 
 def run(args: argparse.Namespace) -> int:

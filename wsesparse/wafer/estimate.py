@@ -190,8 +190,9 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
         presets). 'fabric': a partial sum of L tokens occupies a ring link for
         ``L * bytes / payload`` cycles; it reproduces the seed's ~10x at 90 % on the
         GPT-3 FFN down projection and saturates at tens. 'seed': the seed's literal
-        four cycles per output; it reproduces the shape of the seed's sparsity-to-
-        acceleration figure (saturation near 1/3,000 density, 16 engines below 1).
+        four cycles per output; it reproduces 16 engines below 1 engine in the seed's
+        sparsity-to-acceleration figure, and for 16 engines a flattening near 1/3,000
+        density (1 engine keeps growing there).
         See ``wafer.machine.PSUM_READINGS`` and docs/wafer_model.md.
 
     Returns
