@@ -63,7 +63,7 @@ def run(argv, capsys):
     (["--engines", "1,-2"], "--engines must be a positive int, got -2"),
     (["--engines", "16"], r"engines \(16\) exceeds n_tokens \(8\)"),
     (["--tokens", "0"], "--tokens must be a positive int"),  # (it said n_tokens)
-    (["--seed", "-3"], r"seed must be an int in \[0, 9223372036854775807\], got -3"),
+    (["--seed", "-3"], "--seed must be a nonnegative int, got -3"),  # (the option's name)
 ])
 def test_curve_bad_values(capsys, argv, msg):
     rc, out, err = run(["curve", "--quiet", "--shape", "30x30", "--tokens", "8", "--engines",
@@ -84,3 +84,31 @@ def test_sweep_names_tokens():
     """(it said n_tokens, the name inside estimate_gemm)"""
     with pytest.raises(ValueError, match="tokens must be a positive int, got 0"):
         sweep((8, 8), [0.5], 0, [1])
+
+
+def test_sweep_checks_shape_and_sparsities():
+    """(an IndexError and "object of type 'float' has no len()")"""
+    with pytest.raises(ValueError, match="shape must be a pair"):
+        sweep((64,), [0.5], 256, [1])
+    with pytest.raises(TypeError, match="sparsities must be a list"):
+        sweep((64, 128), 0.5, 256, [1])
+
+
+def test_plot_draws_in_sparsity_order(tmp_path, monkeypatch):
+    """Points given out of order were drawn in that order (a zig-zag line), and the diamond
+    marked the first point given that the ring bounds, not the least sparse one."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    from wsesparse.curve import plot
+    drawn = []
+    real = Axes.plot
+    monkeypatch.setattr(Axes, "plot", lambda self, *a, **k: drawn.append(a) or real(self, *a, **k))
+    rows = [{"sparsity": s, "engines": 1, "speedup": 1 / (1 - s) ** 0.5,
+             "bound": "partial-sum ring" if s >= 0.9 else "axpy compute"}
+            for s in (0.99, 0.5, 0.9, 0.75)]
+    plot(rows, str(tmp_path / "c.png"), "t")
+    line, diamond = drawn
+    assert list(line[0]) == sorted(line[0])
+    assert diamond[0] == pytest.approx(1 / (1 - 0.9))
+    assert (tmp_path / "c.png").stat().st_size > 0

@@ -39,3 +39,21 @@ def test_demo_bad_values(capsys, argv, msg):
                         "1"] + argv, capsys)
     assert rc == 2 and out == "" and err.startswith("wsesparse demo: error: ")
     assert re.search(msg, err), err
+
+
+def test_demo_functions_check_their_arguments_and_draw_complex_values():
+    """(IndexError, numpy's messages, a 'best of 0' timing; complex runs used real data, so
+    their accuracy check could not see the cross terms)"""
+    import numpy as np
+
+    from wsesparse.demo import cpu_comparison, pruned_weights
+    for call, word in ((lambda: pruned_weights(0, 5, 0.5), "n_out"),
+                       (lambda: pruned_weights(5, 5, 0.5, seed=-1), "seed"),
+                       (lambda: cpu_comparison(32, 32, tokens=0, sparsities=(0.5,)), "tokens"),
+                       (lambda: cpu_comparison(32, 32, tokens=2, repeats=0), "repeats")):
+        with pytest.raises(ValueError, match=word):
+            call()
+    W = pruned_weights(20, 10, 0.5, dtype=np.complex64)
+    assert np.abs(W.data.imag).min() > 0
+    row = cpu_comparison(64, 48, tokens=5, sparsities=(0.5,), dtype=np.complex64, repeats=1)[0]
+    assert 0 < row["max_rel_err"] < 1e-4

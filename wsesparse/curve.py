@@ -53,6 +53,10 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
     if machine not in PRESETS:
         raise ValueError(f"machine must be one of {sorted(PRESETS)}, got {machine!r}")
     tokens = check_int(tokens, "tokens", minimum=1)
+    if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
+        raise ValueError(f"shape must be a pair (rows, columns), got {shape!r}")
+    if isinstance(sparsities, (str, bytes)) or not hasattr(sparsities, "__len__"):
+        raise TypeError(f"sparsities must be a list of numbers, got {sparsities!r}")
     out = []
     with Progress(len(sparsities) * len(engines), progress, label="curve", unit="points") as bar:
         for s in sparsities:
@@ -77,7 +81,9 @@ def plot(rows: list[dict], path: str, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for e in sorted({r["engines"] for r in rows}):
-        pts = [r for r in rows if r["engines"] == e]
+        # (in sparsity order, whatever order they were given in: the line zig-zagged and
+        # the diamond marked the first point given rather than the sparsest-first ring)
+        pts = sorted((r for r in rows if r["engines"] == e), key=lambda r: r["sparsity"])
         ax.plot([1 / (1 - r["sparsity"]) for r in pts], [r["speedup"] for r in pts], "o-",
                 label=f"{e} engine{'s' * (e > 1)}")
         ring = [r for r in pts if r["bound"] == "partial-sum ring"]
@@ -105,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     for e in engines:
         check_int(e, "--engines", minimum=1)
     check_int(args.tokens, "--tokens", minimum=1)
+    check_int(args.seed, "--seed", minimum=0)
     rows = sweep(shape, sparsities, args.tokens, engines, args.machine, args.balance,
                  args.dtype, args.seed,
                  progress=progress_enabled(False if args.quiet else args.progress),

@@ -182,6 +182,11 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     # Single-precision outputs are computed in single precision (phases up to
     # ~100 rad lose ~1e-5 rad, far below what float32 stores); about 2x faster.
     real = np.float32 if dtype.itemsize <= 8 and dtype != np.float64 else np.float64
+    far = (np.ptp(gx) ** 2 + np.ptp(gy) ** 2 if n else 0.0) + max(dz * dz for dz, _ in arrivals)
+    if real is np.float32 and not far < np.finfo(np.float32).max / 4:
+        # Squared distances beyond float32 (spacing=1e20): inf, then cos(inf) = NaN where
+        # complex128 gives finite values (a review found it). Computed in float64 instead.
+        real = np.float64
     with np.errstate(over="ignore"):
         kr, ki = real(k.real), real(-k.imag)
     if not (np.isfinite(kr) and np.isfinite(ki)):
@@ -314,7 +319,8 @@ def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, 
     data = rng.standard_normal(nnz, dtype=real).astype(dtype)
     if dtype.kind == "c":
         data.imag = rng.standard_normal(nnz)
-    idx_t = np.int32 if nnz < 2**31 else np.int64
+    # (column indices as well as nnz: k >= 2**31 with fewer nonzeros wrapped them)
+    idx_t = np.int32 if max(nnz, k) < 2**31 else np.int64
     return sp.csr_matrix((data, indices.astype(idx_t, copy=False), indptr.astype(idx_t)),
                          shape=(m, k))
 

@@ -21,6 +21,15 @@ from wsesparse._timing import best_time
 from wsesparse.matmul import sparse_matmul
 
 
+def _gaussian(rng, shape, dtype) -> np.ndarray:
+    """Standard normal values; complex ones with a normal imaginary part too (real parts
+    only made the complex demo's accuracy check blind to the cross terms)."""
+    a = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)
+
+
 def pruned_weights(n_out: int, n_in: int, sparsity: float, dtype=np.float32,
                    seed: int = 0) -> sp.csr_array:
     """A Gaussian weight matrix with its smallest ``sparsity`` fraction set to zero.
@@ -31,9 +40,12 @@ def pruned_weights(n_out: int, n_in: int, sparsity: float, dtype=np.float32,
     >>> W.shape, round(W.nnz / (100 * 80), 2)
     ((100, 80), 0.1)
     """
+    n_out = check_int(n_out, "n_out", minimum=1)
+    n_in = check_int(n_in, "n_in", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
     sparsity = check_real(sparsity, "sparsity", minimum=0, maximum=1, inclusive=(True, False))
     rng = np.random.default_rng(seed)
-    dense = rng.standard_normal((n_out, n_in)).astype(dtype)
+    dense = _gaussian(rng, (n_out, n_in), dtype)
     keep = max(1, int(round((1.0 - sparsity) * dense.size)))
     cut = np.partition(np.abs(dense).ravel(), dense.size - keep)[dense.size - keep]
     dense[np.abs(dense) < cut] = 0
@@ -53,8 +65,12 @@ def cpu_comparison(n_out=4096, n_in=4096, tokens=64, sparsities=(0.9, 0.99),
     >>> rows[0]["max_rel_err"] < 1e-4
     True
     """
+    n_out = check_int(n_out, "n_out", minimum=1)
+    n_in = check_int(n_in, "n_in", minimum=1)
+    tokens = check_int(tokens, "tokens", minimum=1)
+    repeats = check_int(repeats, "repeats", minimum=1)
     rng = np.random.default_rng(1)
-    X = rng.standard_normal((n_in, tokens)).astype(dtype)
+    X = _gaussian(rng, (n_in, tokens), dtype)
     rows = []
     for s in sparsities:
         W = pruned_weights(n_out, n_in, s, dtype)
