@@ -42,9 +42,10 @@ from wsesparse.wafer.report import GemmReport
 
 
 def as_csr_pattern(W, name: str = "W") -> sp.csr_array:
-    """Validate ``W`` (scipy sparse or 2-D dense) and return a canonical CSR copy of it:
-    duplicates summed, indices sorted, ``W`` itself untouched. The pattern is the stored
-    entries: a stored zero (in BSR blocks, say) is a weight the cores hold and stream."""
+    """Validate ``W`` (scipy sparse or 2-D dense) and return it as a canonical CSR
+    (duplicates summed, indices sorted: on a copy where ``W`` is not, so ``W`` itself is
+    never changed). The pattern is the stored entries: a stored zero (in BSR blocks, say)
+    is a weight the cores hold and stream."""
     if W is None:
         raise TypeError(f"{name} is None; expected a 2-D sparse or dense matrix")
     if isinstance(W, CSR):
@@ -63,11 +64,14 @@ def as_csr_pattern(W, name: str = "W") -> sp.csr_array:
         except (TypeError, ValueError) as exc:
             msg = str(exc)
             raise type(exc)(name + msg[1:] if msg.startswith("A ") else msg) from None
-        # A copy: sum_duplicates below sorts and sums in place, and a CSR input's arrays
-        # would be the caller's (sddmm rewrote W and any matrix sharing its arrays; a
-        # duplicate was counted as two nonzeros, and a review found both).
-        csr = sp.csr_array(W, copy=True)
-        csr.sum_duplicates()
+        # Duplicates summed on a copy: a CSR input's arrays are the caller's, and
+        # sum_duplicates sorts and sums in place (sddmm rewrote W and any matrix sharing
+        # its arrays; a duplicate was counted as two nonzeros; a review found both). A
+        # canonical W (the usual one, GPT-3-sized ones too) is used as it is.
+        csr = sp.csr_array(W)
+        if not csr.has_canonical_format:
+            csr = csr.copy()
+            csr.sum_duplicates()
     else:
         if np.isscalar(W):
             raise ValueError(f"{name} must be 2-D, got a scalar {W!r}")
