@@ -361,19 +361,30 @@ def _tlr_meta(T: TLRMatrix) -> tuple[tuple[int, int], str] | str:
     return T.shape, T.dtype.str
 
 
-def _tlr_ref(T, k: int) -> _TLRRef:
-    if isinstance(T, TLRMatrix):
-        return _TLRRef(dask.delayed(T, pure=True, name=f"wsesparse-tlr-{dask.base.tokenize(T)}"),
-                       T.shape, T.dtype)
-    if _is_future(T):
-        meta = T.client.submit(_tlr_meta, T, pure=False).result()
-        if isinstance(meta, str):
+def _tlr_refs(mats: list) -> list[_TLRRef]:
+    """The graph references of ``matrices``: TLRMatrix objects as delayed keys, futures
+    with their shapes and dtypes fetched from the workers in one gather per client (one
+    round trip per slice took 2.1 s for 200 slices)."""
+    metas = {}
+    for client in {id(T.client): T.client for T in mats if _is_future(T)}.values():
+        ks = [k for k, T in enumerate(mats) if _is_future(T) and T.client is client]
+        got = client.gather([client.submit(_tlr_meta, mats[k], pure=False) for k in ks])
+        metas.update(zip(ks, got))
+    refs = []
+    for k, T in enumerate(mats):
+        if isinstance(T, TLRMatrix):
+            key = f"wsesparse-tlr-{dask.base.tokenize(T)}"
+            refs.append(_TLRRef(dask.delayed(T, pure=True, name=key), T.shape, T.dtype))
+        elif k in metas:
+            if isinstance(metas[k], str):
+                raise TypeError(f"matrices[{k}] must be a TLRMatrix or a distributed.Future "
+                                f"of one, got a Future of {metas[k]}")
+            shape, dt = metas[k]
+            refs.append(_TLRRef(T, tuple(shape), np.dtype(dt)))
+        else:
             raise TypeError(f"matrices[{k}] must be a TLRMatrix or a distributed.Future of "
-                            f"one, got a Future of {meta}")
-        shape, dt = meta
-        return _TLRRef(T, tuple(shape), np.dtype(dt))
-    raise TypeError(f"matrices[{k}] must be a TLRMatrix or a distributed.Future of one, "
-                    f"got {describe(T)} ({type(T).__name__})")
+                            f"one, got {describe(T)} ({type(T).__name__})")
+    return refs
 
 
 def _tlr_task(T: TLRMatrix, x, adjoint: bool, n_threads) -> np.ndarray:
@@ -431,8 +442,7 @@ def tlr_matvec_batch(matrices: Sequence, xs, *, adjoint: bool = False,
     if len(xs) != len(mats):
         raise ValueError(f"xs has {len(xs)} right-hand sides for {len(mats)} matrices")
     out = []
-    for f, (T, x) in enumerate(zip(mats, xs)):
-        ref = _tlr_ref(T, f)
+    for f, (ref, x) in enumerate(zip(_tlr_refs(mats), xs)):
         m, n = ref.shape
         n_in, n_out = (m, n) if adjoint else (n, m)
         x = x if isinstance(x, da.Array) else np.asarray(x)
