@@ -42,7 +42,7 @@ def test_simulate_json_matrix_file_and_plot(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,word", [
     (["--shape", "12x"], "--shape"), (["--matrix", "missing.npz"], "--matrix"),
-    (["--sparsity", "1.5"], "sparsity"), (["--tokens", "0"], "--tokens"),
+    (["--sparsity", "1.5"], "--sparsity"), (["--tokens", "0"], "--tokens"),
     # (these three said n_tokens, engines and seed: the estimate's names)
     (["--engines", "0"], "--engines must be a positive int"),
     (["--seed", "-1"], "--seed must be an int in [0, 9223372036854775807]"),
@@ -162,7 +162,7 @@ def test_simulate_pattern_mtx_and_good_npz(tmp_path, capsys):
     (["--shape", "3x5x6"], "--shape must look like MxK"),
     (["--shape", "3.5x5"], "--shape must look like MxK"),
     (["--shape", "x"], "--shape must look like MxK"),
-    (["--sparsity", "nan"], r"sparsity must be a number in \[0, 1\), got nan"),
+    (["--sparsity", "nan"], r"--sparsity must be a number in \[0, 1\), got nan"),
     (["--sparsity", "-0.5"], r"sparsity must be a number in \[0, 1\)"),
     (["--sparsity", "inf"], r"sparsity must be a number in \[0, 1\)"),
     (["--tokens", "-8"], "--tokens must be a positive int, got -8"),

@@ -58,9 +58,10 @@ def test_model_and_count_parsing():
 
 
 @pytest.mark.parametrize("argv,word", [
-    (["--engines", "193"], "max_engines"), (["--engines", "x"], "--engines"),
+    (["--engines", "193"], "--engines must be between 1 and the machine's 192 (--max-engines)"),
+    (["--engines", "0"], "--engines must be between 1"), (["--engines", "x"], "--engines"),
     (["--tokens", "lots"], "--tokens"), (["--model", "huge"], "--model"),
-    (["--sparsity", "1"], "sparsity"),
+    (["--sparsity", "1"], "--sparsity must be"),
 ])
 def test_train_errors_name_the_argument(argv, word, capsys):
     assert main(["train", "--model", "125M"] + argv) == 2

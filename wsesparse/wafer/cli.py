@@ -15,7 +15,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from wsesparse._checks import check_int
+from wsesparse._checks import check_int, check_real
 from wsesparse.wafer.balance import BALANCERS
 from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, random_weights
 from wsesparse.wafer.machine import PRESETS, PSUM_READINGS
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     check_int(args.tokens, "--tokens", minimum=1)
     check_int(args.engines, "--engines", minimum=1)
     check_int(args.seed, "--seed", minimum=0, maximum=2**63 - 1)
+    check_real(args.sparsity, "--sparsity", minimum=0, maximum=1, inclusive=(True, False))
     machine = PRESETS[args.machine]
     if args.matrix:
         W = load_matrix(args.matrix)
@@ -206,6 +207,12 @@ def run_train(args: argparse.Namespace) -> int:
     machine = PRESETS[args.machine]
     if args.max_engines is not None:
         machine = dataclasses.replace(machine, max_engines=args.max_engines)
+    # (the options' names in the errors: the estimate would name sparsity and engines)
+    check_real(args.sparsity, "--sparsity", minimum=0, maximum=1, inclusive=(True, False))
+    for e in engines:
+        if not 1 <= e <= machine.max_engines:
+            raise ValueError(f"--engines must be between 1 and the machine's {machine.max_engines}"
+                             f" (--max-engines) for {machine.name}, got {e}")
     tokens = parse_count(args.tokens, "--tokens")
     batch = None
     if args.batch is not None:
