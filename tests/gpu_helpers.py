@@ -237,19 +237,6 @@ def _run_seg_gemv_t(params, grid, block, args):
                 yf[(seg[5][g] + c) * ldy + s] = _column_sum(T, seg, g, c, s, perm, xf, ldx)
 
 
-def _run_seg_gemm_t(params, grid, block, args):
-    T, seg, perm, xf, yf, (S, ldx, ldy) = _segment_args(params, args)
-    blk_seg, blk_c0 = args[6:8]
-    LS = int(params[1])
-    assert grid == (len(blk_seg),) and block == (32, 8) and 1 <= S <= LS
-    for b in range(grid[0]):
-        g, c0 = int(blk_seg[b]), int(blk_c0[b])
-        for lane in range(32):
-            s, c = lane % LS, c0 + lane // LS
-            if c < int(seg[3][g]) and s < S:
-                yf[(seg[5][g] + c) * ldy + s] = _column_sum(T, seg, g, c, s, perm, xf, ldx)
-
-
 def _run_seg_rows(params, grid, block, args):
     """seg_gemv_h and seg_gemm_h (one warp per output row; lanes differ, the sums do not):
     y[y_off + c, s] = sum over r of conj(M_g[c, r]) * x[xrow(r), s]."""

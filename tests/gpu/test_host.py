@@ -47,7 +47,7 @@ def test_every_instantiation_names_a_template_of_the_source():
     templates = set(re.findall(r"template <[^>]*>\s*__global__ void __launch_bounds__\(\d+\) "
                                r"(\w+)\(", src))
     families = {"csr_dense", "csr_densify", "csr_check", "seg_gemv_t", "seg_gemv_h",
-                "seg_gemm_t", "seg_gemm_h"}
+                "seg_gemm_h"}
     assert templates == families
     for fam in families - {"csr_check"}:
         for dtype in DTYPES:
@@ -64,8 +64,7 @@ def test_source_compiles_with_nvcc(tmp_path):
     # first use on a GPU, compiled here for sm_90 (no GPU needed).
     lines = [f'#include "{_module.SOURCE_PATH}"']
     for dtype in ("float32", "complex128"):
-        for fam in ("csr_dense", "csr_densify", "seg_gemv_t", "seg_gemv_h", "seg_gemm_t",
-                    "seg_gemm_h"):
+        for fam in ("csr_dense", "csr_densify", "seg_gemv_t", "seg_gemv_h", "seg_gemm_h"):
             stores = (None, "float16", "bfloat16") if fam.startswith("seg_") else (None,)
             lines += [f"template __global__ void {e}({_SIGNATURES[fam].format(*_ctypes(e))});"
                       for st in stores for e in _module.family_names(fam, dtype, st)]
@@ -93,7 +92,6 @@ _SIGNATURES = {
                  "volatile int*",
     "csr_densify": "const {1}*, const {1}*, const {0}*, {0}*, long long, long long",
     "seg_gemv_t": _SEG + "const long long*, const {0}*, {0}*, int, long long, long long",
-    "seg_gemm_t": _SEG + "const long long*, const {0}*, {0}*, int, long long, long long",
     "seg_gemv_h": _SEG + "long long, const long long*, const {0}*, {0}*, int, long long, "
                          "long long",
     "seg_gemm_h": _SEG + "long long, const long long*, const {0}*, {0}*, int, long long, "
@@ -148,12 +146,9 @@ def test_segment_tables_compute_the_tlr_product(rng, nb):
                                    rtol=1e-12, atol=1e-12)
     # block tables cover every column of every segment once
     for seg in (p1, p3):
-        for ls in (1, 4, 16):
-            blk_seg, blk_c0 = plan.gemm_blocks(seg, ls) if ls > 1 else (seg.work_a, seg.work_b)
-            width = 32 // ls if ls > 1 else plan.TLR_COLS
-            cover = sorted((g, c) for g, c0 in zip(blk_seg, blk_c0)
-                           for c in range(c0, min(c0 + width, seg.cols[g])))
-            assert cover == [(g, c) for g in range(len(seg.cols)) for c in range(seg.cols[g])]
+        cover = sorted((g, c) for g, c0 in zip(seg.work_a, seg.work_b)
+                       for c in range(c0, min(c0 + plan.TLR_COLS, seg.cols[g])))
+        assert cover == [(g, c) for g in range(len(seg.cols)) for c in range(seg.cols[g])]
 
 
 # ------------------------------------------------------------------------- CSR products
@@ -444,6 +439,27 @@ def test_choice_on_the_h200_rates(monkeypatch, dtype, density, n, expected):
     assert choose(S, 1, dtype, vector=True) == "sparse"
 
 
+
+@pytest.mark.parametrize("dtype, density, n, expected", [   # H100 run 2, ms (docs/gpu.md)
+    ("float32", 0.1, 64, "sparse"),      # kernel 0.786, GEMM 0.945
+    ("float32", 0.1, 256, "dense"),      # kernel 3.00, GEMM 2.76
+    ("float64", 0.05, 256, "dense"),     # kernel 3.23, GEMM 2.32
+    ("float64", 0.01, 1024, "sparse"),   # kernel 2.78, GEMM 8.92
+    ("float32", 0.05, 1024, "sparse"),   # kernel 6.61, GEMM 10.95
+])
+def test_choice_on_the_h100_rates(monkeypatch, dtype, density, n, expected):
+    """The H100's rates, measured there: a held GEMM wins at float64 density 0.05 and
+    float32 density 0.1 from N = 256, where the H200's gather rate had the kernel chosen
+    (1.4-1.5x slower at float64, density 0.05, N >= 256)."""
+    gpu_helpers.install(monkeypatch, device_name="NVIDIA H100 80GB HBM3")
+    from wsesparse.gpu import DeviceCSR
+    from wsesparse.gpu.csr import choose
+    m = 16384
+    S = DeviceCSR.__new__(DeviceCSR)
+    S.shape, S.nnz, S.checked, S.keep_dense, S._dense = (m, m), int(density * m * m), True, True, {}
+    S.indices = np.empty(0, np.int32)
+    assert choose(S, n, dtype, vector=False) == expected
+
 def test_rates_and_estimates():
     assert _machine.rates_for("NVIDIA H200").gemm["float64"] == 63e12
     t_s = _machine.sparse_seconds(_machine.H200, 16384, 1024, 268_435, np.float64, 4)
@@ -466,10 +482,11 @@ def test_devicetlr_test_matrix(env, rng, dtype, s):
     used = {n.partition("<")[0] for n, _, _ in env.launches}
     if s is None or s == 1:
         assert used == {"seg_gemv_t", "seg_gemv_h"}
-    elif s <= 4:
-        assert used == {"seg_gemm_t", "seg_gemm_h"}
-    else:
+    else:   # 8 sums a thread forward, in passes of 8
         assert used == {"seg_gemv_t", "seg_gemm_h"}
+        fwd = [n for n, _, _ in env.launches if n.startswith("seg_gemv_t")]
+        assert len(fwd) == 2 * -(-s // _module.TLR_FORWARD_WIDE)
+        assert all(n.endswith(f", {_module.TLR_FORWARD_WIDE}>") for n in fwd)
 
 
 def test_device_tlr_batch_promotion_and_errors(env, rng):
@@ -525,7 +542,8 @@ def test_devicetlr_storage_promotion_batch_and_errors(env, rng, storage):
     xc = random_values(rng, (50, 2), "complex128")          # real kernel on [Re, Im], float64
     _close(DeviceTLR(T, storage=storage) @ gpu_helpers.dev(xc), stored_tlr(T, storage) @ xc,
            "complex128")
-    assert re.fullmatch(r"seg_gemm_t<double, 4, w_b?f16>", env.launches[-1][0])  # 4 columns
+    assert re.fullmatch(rf"seg_gemv_t<double, {_module.TLR_FORWARD_WIDE}, w_b?f16>",
+                        env.launches[-1][0])            # the 4 columns in one pass
     B = TLRBatch([tlr_test_matrix(rng, "complex64") for _ in range(2)])
     xs = random_values(rng, (2, 50), "complex64")
     ys = np.asarray(DeviceTLR(B, storage=storage) @ gpu_helpers.dev(xs))

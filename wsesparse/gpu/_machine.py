@@ -20,7 +20,8 @@ class GPURates:
     ``hbm``: bytes/s of a device-to-device copy (read + write). ``gather``: bytes/s at which
     ``csr_dense`` reads rows of X (nonzeros x columns x itemsize over its time) when the
     columns fill a warp. ``gemm``: real flops/s of cuBLAS GEMM per value dtype (complex
-    counted as 8 real flops per multiply-add). ``source``: where the numbers come from.
+    counted as 8 real flops per multiply-add); at N columns a GEMM runs at
+    ``gemm / (1 + gemm_half / N)``. ``source``: where the numbers come from.
     """
 
     name: str
@@ -28,6 +29,7 @@ class GPURates:
     gather: float
     gemm: dict = field(default_factory=dict)
     source: str = ""
+    gemm_half: float = 8.0
 
 
 # H200 (SXM, 141 GB HBM3e), measured with `wsesparse bench --gpu` on 2026-11-26 (cupy 14.2,
@@ -39,13 +41,17 @@ H200 = GPURates("H200", hbm=4.19e12, gather=10.5e12,
                 gemm={"float32": 50.5e12, "float64": 63e12, "complex64": 50.5e12,
                       "complex128": 63e12},
                 source="wsesparse bench --gpu on an H200, 2026-11-26 (docs/gpu.md)")
-# H100 80GB HBM3 (SXM): the copy rate from the device notes of this workplace (3.0 TB/s,
-# 2026-11-13); cuBLAS float32/float64 from issue #23 (16384^2 x 256 in 2.72 / 2.70 ms); the
-# gather rate is the H200's (same SMs and L2; not measured on an H100).
-H100 = GPURates("H100", hbm=3.0e12, gather=10.5e12,
-                gemm={"float32": 50.5e12, "float64": 50.9e12, "complex64": 50.5e12,
-                      "complex128": 50.9e12},
-                source="issue #23 (H100), the device notes, the H200's gather rate")
+# H100 80GB HBM3 (SXM), measured with `wsesparse bench --gpu` on 2026-11-27 (session 17, two
+# runs; docs/gpu.md "Measured (H100)"): copy 2.94-2.99 TB/s; csr_dense gathered X rows at
+# 7.7-9.3 TB/s at density >= 0.01, N >= 256 (below the H200's: the same L2, slower clocks or
+# memory under it); cuBLAS SGEMM 50.6 TFLOP/s, DGEMM 62.5 TFLOP/s at N = 1024 (16384^2 x N),
+# falling faster with N than the H200's: N = 64 took 0.90-0.95 ms (float32) and 0.79-0.82
+# (float64) against 2.72-2.76 and 2.28-2.36 at N = 256, which gemm_half = 32 fits.
+H100 = GPURates("H100", hbm=2.96e12, gather=8.5e12,
+                gemm={"float32": 50.5e12, "float64": 63e12, "complex64": 50.5e12,
+                      "complex128": 63e12},
+                source="wsesparse bench --gpu on an H100, 2026-11-27 (docs/gpu.md)",
+                gemm_half=32.0)
 
 _BY_NAME = (("H200", H200), ("H100", H100))
 
@@ -84,7 +90,7 @@ def sparse_seconds(r: GPURates, n_rows: int, n_cols: int, nnz: int, dtype,
 def gemm_seconds(r: GPURates, n_rows: int, n_inner: int, n_cols: int, dtype) -> float:
     """Estimated time of a dense ``(n_rows x n_inner) @ (n_inner x n_cols)`` through cuBLAS:
     its flops or its reading of the dense matrix, whichever takes longer; the flop rate falls
-    as ``1 / (1 + 8 / n_cols)`` (measured 44 of 50.5 TFLOP/s for SGEMM at N = 64).
+    as ``1 / (1 + r.gemm_half / n_cols)`` (H200: 44 of 50.5 TFLOP/s for SGEMM at N = 64).
 
     Examples
     --------
@@ -93,7 +99,7 @@ def gemm_seconds(r: GPURates, n_rows: int, n_inner: int, n_cols: int, dtype) -> 
     """
     dtype = np.dtype(dtype)
     flops = (8 if dtype.kind == "c" else 2) * n_rows * n_inner * max(n_cols, 1)
-    rate = r.gemm[dtype.name] / (1 + 8 / max(n_cols, 1))
+    rate = r.gemm[dtype.name] / (1 + r.gemm_half / max(n_cols, 1))
     return max(flops / rate, n_rows * n_inner * dtype.itemsize / r.hbm)
 
 

@@ -22,15 +22,17 @@ VALUE_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
                np.dtype(np.complex64): "wc64", np.dtype(np.complex128): "wc128"}
 #: C++ type of each index dtype.
 INDEX_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
-#: Right-hand sides a launch of the many-rhs TLR kernels (seg_gemm_t/h) takes: lanes of a
-#: warp per row of x (the host loops over chunks of the largest). The forward phases take
-#: seg_gemm_t for up to 4 and seg_gemv_t<T, 16> (16 sums a thread) beyond (docs/gpu.md).
+#: Right-hand sides a launch of the adjoint's many-rhs kernel (seg_gemm_h) takes: lanes of
+#: a warp per row of x (the host loops over chunks of the largest).
 TLR_RHS_LANES = (4, 16)
-TLR_FORWARD_WIDE = 16
+#: Right-hand sides a forward launch takes from 2 on: seg_gemv_t<T, 8>, 8 sums a thread, in
+#: passes of 8 (16 sums a thread took 1.57x as long for 16 of them on an H100, lanes over
+#: the right-hand sides 1.55x for 2-4; docs/gpu.md).
+TLR_FORWARD_WIDE = 8
 #: The 16-bit storage formats of TLR bases (``DeviceTLR(storage=...)``): the C++ type of a
 #: stored element for real and for complex bases.
 STORAGE_TYPES = {"float16": ("w_f16", "w_f16x2"), "bfloat16": ("w_bf16", "w_bf16x2")}
-_SEG_FAMILIES = ("seg_gemv_t", "seg_gemv_h", "seg_gemm_t", "seg_gemm_h")
+_SEG_FAMILIES = ("seg_gemv_t", "seg_gemv_h", "seg_gemm_h")
 
 _OPTIONS = ("-std=c++17",)
 
@@ -89,8 +91,6 @@ def _seg_names(family: str, t: str) -> list[str]:
         return [f"{family}<{t}, {sc}>" for sc in (1, TLR_FORWARD_WIDE)]
     if family == "seg_gemv_h":
         return [f"{family}<{t}, 1>"]
-    if family == "seg_gemm_t":
-        return [f"{family}<{t}, {TLR_RHS_LANES[0]}>"]
     return [f"{family}<{t}, {ls}>" for ls in TLR_RHS_LANES]
 
 
@@ -101,8 +101,8 @@ def name(family: str, dtype, *params, storage: str | None = None) -> str:
     --------
     >>> name("csr_dense", np.complex64, np.int64, 2, True)
     'csr_dense<wc64, long long, 2, true>'
-    >>> name("seg_gemm_t", np.float32, 16)
-    'seg_gemm_t<float, 16>'
+    >>> name("seg_gemm_h", np.float32, 16)
+    'seg_gemm_h<float, 16>'
     >>> name("seg_gemv_t", np.float64, 1, storage="float16")
     'seg_gemv_t<double, 1, w_f16>'
     """

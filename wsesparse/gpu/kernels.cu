@@ -369,63 +369,11 @@ __global__ void __launch_bounds__(256) seg_gemv_h(
         if (s < S) y[(y_off[g] + c) * ldy + s] = acc[s];
 }
 
-// Many right-hand sides: a warp's lanes are LC = 32 / LS columns x LS right-hand sides, so
-// the x loads of a warp are LS consecutive values of one row and every thread keeps one sum.
-// Transposed (forward phases): block b covers columns blk_c0[b] + [0, LC) of segment
-// blk_seg[b] with blockDim.y <= 8 row groups (warps), whose sums meet in shared memory in a
-// fixed order.
-template <typename T, int LS, typename MT = T>
-__global__ void __launch_bounds__(256) seg_gemm_t(
-        const MT* __restrict__ M, const long long* __restrict__ m_off,
-        const int* __restrict__ rows, const int* __restrict__ cols,
-        const long long* __restrict__ x_off, const long long* __restrict__ y_off,
-        const int* __restrict__ blk_seg, const int* __restrict__ blk_c0,
-        const long long* __restrict__ perm, const T* __restrict__ x, T* __restrict__ y,
-        int S, long long ldx, long long ldy) {
-    __shared__ T part[8][32];
-    const int g = blk_seg[blockIdx.x];
-    const int R = rows[g], C = cols[g];
-    const int lane = threadIdx.x, ty = threadIdx.y, RG = blockDim.y;
-    const int s = lane % LS;
-    const int c = blk_c0[blockIdx.x] + lane / LS;
-    const bool on = c < C && s < S;
-    T acc = w_zero<T>();
-    if (on) {
-        const MT* Mg = M + m_off[g] + c;
-        const long long xo = x_off[g];
-        const T* xs = x + s;
-        int r = ty;
-        for (; r + 3 * RG < R; r += 4 * RG) {
-            const T m0 = W_M(Mg[(long long)r * C]);
-            const T m1 = W_M(Mg[(long long)(r + RG) * C]);
-            const T m2 = W_M(Mg[(long long)(r + 2 * RG) * C]);
-            const T m3 = W_M(Mg[(long long)(r + 3 * RG) * C]);
-            const long long i0 = w_xrow(perm, xo + r);
-            const long long i1 = w_xrow(perm, xo + r + RG);
-            const long long i2 = w_xrow(perm, xo + r + 2 * RG);
-            const long long i3 = w_xrow(perm, xo + r + 3 * RG);
-            const T x0 = xs[i0 * ldx], x1 = xs[i1 * ldx], x2 = xs[i2 * ldx], x3 = xs[i3 * ldx];
-            acc = w_fma(acc, m0, x0);
-            acc = w_fma(acc, m1, x1);
-            acc = w_fma(acc, m2, x2);
-            acc = w_fma(acc, m3, x3);
-        }
-        for (; r < R; r += RG) {
-            const long long i0 = w_xrow(perm, xo + r);
-            acc = w_fma(acc, W_M(Mg[(long long)r * C]), xs[i0 * ldx]);
-        }
-    }
-    part[ty][lane] = acc;
-    __syncthreads();
-    if (ty != 0 || !on) return;
-    T sum = part[0][lane];
-    for (int t = 1; t < RG; ++t) sum = w_add(sum, part[t][lane]);
-    y[(y_off[g] + c) * ldy + s] = sum;
-}
-
 // Many right-hand sides, conjugated rows (adjoint phases): one warp per output row, lanes =
-// LR = 32 / LS row positions x LS right-hand sides; the LR partial sums meet in a fixed
-// xor-shuffle tree.
+// LR = 32 / LS row positions x LS right-hand sides, so the x loads of a warp are LS
+// consecutive values of LR rows; the LR partial sums meet in a fixed xor-shuffle tree.
+// (The forward phases take seg_gemv_t<T, 8>: lanes over the right-hand sides there were
+// 1.55x slower for 2-4 of them on an H100; docs/gpu.md.)
 template <typename T, int LS, typename MT = T>
 __global__ void __launch_bounds__(256) seg_gemm_h(
         const MT* __restrict__ M, const long long* __restrict__ m_off,

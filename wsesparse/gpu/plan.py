@@ -129,21 +129,6 @@ def _blocks(cols: np.ndarray, width: int = TLR_COLS):
     return seg, c0
 
 
-def gemm_blocks(seg: Segments, rhs_lanes: int):
-    """Block table of ``seg_gemm_t`` with ``rhs_lanes`` right-hand sides a warp: ``32 //
-    rhs_lanes`` columns a block (its warps split the rows).
-
-    Examples
-    --------
-    >>> z = np.zeros(2, np.int64)
-    >>> s = Segments(m_off=z, rows=np.array([5, 5], np.int32), cols=np.array([20, 3], np.int32),
-    ...              x_off=z, y_off=z, work_a=None, work_b=None, perm=None)
-    >>> [a.tolist() for a in gemm_blocks(s, 4)]      # 8 columns a block
-    [[0, 0, 0, 1], [0, 8, 16, 0]]
-    """
-    return _blocks(seg.cols, 32 // rhs_lanes)
-
-
 def _row_table(rows: np.ndarray):
     seg = np.repeat(np.arange(len(rows), dtype=np.int32), rows)
     first = np.repeat(np.cumsum(rows) - rows, rows)

@@ -13,8 +13,7 @@ import numpy as np
 
 from wsesparse._checks import KERNEL_DTYPES, describe, result_dtype
 from wsesparse.gpu import _module
-from wsesparse.gpu.plan import (BLOCK, TLR_COLS, gemm_blocks, tlr_adjoint_tables,
-                                tlr_forward_tables)
+from wsesparse.gpu.plan import BLOCK, TLR_COLS, tlr_adjoint_tables, tlr_forward_tables
 from wsesparse.gpu.storage import check_storage, encode
 
 
@@ -92,13 +91,9 @@ class DeviceTLR:
         self.nbytes = int(U.nbytes + V.nbytes)
         self._U, self._V = cupy.asarray(U), cupy.asarray(V)
         self._tables = {}
-        fwd = tlr_forward_tables(mats)
-        for key, (first, third) in (("fwd", fwd), ("adj", tlr_adjoint_tables(mats))):
+        for key, (first, third) in (("fwd", tlr_forward_tables(mats)),
+                                    ("adj", tlr_adjoint_tables(mats))):
             self._tables[key] = tuple(_to_device(seg, cupy) for seg in (first, third))
-        for ls in _module.TLR_RHS_LANES[:1]:   # block tables of the many-rhs forward kernel
-            self._tables[f"fwd{ls}"] = tuple(
-                dict(t, a=cupy.asarray(a), b=cupy.asarray(b), n=int(a.size))
-                for t, (a, b) in zip(self._tables["fwd"], (gemm_blocks(seg, ls) for seg in fwd)))
         self._cast: dict = {}
 
     @property
@@ -186,20 +181,17 @@ class DeviceTLR:
         if s == 1:     # one right-hand side: row groups of a block share each column
             kern = _module.kernel("seg_gemv_h" if adjoint else "seg_gemv_t", dtype, 1,
                                    storage=st)
-            ls, kind, tables = 1, ("rows" if adjoint else "groups"), (first, third)
+            ls, kind = 1, ("rows" if adjoint else "groups")
         elif adjoint:  # lanes of a warp over the right-hand sides
             ls = narrow if s <= narrow else _module.TLR_RHS_LANES[-1]
             kern = _module.kernel("seg_gemm_h", dtype, ls, storage=st)
-            kind, tables = "rows", (first, third)
-        elif s <= narrow:
-            ls, kind, tables = narrow, "lanes", self._tables[f"fwd{narrow}"]
-            kern = _module.kernel("seg_gemm_t", dtype, ls, storage=st)
-        else:          # 16 sums a thread: fewer x loads per base element than lanes over s
-            ls, kind, tables = _module.TLR_FORWARD_WIDE, "wide", (first, third)
+            kind = "rows"
+        else:          # 8 sums a thread, passes of 8
+            ls, kind = _module.TLR_FORWARD_WIDE, "wide"
             kern = _module.kernel("seg_gemv_t", dtype, ls, storage=st)
         for c0 in range(0, s, ls):
             S = min(ls, s - c0)
-            for seg, M, src, dst in ((tables[0], M1, X, mid), (tables[1], M3, mid, Y)):
+            for seg, M, src, dst in ((first, M1, X, mid), (third, M3, mid, Y)):
                 _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, kind)
         if self._unscale != 1.0:    # the scaled 16-bit bases (wsesparse.gpu.storage.scale)
             Y *= self._unscale
@@ -236,6 +228,6 @@ def _launch(kern, seg, M, x, y, S: int, ld: int, kind: str) -> None:
         kern((-(-n * 32 // BLOCK),), (BLOCK,), common + (seg["a"], seg["b"], np.int64(n)) + tail)
     elif kind == "groups":  # one right-hand side: 32 columns x 8 or 16 row groups
         kern((n,), (TLR_COLS, seg["groups"]), common + (seg["a"], seg["b"]) + tail)
-    else:  # 32 columns (or 32 / ls columns x ls right-hand sides) x 8 row groups; 16 sums a
-        # thread hold 16 accumulators: 8 groups (fwd16 154-168 us, 197 with 16; docs/gpu.md)
+    else:  # 32 columns x 8 row groups, 8 sums a thread (16 vectors on an H100: 111 us with
+        # 8 groups, 148 with 4, 131 with 16; docs/gpu.md)
         kern((n,), (TLR_COLS, 8), common + (seg["a"], seg["b"]) + tail)
