@@ -261,6 +261,25 @@ def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
     assert resolve_n_threads(None, 3 * 32_768) == 1  # small work: one thread, as before
 
 
+def test_a_parallel_call_grows_its_team_at_a_quarter_of_the_entry_work(monkeypatch):
+    """Below 2 * MIN_WORK_PER_THREAD a call runs on one thread; from there it takes a
+    thread per MIN_WORK_PER_THREAD / TEAM_GROWTH multiply-adds (16 cores: the whole team
+    from 4 * MIN_WORK_PER_THREAD, where 3-8 threads were slower; docs/tuning.md)."""
+    from wsesparse import _threads
+    from wsesparse import _thresholds as th
+    monkeypatch.setattr(_threads, "available_cores", lambda: 16)
+    monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 16)
+    monkeypatch.setattr(_threads, "LOAD_AWARE", False)
+    if not _threads._OPENMP:
+        pytest.skip("built without OpenMP: every call runs on one thread")
+    step = th.MIN_WORK_PER_THREAD // th.TEAM_GROWTH
+    assert resolve_n_threads(None, 2 * th.MIN_WORK_PER_THREAD - 1) == 1
+    assert resolve_n_threads(None, 2 * th.MIN_WORK_PER_THREAD) == 2 * th.TEAM_GROWTH
+    assert resolve_n_threads(None, 12 * step + step // 2) == 12
+    assert resolve_n_threads(None, 4 * th.MIN_WORK_PER_THREAD) == 16
+    assert resolve_n_threads(3, 4 * th.MIN_WORK_PER_THREAD) == 3
+
+
 def test_runnable_threads_reads_the_machine():
     from wsesparse import _hardware
     n = _hardware.runnable_threads()

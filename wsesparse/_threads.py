@@ -22,6 +22,9 @@ _last_team = 1  # threads of the last team: they may still be spinning, runnable
 def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     """Return the number of threads for a kernel doing ``work`` multiply-adds.
 
+    Below ``2 * MIN_WORK_PER_THREAD`` multiply-adds a call runs on one thread; from there
+    on at most one thread per ``MIN_WORK_PER_THREAD / TEAM_GROWTH`` of them
+    (``wsesparse/_thresholds.py``). Within that,
     ``None`` means OpenMP's own default, which honours ``OMP_NUM_THREADS`` and
     ``threadpoolctl.threadpool_limits`` (it limits the OpenMP runtime these
     kernels are linked against), capped at the cores this process may use and,
@@ -34,6 +37,8 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     cap = work // th.MIN_WORK_PER_THREAD
     if cap < 2 or not _OPENMP:
         return 1  # decided without asking the OpenMP runtime or the OS
+    # Once a team pays at all, more of it pays sooner (16 cores: docs/tuning.md, Threads).
+    cap *= th.TEAM_GROWTH
     # Comparisons rather than min()/max(): this runs on every product, and
     # the builtins cost 0.4 us of a 2.4 us call here.
     global _last_team
