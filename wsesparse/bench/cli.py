@@ -26,8 +26,12 @@ def print_load_average() -> None:
               "timings noisy)" % (*os.getloadavg(), os.cpu_count() or 0))
     import numpy
     import scipy
-    print(f"  kernels built for {kernel_build()}; numpy {numpy.__version__}, "
-          f"scipy {scipy.__version__}")
+
+    from wsesparse._kernels import _spmm
+    build = kernel_build()
+    if "avx512" in build and not _spmm.SPMV_GATHER:   # (AMD Zen: docs/tuning.md)
+        build += " (SpMV without gathers)"
+    print(f"  kernels built for {build}; numpy {numpy.__version__}, scipy {scipy.__version__}")
 
 
 def kernel_build() -> str:
