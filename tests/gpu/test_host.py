@@ -439,7 +439,6 @@ def test_choice_on_the_h200_rates(monkeypatch, dtype, density, n, expected):
     assert choose(S, 1, dtype, vector=True) == "sparse"
 
 
-
 @pytest.mark.parametrize("dtype, density, n, expected", [   # H100 run 2, ms (docs/gpu.md)
     ("float32", 0.1, 64, "sparse"),      # kernel 0.786, GEMM 0.945
     ("float32", 0.1, 256, "dense"),      # kernel 3.00, GEMM 2.76
@@ -459,6 +458,7 @@ def test_choice_on_the_h100_rates(monkeypatch, dtype, density, n, expected):
     S.shape, S.nnz, S.checked, S.keep_dense, S._dense = (m, m), int(density * m * m), True, True, {}
     S.indices = np.empty(0, np.int32)
     assert choose(S, n, dtype, vector=False) == expected
+
 
 def test_rates_and_estimates():
     assert _machine.rates_for("NVIDIA H200").gemm["float64"] == 63e12
