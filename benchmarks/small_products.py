@@ -1,12 +1,13 @@
 """Where a second thread starts to pay: small prepared products on 1 thread and on a team.
 
-``resolve_n_threads`` gives a product one thread below ``MIN_WORK_PER_THREAD``
-multiply-adds of work per thread (``wsesparse/_thresholds.py``; SpMV counts
-``SPMV_WORK`` per nonzero and row). This script measures that rule instead of trusting it:
-for a ladder of work sizes around the threshold it builds a prepared ``CSR`` (square, about
-8 nonzeros per row) whose product has that much work, and times the product on one thread,
-on ``--threads`` threads (default all cores) with the threshold lifted, and as the default
-call decides. Two ways of calling, in interleaved rounds:
+``resolve_n_threads`` gives a product one thread below ``2 * MIN_WORK_PER_THREAD``
+multiply-adds, then a thread per ``MIN_WORK_PER_THREAD / TEAM_GROWTH`` of them
+(``wsesparse/_thresholds.py``; SpMV counts ``SPMV_WORK`` per nonzero and row). This script
+measures that rule instead of trusting it: for a ladder of work sizes around the threshold
+it builds a prepared ``CSR`` (square, about 8 nonzeros per row) whose product has that much
+work, and times the product on one thread, on ``--threads`` threads (default all cores) with
+the threshold lifted, and as the default call decides. Two ways of calling, in interleaved
+rounds:
 
 * back to back: ``--inner`` calls per sample, the team still awake from the last one
   (a solver loop with nothing in between);
@@ -150,9 +151,11 @@ def main(argv=None) -> int:
                     break
                 first = w
             where = f"from {first} multiply-adds" if first is not None else "at no point"
+            whole = max(2 * th.MIN_WORK_PER_THREAD,
+                        team * th.MIN_WORK_PER_THREAD // th.TEAM_GROWTH)
             print(f"N={N} {dtype}: a team of {team} beats one thread in both modes {where} "
-                  f"(MIN_WORK_PER_THREAD = {th.MIN_WORK_PER_THREAD} per thread: "
-                  f"{team * th.MIN_WORK_PER_THREAD} for {team})")
+                  f"(MIN_WORK_PER_THREAD = {th.MIN_WORK_PER_THREAD}: parallel from "
+                  f"{2 * th.MIN_WORK_PER_THREAD}, all {team} threads from {whole})")
     return 0
 
 
