@@ -240,9 +240,16 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #define TLR_NN_TB 32
 #endif
 /* One right-hand side: rows of B added TLR_NN_RB at a time (tlr_nn_rows) where a row has at
- * most TLR_NN_ROWS_MAX reals (its accumulators, out and a copy on the stack, stay in L1). */
+ * most TLR_NN_ROWS_MAX reals (its accumulators, out and a copy on the stack, stay in L1).
+ * 8 where AVX-512VL gives 32 vector registers (2 x 8 broadcasts stay in registers): on a
+ * 2-core Zen 4 the DRAM-resident 9801^2 forward took 11-13 % less time than with 4 (the same
+ * bits; docs/tuning.md, "One right-hand side"); 4 with AVX2's 16 registers. */
 #ifndef TLR_NN_RB
+#if defined(__AVX512VL__)
+#define TLR_NN_RB 8
+#else
 #define TLR_NN_RB 4
+#endif
 #endif
 #ifndef TLR_NN_ROWS_MAX
 #define TLR_NN_ROWS_MAX 2048
@@ -350,7 +357,7 @@ TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_
 {                                                                                              \
     /* s == 1: RB consecutive rows of B (a: their RB coefficients) added into out (P) and q   \
        (Q, unswapped; complex) one vector at a time, each row read in address order. */        \
-    V ar[4], ai[4];                                                                            \
+    V ar[TLR_NN_RB], ai[TLR_NN_RB];                                                            \
     ptrdiff_t l; int r;                                                                        \
     for (r = 0; r < RB; r++) {                                                                 \
         ar[r] = tlr_bc_##sfx(a[CX ? 2 * r : r]);                                               \
@@ -391,7 +398,7 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
         for (t = t0; t < t0 + tb; ) {                                                          \
             const ptrdiff_t rb = t0 + tb - t < TLR_NN_RB ? t0 + tb - t : TLR_NN_RB;            \
             const R *Bt = B + t * lr, *at = a + t * f, *pn = pf ? Bt + rb * lr : NULL;         \
-            switch ((cx ? 8 : 0) + (int)rb) {                                                  \
+            switch ((cx ? 8 : 0) + (int)rb) { /* rb <= TLR_NN_RB <= 8 */                       \
             case 1: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 0); break;             \
             case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 0); break;             \
             case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 0); break;             \
@@ -400,6 +407,14 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
             case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 1); break;            \
             case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 1); break;            \
             case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 1); break;            \
+            case 5: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 5, 0); break;             \
+            case 6: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 6, 0); break;             \
+            case 7: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 7, 0); break;             \
+            case 8: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 8, 0); break;             \
+            case 13: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 5, 1); break;            \
+            case 14: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 6, 1); break;            \
+            case 15: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 7, 1); break;            \
+            case 16: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 8, 1); break;            \
             default: break;                                                                    \
             }                                                                                  \
             /* the last L - Lv (< W) reals as tlr_nn_tail does them (Q of the swapped row) */  \
