@@ -403,14 +403,14 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
             case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 0); break;             \
             case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 0); break;             \
             case 4: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 0); break;             \
-            case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 1); break;             \
-            case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 1); break;            \
-            case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 1); break;            \
-            case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 1); break;            \
             case 5: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 5, 0); break;             \
             case 6: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 6, 0); break;             \
             case 7: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 7, 0); break;             \
             case 8: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 8, 0); break;             \
+            case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 1); break;             \
+            case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 1); break;            \
+            case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 1); break;            \
+            case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 1); break;            \
             case 13: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 5, 1); break;            \
             case 14: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 6, 1); break;            \
             case 15: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 7, 1); break;            \

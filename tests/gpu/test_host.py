@@ -427,16 +427,21 @@ def test_bad_arguments(env, rng):
     ("float64", 0.3, 8, "sparse"),       # N < 32: always the kernel
 ])
 def test_choice_on_the_h200_rates(monkeypatch, dtype, density, n, expected):
-    gpu_helpers.install(monkeypatch, device_name="NVIDIA H200")
-    from wsesparse.gpu import DeviceCSR
-    from wsesparse.gpu.csr import choose
-    m = 16384
-    nnz = int(density * m * m)
-    S = DeviceCSR.__new__(DeviceCSR)     # the shape and counts choose() reads, no arrays
-    S.shape, S.nnz, S.checked, S.keep_dense, S._dense = (m, m), nnz, True, True, {}
-    S.indices = np.empty(0, np.int32)
+    S, choose = _square_for_choice(monkeypatch, "NVIDIA H200", density)
     assert choose(S, n, dtype, vector=False) == expected
     assert choose(S, 1, dtype, vector=True) == "sparse"
+
+
+def _square_for_choice(monkeypatch, device_name: str, density: float, m: int = 16384):
+    """A DeviceCSR holding only the shape and counts choose() reads (no arrays), on a
+    stand-in device of that name; and choose itself."""
+    gpu_helpers.install(monkeypatch, device_name=device_name)
+    from wsesparse.gpu import DeviceCSR
+    from wsesparse.gpu.csr import choose
+    S = DeviceCSR.__new__(DeviceCSR)
+    S.shape, S.nnz, S.checked, S.keep_dense, S._dense = (m, m), int(density * m * m), True, True, {}
+    S.indices = np.empty(0, np.int32)
+    return S, choose
 
 
 @pytest.mark.parametrize("dtype, density, n, expected", [   # H100 run 2, ms (docs/gpu.md)
@@ -450,13 +455,7 @@ def test_choice_on_the_h100_rates(monkeypatch, dtype, density, n, expected):
     """The H100's rates, measured there: a held GEMM wins at float64 density 0.05 and
     float32 density 0.1 from N = 256, where the H200's gather rate had the kernel chosen
     (1.4-1.5x slower at float64, density 0.05, N >= 256)."""
-    gpu_helpers.install(monkeypatch, device_name="NVIDIA H100 80GB HBM3")
-    from wsesparse.gpu import DeviceCSR
-    from wsesparse.gpu.csr import choose
-    m = 16384
-    S = DeviceCSR.__new__(DeviceCSR)
-    S.shape, S.nnz, S.checked, S.keep_dense, S._dense = (m, m), int(density * m * m), True, True, {}
-    S.indices = np.empty(0, np.int32)
+    S, choose = _square_for_choice(monkeypatch, "NVIDIA H100 80GB HBM3", density)
     assert choose(S, n, dtype, vector=False) == expected
 
 

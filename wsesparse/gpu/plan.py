@@ -121,11 +121,11 @@ class Segments:
     row_groups: int = 8
 
 
-def _blocks(cols: np.ndarray, width: int = TLR_COLS):
-    per = -(-cols // width)
+def _blocks(cols: np.ndarray):
+    per = -(-cols // TLR_COLS)
     seg = np.repeat(np.arange(len(cols), dtype=np.int32), per)
     first = np.repeat(np.cumsum(per) - per, per)
-    c0 = ((np.arange(len(seg)) - first) * width).astype(np.int32)
+    c0 = ((np.arange(len(seg)) - first) * TLR_COLS).astype(np.int32)
     return seg, c0
 
 
