@@ -52,8 +52,14 @@
 #define TLR_ALIGNED __declspec(align(64))
 #endif
 
+/* The software prefetches of the bases ask for L2 (prefetcht1), not L1: on a 2-core Zen 4 the
+ * single-vector forward from DRAM went from 14 to 20 GB/s on one thread (the plain read: 22-23)
+ * and 24 to 29-31 on two; on Zen 3 the level made no difference (docs/tuning.md, "TLR tiles"). */
+#ifndef TLR_PF_LOCALITY
+#define TLR_PF_LOCALITY 2
+#endif
 #if defined(TLR_VECEXT) && !defined(TLR_NO_PREFETCH)  /* a hint only: never faults, also past the end of an array */
-#define TLR_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
+#define TLR_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, TLR_PF_LOCALITY)
 #else
 #define TLR_PREFETCH(p) ((void)0)
 #endif
@@ -446,7 +452,7 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
                          int pf)                                                               \
 {                                                                                              \
     /* pf: one right-hand side (tlr_nn_rows) software-prefetches the next rows of B (worth it \
-       from DRAM, 5-15 % slower from L3: the caller decides by the size of all the bases); a  \
+       from L3 and DRAM, not within L2: the caller decides by the size of all the bases); a   \
        hint only, the results do not depend on it. The register tiles prefetch blocks of     \
        whole rows (ldb == ncols) whatever pf says. */                                         \
     const ptrdiff_t f = cx ? 2 : 1, L = ncols * f;                                             \
