@@ -58,7 +58,8 @@
 #ifndef TLR_PF_LOCALITY
 #define TLR_PF_LOCALITY 2
 #endif
-#if defined(TLR_VECEXT) && !defined(TLR_NO_PREFETCH)  /* a hint only: never faults, also past the end of an array */
+/* a hint only: never faults, also past the end of an array */
+#if defined(TLR_VECEXT) && !defined(TLR_NO_PREFETCH)
 #define TLR_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, TLR_PF_LOCALITY)
 #else
 #define TLR_PREFETCH(p) ((void)0)
@@ -260,10 +261,44 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #ifndef TLR_NN_ROWS_MAX
 #define TLR_NN_ROWS_MAX 2048
 #endif
-/* Complex right-hand sides per register tile of tlr_nn (2 x 2 vectors each: 3 x 2 x 2
- * accumulators, 2 row vectors and 2 broadcasts fill AVX2's 16 registers). */
+/* Register tiles with several right-hand sides. tlr_nn: complex right-hand sides per tile
+ * (2 x 2 vectors each: 3 x 2 x 2 accumulators, 2 row vectors and 2 broadcasts fill AVX2's 16
+ * registers). tlr_cn: rows x right-hand sides, complex (P and Q per pair) and real; 2 x 2 and
+ * 3 x 3 with AVX2. AVX-512VL's 32 registers take 6, 4 x 3 and 6 x 4: on a 2-core Zen 4 the
+ * complex forward with 4-64 vectors and every adjoint with 4-64 took 0.63-0.93x the time
+ * (the same bits: the tile shape does not change any output's chain; docs/tuning.md, "TLR
+ * tiles"). */
+#if defined(__AVX512VL__)
+#define TLR_WIDE_DEFAULT 1
+#else
+#define TLR_WIDE_DEFAULT 0
+#endif
 #ifndef TLR_NN_SB_CX
-#define TLR_NN_SB_CX 3
+#define TLR_NN_SB_CX (TLR_WIDE_DEFAULT ? 6 : 3)
+#endif
+#ifndef TLR_CN_RB_CX
+#define TLR_CN_RB_CX (TLR_WIDE_DEFAULT ? 4 : 2)
+#endif
+#ifndef TLR_CN_SB_CX
+#define TLR_CN_SB_CX (TLR_WIDE_DEFAULT ? 3 : 2)
+#endif
+#ifndef TLR_CN_RB_RE
+#define TLR_CN_RB_RE (TLR_WIDE_DEFAULT ? 6 : 3)
+#endif
+#ifndef TLR_CN_SB_RE
+#define TLR_CN_SB_RE (TLR_WIDE_DEFAULT ? 4 : 3)
+#endif
+
+/* tlr_nn_rows's cases of 5-8 rows at a time (complex: key 8 + rows), only where TLR_NN_RB
+ * allows them: unreachable otherwise, and GCC warned about their arrays of TLR_NN_RB. */
+#if TLR_NN_RB > 4
+#define TLR_NN_RB_HI(sfx, K, CX)                                                               \
+    case K + 5: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 5, CX); break;                \
+    case K + 6: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 6, CX); break;                \
+    case K + 7: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 7, CX); break;                \
+    case K + 8: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 8, CX); break;
+#else
+#define TLR_NN_RB_HI(sfx, K, CX)
 #endif
 
 #define TLR_DEFINE(R, V, W, sfx)                                                               \
@@ -409,18 +444,12 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
             case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 0); break;             \
             case 3: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 0); break;             \
             case 4: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 0); break;             \
-            case 5: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 5, 0); break;             \
-            case 6: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 6, 0); break;             \
-            case 7: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 7, 0); break;             \
-            case 8: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 8, 0); break;             \
+            TLR_NN_RB_HI(sfx, 0, 0)                                                            \
             case 9: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 1); break;             \
             case 10: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 1); break;            \
             case 11: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 3, 1); break;            \
             case 12: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 4, 1); break;            \
-            case 13: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 5, 1); break;            \
-            case 14: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 6, 1); break;            \
-            case 15: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 7, 1); break;            \
-            case 16: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 8, 1); break;            \
+            TLR_NN_RB_HI(sfx, 8, 1)                                                            \
             default: break;                                                                    \
             }                                                                                  \
             /* the last L - Lv (< W) reals as tlr_nn_tail does them (Q of the swapped row) */  \
@@ -462,8 +491,8 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
         return;                                                                                \
     }                                                                                          \
     /* one right-hand side: chunks of 4 vectors (8 or 4 independent FMA chains);              \
-       several: 2 vectors times up to 2 (complex) or 6 (real) right-hand sides; then the      \
-       leftover full vectors one at a time, then the partial one element-wise */              \
+       several: 2 vectors times up to TLR_NN_SB_CX (complex) or 6 (real) right-hand sides; the\
+       leftover full vectors one at a time, then the partial one (masked where AVX is) */     \
     const int NV = s == 1 ? 4 : 2, SB = cx ? TLR_NN_SB_CX : 6;                                 \
     const ptrdiff_t Lv = L - L % W;                                                            \
     ptrdiff_t t0 = 0, l0, c0;                                                                  \
@@ -521,7 +550,8 @@ TLR_INLINE void tlr_cn_blk_##sfx(const R *B, ptrdiff_t ldr, ptrdiff_t L,        
                                  const int RR, const int S, const int CX)                      \
 {                                                                                              \
     /* RR rows of B (stride ldr reals) against S vectors (stride ldar reals), L reals long;    \
-       out[c * ldo + r] in elements of the dtype (ldo counts elements). pf (S == 1): a cache   \
+       out[c * ldo + r] in elements of the dtype (ldo counts elements). pf (S == 1; S > 1 at  \
+       2, bases beyond L3: from L3 it cost 0-6 %, from DRAM it saved 6-21 % on Zen 4): a cache \
        line of each of the next RR rows per two vectors, as tlr_nn_rows does (adjoint s = 1,  \
        2-core Zen 3, 2 threads: 9801^2 complex64 1955 -> 1447 us, float32 0.70x, float64     \
        0.98x, complex128 0.91x; 2499^2 0.87-0.95x; within L2 1.02-1.07x, so the caller asks  \
@@ -532,7 +562,7 @@ TLR_INLINE void tlr_cn_blk_##sfx(const R *B, ptrdiff_t ldr, ptrdiff_t L,        
         for (c = 0; c < S; c++) { P[r][c] = tlr_zero_##sfx(); Q[r][c] = P[r][c]; }             \
     for (l = 0; l + W <= L; l += W) {                                                          \
         V av[4], as[4];                                                                        \
-        if (S == 1 && pf && !(l & W))                                                          \
+        if ((S == 1 ? pf : pf > 1) && !(l & W))                                                \
             for (r = 0; r < RR; r++) TLR_PREFETCH(B + (RR + r) * ldr + l);                     \
         for (c = 0; c < S; c++) {                                                              \
             av[c] = tlr_ld_##sfx(a + c * ldar + l);                                            \
@@ -579,7 +609,8 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     ptrdiff_t r0, c0;                                                                          \
     /* one right-hand side: more rows at once (independent FMA chains);                       \
        several: 2 (complex) or 3 (real) rows times up to 2 or 3 vectors */                     \
-    const int RB = s == 1 ? (cx ? 4 : 8) : (cx ? 2 : 3), SB = cx ? 2 : 3;                      \
+    const int RB = s == 1 ? (cx ? 4 : 8) : (cx ? TLR_CN_RB_CX : TLR_CN_RB_RE);                \
+    const int SB = cx ? TLR_CN_SB_CX : TLR_CN_SB_RE;                                           \
     for (r0 = 0; r0 < nrows; r0 += RB) {                                                       \
         const int rb = (int)(nrows - r0 < RB ? nrows - r0 : RB);                               \
         for (c0 = 0; c0 < s; c0 += SB) {                                                       \
@@ -605,7 +636,9 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     TLR_NN_CASE(sfx, 1, 2, 0) TLR_NN_CASE(sfx, 2, 2, 0) TLR_NN_CASE(sfx, 3, 2, 0)              \
     TLR_NN_CASE(sfx, 4, 2, 0) TLR_NN_CASE(sfx, 5, 2, 0) TLR_NN_CASE(sfx, 6, 2, 0)              \
     TLR_NN_CASE(sfx, 1, 1, 1) TLR_NN_CASE(sfx, 2, 1, 1) TLR_NN_CASE(sfx, 3, 1, 1)              \
-    TLR_NN_CASE(sfx, 1, 2, 1) TLR_NN_CASE(sfx, 2, 2, 1) TLR_NN_CASE(sfx, 3, 2, 1)
+    TLR_NN_CASE(sfx, 1, 2, 1) TLR_NN_CASE(sfx, 2, 2, 1) TLR_NN_CASE(sfx, 3, 2, 1)              \
+    TLR_NN_CASE(sfx, 4, 1, 1) TLR_NN_CASE(sfx, 5, 1, 1) TLR_NN_CASE(sfx, 6, 1, 1)              \
+    TLR_NN_CASE(sfx, 4, 2, 1) TLR_NN_CASE(sfx, 5, 2, 1) TLR_NN_CASE(sfx, 6, 2, 1)
 /* ... and of its partial last vector (masked loads and stores): S right-hand sides */
 #define TLR_NN_PCASE(sfx, S, CX)                                                               \
     case (CX ? 64 : 0) + S:                                                                    \
@@ -613,7 +646,8 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
 #define TLR_NN_PCASES(sfx)                                                                     \
     TLR_NN_PCASE(sfx, 1, 0) TLR_NN_PCASE(sfx, 2, 0) TLR_NN_PCASE(sfx, 3, 0)                    \
     TLR_NN_PCASE(sfx, 4, 0) TLR_NN_PCASE(sfx, 5, 0) TLR_NN_PCASE(sfx, 6, 0)                    \
-    TLR_NN_PCASE(sfx, 1, 1) TLR_NN_PCASE(sfx, 2, 1) TLR_NN_PCASE(sfx, 3, 1)
+    TLR_NN_PCASE(sfx, 1, 1) TLR_NN_PCASE(sfx, 2, 1) TLR_NN_PCASE(sfx, 3, 1)                    \
+    TLR_NN_PCASE(sfx, 4, 1) TLR_NN_PCASE(sfx, 5, 1) TLR_NN_PCASE(sfx, 6, 1)
 
 /* switch cases of tlr_cn: real rows 1..8 x vectors 1..4 where used, complex rows 1..4 x 1..3 */
 #define TLR_CN_R(sfx, RR, S) \
@@ -628,7 +662,11 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     TLR_CN_R(sfx, 1, 4) TLR_CN_R(sfx, 2, 4) TLR_CN_R(sfx, 3, 4)                              \
     TLR_CN_C(sfx, 1, 1) TLR_CN_C(sfx, 2, 1) TLR_CN_C(sfx, 3, 1) TLR_CN_C(sfx, 4, 1)          \
     TLR_CN_C(sfx, 1, 2) TLR_CN_C(sfx, 2, 2)                                                  \
-    TLR_CN_C(sfx, 1, 3) TLR_CN_C(sfx, 2, 3)
+    TLR_CN_C(sfx, 1, 3) TLR_CN_C(sfx, 2, 3)                                                  \
+    TLR_CN_R(sfx, 4, 2) TLR_CN_R(sfx, 5, 2) TLR_CN_R(sfx, 6, 2)                              \
+    TLR_CN_R(sfx, 4, 3) TLR_CN_R(sfx, 5, 3) TLR_CN_R(sfx, 6, 3)                              \
+    TLR_CN_R(sfx, 4, 4) TLR_CN_R(sfx, 5, 4) TLR_CN_R(sfx, 6, 4)                              \
+    TLR_CN_C(sfx, 3, 2) TLR_CN_C(sfx, 4, 2) TLR_CN_C(sfx, 3, 3) TLR_CN_C(sfx, 4, 3)
 
 TLR_DEFINE(float, tlr_v8f, 8, f)
 TLR_DEFINE(double, tlr_v4d, 4, d)

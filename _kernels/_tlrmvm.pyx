@@ -293,11 +293,17 @@ cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays
                      <double complex*>wv, <double complex*>wu, s, n1, n3, n_threads, pf)
 
 
+cdef int _level(int prefetch) except -1:
+    if prefetch < 0 or prefetch > 2:
+        raise ValueError(f"prefetch must be 0, 1 or 2, got {prefetch}")
+    return prefetch
+
+
 def tlr_matmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray col_ptr,
                cnp.ndarray u_off, cnp.ndarray v_off, cnp.ndarray krow_ptr,
                cnp.ndarray kcol_ptr, cnp.ndarray perm, cnp.ndarray X, cnp.ndarray Y,
                cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray col_items, cnp.ndarray row_items,
-               int n_threads, bint prefetch=True):
+               int n_threads, int prefetch=1):
     """Y = A X for s right-hand sides.
 
     U, V: the bases (1-D, one kernel dtype); the pointer and offset arrays and ``perm``:
@@ -307,27 +313,28 @@ def tlr_matmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray co
     row's phase-3 block (of its h), covering them all (wsesparse/tlr/_split.py). Types,
     layouts and writeability are checked here (ValueError); shapes, offsets and items
     were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
-    (for bases read from DRAM). Neither the items nor prefetch changes the result.
+    (0 none; 1 for bases from L3: the one-vector kernels; 2 for bases from DRAM: also the
+    adjoint's tiles of several vectors). Neither the items nor prefetch changes the result.
     """
     _call(False, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), X, Y,
-          yv, yu, col_items, row_items, n_threads, 1 if prefetch else 0)
+          yv, yu, col_items, row_items, n_threads, _level(prefetch))
 
 
 def tlr_rmatmat(cnp.ndarray U, cnp.ndarray V, cnp.ndarray row_ptr, cnp.ndarray col_ptr,
                 cnp.ndarray u_off, cnp.ndarray v_off, cnp.ndarray krow_ptr,
                 cnp.ndarray kcol_ptr, cnp.ndarray perm, cnp.ndarray Y, cnp.ndarray X,
                 cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray row_items, cnp.ndarray col_items,
-                int n_threads, bint prefetch=True):
+                int n_threads, int prefetch=1):
     """X = A^H Y for s right-hand sides, reading the same bases in the same order.
 
     Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays; the other
     arrays and the checks as in ``tlr_matmat``. row_items / col_items: (tile, start,
     stop) ranges of the rows of each tile row's phase-1 block (of its kc) and each tile
     column's phase-3 block (of its w), covering them all; they do not change the result.
-    prefetch (one right-hand side): as in ``tlr_matmat``; it does not change the result.
+    prefetch: as in ``tlr_matmat``; it does not change the result.
     """
     _call(True, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), Y, X,
-          yv, yu, row_items, col_items, n_threads, 1 if prefetch else 0)
+          yv, yu, row_items, col_items, n_threads, _level(prefetch))
 
 
 @cython.boundscheck(False)

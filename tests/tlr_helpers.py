@@ -24,10 +24,10 @@ def lowrank_plus_noise(rng, m, n, r, noise, dtype):
     return A.astype(dtype)
 
 
-def kernel_product(T, X, adjoint=False, items=None, prefetch=True, n_threads=2):
+def kernel_product(T, X, adjoint=False, items=None, prefetch=2, n_threads=2):
     """``T @ X`` (or ``T.H @ X``) through ``_tlrmvm.tlr_matmat``/``tlr_rmatmat`` themselves,
-    with the work items (default: ``T._items(n_threads, adjoint)``) and the prefetch switch
-    given."""
+    with the work items (default: ``T._items(n_threads, adjoint)``) and the prefetch level
+    (0, 1 or 2) given."""
     from wsesparse._kernels import _tlrmvm
 
     U, V = T._bases(T.dtype)

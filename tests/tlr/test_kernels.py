@@ -136,18 +136,27 @@ def test_all_zero_ranks_give_zeros():
     assert not (T.H @ np.ones(50, np.complex64)).any()
 
 
-@pytest.mark.parametrize("s", [1, 2, 5])
+@pytest.mark.parametrize("s", [1, 2, 5, 13])
 def test_prefetch_does_not_change_the_bits(case, s):
     T, _, dtype = case
     X = _rand(np.random.default_rng(6), (T.shape[1], s), dtype)
-    on, off = kernel_product(T, X, prefetch=True), kernel_product(T, X, prefetch=False)
-    assert on.tobytes() == off.tobytes()
-    assert np.array_equal(on, T @ X)
     Y = _rand(np.random.default_rng(7), (T.shape[0], s), dtype)
-    on = kernel_product(T, Y, adjoint=True, prefetch=True)
-    off = kernel_product(T, Y, adjoint=True, prefetch=False)
-    assert on.tobytes() == off.tobytes()
-    assert np.array_equal(on, T.H @ Y)
+    for level in (1, 2):
+        on, off = kernel_product(T, X, prefetch=level), kernel_product(T, X, prefetch=0)
+        assert on.tobytes() == off.tobytes()
+        assert np.array_equal(on, T @ X)
+        on = kernel_product(T, Y, adjoint=True, prefetch=level)
+        off = kernel_product(T, Y, adjoint=True, prefetch=0)
+        assert on.tobytes() == off.tobytes()
+        assert np.array_equal(on, T.H @ Y)
+
+
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_prefetch_level_checked(case, bad):
+    T, _, dtype = case
+    X = _rand(np.random.default_rng(6), (T.shape[1], 2), dtype)
+    with pytest.raises(ValueError, match="prefetch must be 0, 1 or 2"):
+        kernel_product(T, X, prefetch=bad)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -176,17 +185,25 @@ def test_rows_longer_than_the_streaming_buffer(dtype):
 
 
 def test_prefetch_rule(monkeypatch):
-    """The products (forward and adjoint) prefetch bases larger than one core's L2, or when
-    the L2 size is unknown (0)."""
+    """The products prefetch bases larger than one core's L2 (level 1), and also in the
+    adjoint's tiles of several vectors beyond L3 (level 2); an unknown size (0) counts as
+    exceeded."""
     import dataclasses
 
     from wsesparse import _hardware
     hw = _hardware.current()
-    monkeypatch.setattr(_hardware, "current", lambda: dataclasses.replace(hw, l2_bytes=1 << 20))
-    assert not tlr_matrix._prefetch_bases(1 << 20)
-    assert tlr_matrix._prefetch_bases((1 << 20) + 1)
-    monkeypatch.setattr(_hardware, "current", lambda: dataclasses.replace(hw, l2_bytes=0))
-    assert tlr_matrix._prefetch_bases(1)
+
+    def sizes(l2, l3):
+        monkeypatch.setattr(_hardware, "current",
+                            lambda: dataclasses.replace(hw, l2_bytes=l2, l3_bytes=l3))
+
+    sizes(1 << 20, 32 << 20)
+    assert [tlr_matrix._prefetch_bases(n) for n in (1, 1 << 20, (1 << 20) + 1, 32 << 20,
+                                                    (32 << 20) + 1)] == [0, 0, 1, 1, 2]
+    sizes(0, 32 << 20)
+    assert tlr_matrix._prefetch_bases(1) == 1
+    sizes(1 << 20, 0)
+    assert [tlr_matrix._prefetch_bases(n) for n in (1 << 20, (1 << 20) + 1)] == [0, 2]
 
 
 def test_vector_fast_path_equals_the_general_path(case):

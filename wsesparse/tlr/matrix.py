@@ -27,12 +27,15 @@ from wsesparse.tlr.compression import compress_tiles
 __all__ = ["TLRMatrix"]
 
 
-def _prefetch_bases(nbytes: int) -> bool:
-    """Whether the kernels (forward and adjoint) prefetch bases of ``nbytes``: where they exceed one
-    core's L2 (or the L2 size is unknown) they come from L3 or DRAM, and the prefetch pays
-    from both; within L2 it gains nothing (docs/tuning.md, "TLR tiles")."""
-    l2 = _hardware.current().l2_bytes
-    return l2 <= 0 or nbytes > l2
+def _prefetch_bases(nbytes: int) -> int:
+    """How the kernels prefetch bases of ``nbytes`` (``_tlrmvm.tlr_matmat``'s ``prefetch``):
+    0 within one core's L2, where it gains nothing; 1 beyond it (from L3), the one-vector
+    kernels; 2 beyond L3 (from DRAM), also the adjoint's tiles of several vectors, which it
+    slowed from L3 (docs/tuning.md, "TLR tiles"). An unknown size (0) counts as exceeded."""
+    hw = _hardware.current()
+    if 0 < hw.l2_bytes and nbytes <= hw.l2_bytes:
+        return 0
+    return 1 if 0 < hw.l3_bytes and nbytes <= hw.l3_bytes else 2
 
 
 class TLRMatrix:
