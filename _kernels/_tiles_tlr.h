@@ -261,20 +261,26 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #ifndef TLR_NN_ROWS_MAX
 #define TLR_NN_ROWS_MAX 2048
 #endif
-/* Register tiles with several right-hand sides. tlr_nn: complex right-hand sides per tile
- * (2 x 2 vectors each: 3 x 2 x 2 accumulators, 2 row vectors and 2 broadcasts fill AVX2's 16
- * registers). tlr_cn: rows x right-hand sides, complex (P and Q per pair) and real; 2 x 2 and
- * 3 x 3 with AVX2. AVX-512VL's 32 registers take 6, 4 x 3 and 6 x 4: on a 2-core Zen 4 the
- * complex forward with 4-64 vectors and every adjoint with 4-64 took 0.63-0.93x the time
- * (the same bits: the tile shape does not change any output's chain; docs/tuning.md, "TLR
- * tiles"). */
+/* Register tiles with several right-hand sides. tlr_nn: TLR_NN_NV vectors of each row times
+ * TLR_NN_SB_CX complex (P and Q each) or TLR_NN_SB_RE real right-hand sides (2 x 3 x 2
+ * accumulators, 2 row vectors and 2 broadcasts fill AVX2's 16 registers). tlr_cn: rows x
+ * right-hand sides, complex and real; 2 x 2 and 3 x 3 with AVX2. AVX-512VL's 32 registers
+ * take 4 vectors in tlr_nn and 4 x 3 and 6 x 4 in tlr_cn: on a 2-core Zen 4, 4-64 vectors,
+ * forward 0.78-1.0x and adjoint 0.49-0.93x the time (the same bits: the tile shape does not
+ * change any output's chain; docs/tuning.md, "TLR tiles"). */
 #if defined(__AVX512VL__)
 #define TLR_WIDE_DEFAULT 1
 #else
 #define TLR_WIDE_DEFAULT 0
 #endif
+#ifndef TLR_NN_NV
+#define TLR_NN_NV (TLR_WIDE_DEFAULT ? 4 : 2)
+#endif
 #ifndef TLR_NN_SB_CX
-#define TLR_NN_SB_CX (TLR_WIDE_DEFAULT ? 6 : 3)
+#define TLR_NN_SB_CX 3
+#endif
+#ifndef TLR_NN_SB_RE
+#define TLR_NN_SB_RE 6
 #endif
 #ifndef TLR_CN_RB_CX
 #define TLR_CN_RB_CX (TLR_WIDE_DEFAULT ? 4 : 2)
@@ -299,6 +305,14 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
     case K + 8: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 8, CX); break;
 #else
 #define TLR_NN_RB_HI(sfx, K, CX)
+#endif
+
+/* the switch cases below cover these tiles only */
+#if (TLR_NN_NV != 2 && TLR_NN_NV != 4) || TLR_NN_SB_CX > 3 || TLR_NN_SB_RE > 6
+#error "tlr_nn has no register tile of this shape (TLR_NN_NV, TLR_NN_SB_CX, TLR_NN_SB_RE)"
+#endif
+#if TLR_CN_RB_CX > 4 || TLR_CN_SB_CX > 3 || TLR_CN_RB_RE > 6 || TLR_CN_SB_RE > 4
+#error "tlr_cn has no register tile of this shape (TLR_CN_RB_*, TLR_CN_SB_*)"
 #endif
 
 #define TLR_DEFINE(R, V, W, sfx)                                                               \
@@ -491,9 +505,10 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
         return;                                                                                \
     }                                                                                          \
     /* one right-hand side: chunks of 4 vectors (8 or 4 independent FMA chains);              \
-       several: 2 vectors times up to TLR_NN_SB_CX (complex) or 6 (real) right-hand sides; the\
-       leftover full vectors one at a time, then the partial one (masked where AVX is) */     \
-    const int NV = s == 1 ? 4 : 2, SB = cx ? TLR_NN_SB_CX : 6;                                 \
+       several: TLR_NN_NV vectors times up to TLR_NN_SB_CX (complex) or TLR_NN_SB_RE (real)   \
+       right-hand sides; the leftover full vectors 2 (NV = 4) or 1 at a time, then the        \
+       partial one (masked where AVX is) */                                                    \
+    const int NV = s == 1 ? 4 : TLR_NN_NV, SB = cx ? TLR_NN_SB_CX : TLR_NN_SB_RE;               \
     const ptrdiff_t Lv = L - L % W;                                                            \
     ptrdiff_t t0 = 0, l0, c0;                                                                  \
     do { /* nrows == 0: one pass that writes zeros */                                          \
@@ -504,12 +519,13 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
            (the strided chunk accesses alone keep too few lines in flight) */                 \
         const ptrdiff_t tn = nrows - t0 - tb < TLR_NN_TB ? nrows - t0 - tb : TLR_NN_TB;        \
         const ptrdiff_t lines = ldb == ncols ? (tn * lr * (ptrdiff_t)sizeof(R) + 63) / 64 : 0; \
-        const ptrdiff_t nch = Lv / (NV * W) + (Lv % (NV * W)) / W;                             \
+        const ptrdiff_t rv = (Lv % (NV * W)) / W; /* vectors after the full chunks */          \
+        const ptrdiff_t nch = Lv / (NV * W) + (NV > 2 ? rv / 2 + rv % 2 : rv);                 \
         const ptrdiff_t per = nch > 0 ? (lines + nch - 1) / nch : 0;                           \
         const char *nxt = (const char *)(B + (t0 + tb) * lr);                                  \
         ptrdiff_t ich = 0;                                                                     \
         for (l0 = 0; l0 < Lv; ) {                                                              \
-            const int nv = Lv - l0 >= NV * W ? NV : 1;                                         \
+            const int nv = Lv - l0 >= NV * W ? NV : NV > 2 && Lv - l0 >= 2 * W ? 2 : 1;        \
             const ptrdiff_t pf0 = ich * per < lines ? ich * per : lines;                       \
             const ptrdiff_t pfn0 = (lines - pf0 < per ? lines - pf0 : per);                    \
             ich++;                                                                             \
@@ -625,7 +641,7 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     }                                                                                          \
 }
 
-/* switch cases of tlr_nn: real S = 1..6, complex S = 1..3, NV = 1 or 2 (4: s == 1) */
+/* switch cases of tlr_nn: real S = 1..6, complex S = 1..3, NV = 1, 2 or 4 */
 #define TLR_NN_CASE(sfx, S, NV, CX)                                                            \
     case (CX ? 64 : 0) + (NV == 4 ? 16 : NV == 2 ? 8 : 0) + S:                                 \
         tlr_nn_blk_##sfx(Bc, tb, lr, ac, la, oc, lo, first, pf, pfn, 0, S, NV, CX, 0); break;
@@ -637,8 +653,9 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     TLR_NN_CASE(sfx, 4, 2, 0) TLR_NN_CASE(sfx, 5, 2, 0) TLR_NN_CASE(sfx, 6, 2, 0)              \
     TLR_NN_CASE(sfx, 1, 1, 1) TLR_NN_CASE(sfx, 2, 1, 1) TLR_NN_CASE(sfx, 3, 1, 1)              \
     TLR_NN_CASE(sfx, 1, 2, 1) TLR_NN_CASE(sfx, 2, 2, 1) TLR_NN_CASE(sfx, 3, 2, 1)              \
-    TLR_NN_CASE(sfx, 4, 1, 1) TLR_NN_CASE(sfx, 5, 1, 1) TLR_NN_CASE(sfx, 6, 1, 1)              \
-    TLR_NN_CASE(sfx, 4, 2, 1) TLR_NN_CASE(sfx, 5, 2, 1) TLR_NN_CASE(sfx, 6, 2, 1)
+    TLR_NN_CASE(sfx, 2, 4, 0) TLR_NN_CASE(sfx, 3, 4, 0) TLR_NN_CASE(sfx, 4, 4, 0)              \
+    TLR_NN_CASE(sfx, 5, 4, 0) TLR_NN_CASE(sfx, 6, 4, 0)                                        \
+    TLR_NN_CASE(sfx, 2, 4, 1) TLR_NN_CASE(sfx, 3, 4, 1)
 /* ... and of its partial last vector (masked loads and stores): S right-hand sides */
 #define TLR_NN_PCASE(sfx, S, CX)                                                               \
     case (CX ? 64 : 0) + S:                                                                    \
@@ -646,8 +663,7 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
 #define TLR_NN_PCASES(sfx)                                                                     \
     TLR_NN_PCASE(sfx, 1, 0) TLR_NN_PCASE(sfx, 2, 0) TLR_NN_PCASE(sfx, 3, 0)                    \
     TLR_NN_PCASE(sfx, 4, 0) TLR_NN_PCASE(sfx, 5, 0) TLR_NN_PCASE(sfx, 6, 0)                    \
-    TLR_NN_PCASE(sfx, 1, 1) TLR_NN_PCASE(sfx, 2, 1) TLR_NN_PCASE(sfx, 3, 1)                    \
-    TLR_NN_PCASE(sfx, 4, 1) TLR_NN_PCASE(sfx, 5, 1) TLR_NN_PCASE(sfx, 6, 1)
+    TLR_NN_PCASE(sfx, 1, 1) TLR_NN_PCASE(sfx, 2, 1) TLR_NN_PCASE(sfx, 3, 1)
 
 /* switch cases of tlr_cn: real rows 1..8 x vectors 1..4 where used, complex rows 1..4 x 1..3 */
 #define TLR_CN_R(sfx, RR, S) \
