@@ -624,7 +624,7 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     const ptrdiff_t f = cx ? 2 : 1, L = ncols * f, lr = ldb * f, la = lda * f;                 \
     ptrdiff_t r0, c0;                                                                          \
     /* one right-hand side: more rows at once (independent FMA chains);                       \
-       several: 2 (complex) or 3 (real) rows times up to 2 or 3 vectors */                     \
+       several: TLR_CN_RB_CX x TLR_CN_SB_CX (complex) or TLR_CN_RB_RE x TLR_CN_SB_RE tiles */  \
     const int RB = s == 1 ? (cx ? 4 : 8) : (cx ? TLR_CN_RB_CX : TLR_CN_RB_RE);                \
     const int SB = cx ? TLR_CN_SB_CX : TLR_CN_SB_RE;                                           \
     for (r0 = 0; r0 < nrows; r0 += RB) {                                                       \

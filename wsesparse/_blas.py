@@ -2,13 +2,14 @@
 OpenBLAS, MKL, BLIS: whatever threadpoolctl finds under ``user_api="blas"``).
 
 A thread count set through threadpoolctl on OpenBLAS built with pthreads (what numpy's and
-scipy's wheels ship) is the library's, shared by every thread of the process. Two calls that each set it for a while and put back what they found corrupt it
-when they overlap: the second one saves the first's temporary value and restores that, last
-(a review session found BLAS left on one thread for good after four threads' dense
-products). So every such limit in wsesparse is a hold here: the first holder sets the count,
-later holders share it (the first one's count applies), and the last to let go puts the
-original counts back. ``wsesparse.accelerated()`` holds it while a block is open, and the
-dense products of ``sparse_matmul(..., n_threads=n)`` for the length of the call.
+scipy's wheels ship) is the library's, shared by every thread of the process. Two calls that
+each set it for a while and put back what they found corrupt it when they overlap: the second
+one saves the first's temporary value and restores that, last (a review session found BLAS left
+on one thread for good after four threads' dense products). So every such limit in wsesparse is
+a hold here: the first holder sets the count, later holders share it (the first one's count
+applies), and the last to let go puts the original counts back. ``wsesparse.accelerated()``
+holds it while a block is open, and the dense products of ``sparse_matmul(..., n_threads=n)``
+for the length of the call.
 
 MKL and OpenBLAS built with OpenMP keep the count per thread (OpenMP's own setting), not per
 process: there the hold's count applies to the thread that took it, and the restore to the
