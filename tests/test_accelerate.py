@@ -580,22 +580,16 @@ def test_nesting_and_the_plain_switch():
     assert not on()
 
 
-def _blas_threads():
-    """{library path: threads} of the BLAS libraries threadpoolctl finds."""
+def _blas_threads(shared_only=False):
+    """{library path: threads} of the BLAS libraries threadpoolctl finds; ``shared_only``:
+    only those whose count every thread shares (OpenBLAS on pthreads). MKL and OpenMP-built
+    OpenBLAS keep it per thread (OpenMP's own setting): a limit set in one thread is not seen
+    in another (tests with MKL loaded in the process, by sparse_dot_mkl, saw the main
+    thread's MKL at 2 inside another thread's hold)."""
     from threadpoolctl import threadpool_info
     return {d["filepath"]: d["num_threads"] for d in threadpool_info()
-            if d["user_api"] == "blas"}
-
-
-def _shared_blas_threads():
-    """{library path: threads} of the BLAS libraries whose count every thread shares (OpenBLAS
-    on pthreads). MKL and OpenMP-built OpenBLAS keep it per thread (OpenMP's own setting):
-    a limit set in one thread is not seen in another (tests with MKL loaded in the process,
-    by sparse_dot_mkl, saw the main thread's MKL at 2 inside another thread's hold)."""
-    from threadpoolctl import threadpool_info
-    return {d["filepath"]: d["num_threads"] for d in threadpool_info()
-            if d["user_api"] == "blas" and d["internal_api"] == "openblas"
-            and d.get("threading_layer") != "openmp"}
+            if d["user_api"] == "blas" and not (shared_only and (
+                d["internal_api"] != "openblas" or d.get("threading_layer") == "openmp"))}
 
 
 @pytest.fixture
@@ -704,7 +698,7 @@ def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
     still live (threadpoolctl 3.8 ignored the restore from the other thread: BLAS stayed on
     one thread); afterwards another thread's own threadpool_limits still takes effect."""
     from threadpoolctl import threadpool_limits
-    shared = _shared_blas_threads()
+    shared = _blas_threads(shared_only=True)
     if not shared:
         pytest.skip("no BLAS library with one thread count for all threads in this process")
     entered, may_leave, left, done = (threading.Event() for _ in range(4))
@@ -723,8 +717,8 @@ def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
         with wsesparse.accelerated():
             may_leave.set()
             assert left.wait(10)
-            assert set(_shared_blas_threads().values()) == {1}
-        assert _shared_blas_threads() == shared   # restored by this thread, first one alive
+            assert set(_blas_threads(shared_only=True).values()) == {1}
+        assert _blas_threads(shared_only=True) == shared  # restored here, first one alive
     finally:
         may_leave.set()
         done.set()
@@ -740,7 +734,7 @@ def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
     t = threading.Thread(target=own_limit)
     t.start()
     t.join()
-    assert seen == [{1}] and _shared_blas_threads() == shared
+    assert seen == [{1}] and _blas_threads(shared_only=True) == shared
 
 
 def test_results_beyond_free_memory_are_left_to_scipy(monkeypatch):

@@ -453,14 +453,11 @@ class TLRMatrix:
         work = (self._u_size + self._v_size) * s
         nt = resolve_n_threads(n_threads, work)
         first, second = self._items(nt, adjoint)
-        if adjoint:
-            _tlrmvm.tlr_rmatmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
-                                self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu,
-                                first, second, nt, _prefetch_bases(U.nbytes + V.nbytes))
-        else:
-            _tlrmvm.tlr_matmat(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off,
-                               self.krow_ptr, self.kcol_ptr, self.perm, XT, YT, yv, yu,
-                               first, second, nt, _prefetch_bases(U.nbytes + V.nbytes))
+        # (both entry points take the input, the output and the two phases' items in order)
+        kernel = _tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat
+        kernel(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
+               self.kcol_ptr, self.perm, XT, YT, yv, yu, first, second, nt,
+               _prefetch_bases(U.nbytes + V.nbytes))
         return YT.T
 
     def _items(self, n_threads: int, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
