@@ -261,6 +261,49 @@ def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
     assert resolve_n_threads(None, 3 * 32_768) == 1  # small work: one thread, as before
 
 
+def test_small_calls_after_an_idle_spell_run_alone(monkeypatch):
+    """After COLD_TEAM_SECONDS without a call that could take a team, calls of fewer than
+    COLD_MAX_WORK multiply-adds run on one thread for COLD_RUN_SECONDS (a team woken then
+    started milliseconds late on a shared VM); larger calls, later calls of a loop, an
+    explicit n_threads and WSESPARSE_LOAD_AWARE=0 are not affected."""
+    from types import SimpleNamespace
+
+    from wsesparse import _threads
+    from wsesparse import _thresholds as th
+    clock = [1000.0]
+    monkeypatch.setattr(_threads, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(_threads, "available_cores", lambda: 4)
+    monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 4)
+    monkeypatch.setattr(_threads, "runnable_threads", lambda: 1)
+    monkeypatch.setattr(_threads, "LOAD_AWARE", True)
+    monkeypatch.setattr(_threads, "_last_call", float("-inf"))
+    small, large = th.COLD_MAX_WORK - 1, th.COLD_MAX_WORK
+    assert 4 * th.MIN_WORK_PER_THREAD // th.TEAM_GROWTH < small  # a team of 4 otherwise
+
+    assert resolve_n_threads(None, small) == 1  # the first call after the spell
+    assert _threads._last_team == 1
+    clock[0] += th.COLD_RUN_SECONDS / 2
+    assert resolve_n_threads(None, small) == 1  # (the same product's kernel call)
+    assert resolve_n_threads(None, large) == 4
+    assert resolve_n_threads(3, small) == 3
+    clock[0] += th.COLD_RUN_SECONDS
+    assert resolve_n_threads(None, small) == 4  # a loop goes on: the team is awake now
+
+    clock[0] += 2 * th.COLD_TEAM_SECONDS  # another spell
+    monkeypatch.setattr(_threads, "LOAD_AWARE", False)
+    assert resolve_n_threads(None, small) == 4
+    clock[0] += 2 * th.COLD_TEAM_SECONDS
+    monkeypatch.setattr(_threads, "LOAD_AWARE", True)
+    assert resolve_n_threads(None, large) == 4
+    clock[0] += th.COLD_RUN_SECONDS / 2
+    assert resolve_n_threads(None, small) == 1
+    # one-thread calls (below 2 * MIN_WORK_PER_THREAD) neither count nor end a spell
+    clock[0] += 2 * th.COLD_TEAM_SECONDS
+    assert resolve_n_threads(None, th.MIN_WORK_PER_THREAD) == 1
+    clock[0] += th.COLD_RUN_SECONDS * 2
+    assert resolve_n_threads(None, small) == 1
+
+
 def test_a_parallel_call_grows_its_team_at_a_quarter_of_the_entry_work(monkeypatch):
     """Below 2 * MIN_WORK_PER_THREAD a call runs on one thread; from there it takes a
     thread per MIN_WORK_PER_THREAD / TEAM_GROWTH multiply-adds (16 cores: the whole team

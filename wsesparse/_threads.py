@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from wsesparse import _thresholds as th
 from wsesparse._checks import check_int
@@ -17,6 +18,8 @@ _OPENMP = _runtime.openmp_enabled()
 # the whole product waits with it (docs/tuning.md, "Threads").
 LOAD_AWARE = os.environ.get("WSESPARSE_LOAD_AWARE", "1").strip() != "0"
 _last_team = 1  # threads of the last team: they may still be spinning, runnable
+_last_call = float("-inf")  # time.monotonic() of the last call that could take a team
+_cold_since = float("-inf")  # ... and of the first call after an idle spell
 
 
 def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
@@ -29,8 +32,11 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     ``threadpoolctl.threadpool_limits`` (it limits the OpenMP runtime these
     kernels are linked against), capped at the cores this process may use and,
     with ``LOAD_AWARE``, at the cores no other thread is running on (other
-    processes, BLAS threads; see ``runnable_threads``), at least one. An
-    explicit positive integer is used as given.
+    processes, BLAS threads; see ``runnable_threads``), at least one. Also with
+    ``LOAD_AWARE``, calls of fewer than ``COLD_MAX_WORK`` multiply-adds run on one
+    thread for ``COLD_RUN_SECONDS`` after no call could take a team for
+    ``COLD_TEAM_SECONDS``: a team woken after such a spell may start milliseconds
+    late. An explicit positive integer is used as given.
     """
     if n_threads is not None:  # (None, the commonest value, costs no call)
         n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
@@ -41,8 +47,17 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     cap *= th.TEAM_GROWTH
     # Comparisons rather than min()/max(): this runs on every product, and
     # the builtins cost 0.4 us of a 2.4 us call here.
-    global _last_team
+    global _last_team, _last_call, _cold_since
+    now = time.monotonic()
+    if now - _last_call > th.COLD_TEAM_SECONDS:
+        _cold_since = now
+    _last_call = now
     if n_threads is None:
+        if LOAD_AWARE and work < th.COLD_MAX_WORK and now - _cold_since < th.COLD_RUN_SECONDS:
+            # A team idle for COLD_TEAM_SECONDS may wake milliseconds late (shared VMs:
+            # docs/tuning.md, "Timing after an idle spell"); a small call runs alone.
+            _last_team = 1
+            return 1
         n = _runtime.max_threads()  # >= 1
         cores = available_cores()  # >= 1
         if cores < n:

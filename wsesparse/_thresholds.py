@@ -21,6 +21,9 @@ MIN_WORK_PER_THREAD = 32_768   # multiply-adds below which one thread does a cal
 TEAM_GROWTH = 4                # a parallel call takes a thread per MIN_WORK_PER_THREAD / 4
 PARTS_PER_THREAD = 4           # row ranges per thread, handed out dynamically
 SPMV_WORK = 4                  # multiply-adds one SpMV nonzero weighs, for the thread count
+COLD_TEAM_SECONDS = 0.03       # after this long without a parallel call the team is cold ...
+COLD_MAX_WORK = 1 << 22        # ... and calls below this many multiply-adds ...
+COLD_RUN_SECONDS = 0.002       # ... run on one thread for this long (docs/tuning.md)
 
 # -- panels, prefetch, packing, streaming stores (kernel drivers) ----------------
 SHORT_ROW_NNZ = 32             # rows averaging at most this many nonzeros: one sweep over X
