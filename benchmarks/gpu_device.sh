@@ -4,8 +4,8 @@
 # at most 7 files, since a lent machine returns 8).
 #   TESTS=0 / BENCH=0 skip a part; BENCH_ARGS adds options to the bench (e.g. --gpu-skip-tlr).
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
-#   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, or 1
-#   for all four; CPU_TIMEOUT bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on
+#   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
+#   or 1 for all five; CPU_TIMEOUT bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on
 #   any machine, e.g. as a second call on a warm device.
 #   PY names the interpreter (default python3: on the lent machines the one with cupy, torch,
 #   threadpoolctl and scikit-learn).
@@ -38,11 +38,11 @@ if [ "${BENCH:-1}" != 0 ]; then
     cat "$OUT/bench.log"
 fi
 parts=${CPU_BENCH:-0}
-[ "$parts" = 1 ] && parts="grid scaling workflows tlr"
+[ "$parts" = 1 ] && parts="grid scaling workflows tlr cold"
 [ "$parts" = 0 ] && parts=""
 # Issue #27's grid (one-shot against prepared and the peers installed there), the prepared
-# kernels' scaling over 1, 2, 4, 8, all threads, #28's workflows and #24's TLR rates; all in
-# one log. Each part has its own timeout, so one slow part does not cost the others.
+# kernels' scaling over 1, 2, 4, 8, all threads, #28's workflows, #24's TLR rates and small
+# products called 0.1 s apart (the idle-spell rule, COLD_TEAM_SECONDS); all in one log. Each part has its own timeout, so one slow part does not cost the others.
 grid="--sizes 16384 --tokens 1,8,64,256 --densities 0.1,0.01,0.001 --dtypes float32,float64"
 for part in $parts; do
     case $part in
@@ -50,6 +50,8 @@ for part in $parts; do
         scaling) cmd=(benchmarks/scaling.py $grid --budget 0.15) ;;
         workflows) cmd=(-m wsesparse bench --workflows --no-progress) ;;
         tlr) cmd=(-m wsesparse bench --tlr --cache-grid none --no-progress) ;;
+        cold) cmd=(benchmarks/small_products.py --gap 0.1 --rounds 7
+                   --work 65536,262144,1048576,4194304) ;;
         *) echo "unknown CPU part $part"; continue ;;
     esac
     echo "== cpu $part: ${cmd[*]}" >> "$OUT/cpu.log"
