@@ -266,12 +266,10 @@ def test_small_calls_after_an_idle_spell_run_alone(monkeypatch):
     COLD_MAX_WORK multiply-adds run on one thread for COLD_RUN_SECONDS (a team woken then
     started milliseconds late on a shared VM); larger calls, later calls of a loop, an
     explicit n_threads and WSESPARSE_LOAD_AWARE=0 are not affected."""
-    from types import SimpleNamespace
-
     from wsesparse import _threads
     from wsesparse import _thresholds as th
     clock = [1000.0]
-    monkeypatch.setattr(_threads, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(_threads, "_monotonic", lambda: clock[0])
     monkeypatch.setattr(_threads, "available_cores", lambda: 4)
     monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 4)
     monkeypatch.setattr(_threads, "runnable_threads", lambda: 1)

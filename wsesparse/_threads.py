@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import time
+from time import monotonic as _monotonic
 
 from wsesparse import _thresholds as th
 from wsesparse._checks import check_int
@@ -18,7 +18,7 @@ _OPENMP = _runtime.openmp_enabled()
 # the whole product waits with it (docs/tuning.md, "Threads").
 LOAD_AWARE = os.environ.get("WSESPARSE_LOAD_AWARE", "1").strip() != "0"
 _last_team = 1  # threads of the last team: they may still be spinning, runnable
-_last_call = float("-inf")  # time.monotonic() of the last call that could take a team
+_last_call = float("-inf")  # monotonic time of the last call that could take a team
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
 
 
@@ -48,12 +48,12 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     # Comparisons rather than min()/max(): this runs on every product, and
     # the builtins cost 0.4 us of a 2.4 us call here.
     global _last_team, _last_call, _cold_since
-    now = time.monotonic()
+    now = _monotonic()
     if now - _last_call > th.COLD_TEAM_SECONDS:
         _cold_since = now
     _last_call = now
     if n_threads is None:
-        if LOAD_AWARE and work < th.COLD_MAX_WORK and now - _cold_since < th.COLD_RUN_SECONDS:
+        if now - _cold_since < th.COLD_RUN_SECONDS and work < th.COLD_MAX_WORK and LOAD_AWARE:
             # A team idle for COLD_TEAM_SECONDS may wake milliseconds late (shared VMs:
             # docs/tuning.md, "Timing after an idle spell"); a small call runs alone.
             _last_team = 1
