@@ -5,8 +5,8 @@
 #   TESTS=0 / BENCH=0 skip a part; BENCH_ARGS adds options to the bench (e.g. --gpu-skip-tlr).
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
 #   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
-#   or 1 for all five; CPU_TIMEOUT bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on
-#   any machine, e.g. as a second call on a warm device.
+#   or 1 for all five; CPU_TIMEOUT bounds each. With the GPU parts off (TESTS=0 BENCH=0) it
+#   runs on any machine, e.g. as a second call on a warm device.
 #   PY names the interpreter (default python3: on the lent machines the one with cupy, torch,
 #   threadpoolctl and scikit-learn).
 set -u
@@ -42,7 +42,8 @@ parts=${CPU_BENCH:-0}
 [ "$parts" = 0 ] && parts=""
 # Issue #27's grid (one-shot against prepared and the peers installed there), the prepared
 # kernels' scaling over 1, 2, 4, 8, all threads, #28's workflows, #24's TLR rates and small
-# products called 0.1 s apart (the idle-spell rule, COLD_TEAM_SECONDS); all in one log. Each part has its own timeout, so one slow part does not cost the others.
+# products called 0.1 s apart (the idle-spell rule, COLD_TEAM_SECONDS); all in one log.
+# Each part has its own timeout, so one slow part does not cost the others.
 grid="--sizes 16384 --tokens 1,8,64,256 --densities 0.1,0.01,0.001 --dtypes float32,float64"
 for part in $parts; do
     case $part in
