@@ -244,6 +244,7 @@ def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
     one thread); the last team's own threads, which may still spin, do not count as
     others; an explicit n_threads and WSESPARSE_LOAD_AWARE=0 keep every core."""
     from wsesparse import _threads
+    monkeypatch.setattr(_threads, "LOAD_AWARE", True)  # (whatever WSESPARSE_LOAD_AWARE says)
     monkeypatch.setattr(_threads, "available_cores", lambda: 8)
     monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 8)
     work = 1 << 40
@@ -261,13 +262,16 @@ def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
     assert resolve_n_threads(None, 3 * 32_768) == 1  # small work: one thread, as before
 
 
-def test_small_calls_after_an_idle_spell_run_alone(monkeypatch):
-    """After COLD_TEAM_SECONDS without a call that could take a team, calls of fewer than
-    COLD_MAX_WORK multiply-adds run on one thread for COLD_RUN_SECONDS (a team woken then
-    started milliseconds late on a shared VM); larger calls, later calls of a loop, an
-    explicit n_threads and WSESPARSE_LOAD_AWARE=0 are not affected."""
+def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
+    """After COLD_TEAM_SECONDS without a call that could take a team, products of fewer
+    than COLD_MAX_WORK multiply-adds run on one thread for COLD_RUN_SECONDS (a team woken
+    then started milliseconds late on a shared VM); larger products, later calls of a loop,
+    calls whose work is not a product's (idle_rule False: checks, transposes), an explicit
+    n_threads and WSESPARSE_LOAD_AWARE=0 are not affected."""
     from wsesparse import _threads
     from wsesparse import _thresholds as th
+    if not _threads._OPENMP:
+        pytest.skip("wsesparse was built without OpenMP")
     clock = [1000.0]
     monkeypatch.setattr(_threads, "_monotonic", lambda: clock[0])
     monkeypatch.setattr(_threads, "available_cores", lambda: 4)
@@ -275,31 +279,38 @@ def test_small_calls_after_an_idle_spell_run_alone(monkeypatch):
     monkeypatch.setattr(_threads, "runnable_threads", lambda: 1)
     monkeypatch.setattr(_threads, "LOAD_AWARE", True)
     monkeypatch.setattr(_threads, "_last_call", float("-inf"))
+    monkeypatch.setattr(_threads, "_cold_since", float("-inf"))
+    monkeypatch.setattr(_threads, "_last_team", 1)
     small, large = th.COLD_MAX_WORK - 1, th.COLD_MAX_WORK
     assert 4 * th.MIN_WORK_PER_THREAD // th.TEAM_GROWTH < small  # a team of 4 otherwise
 
-    assert resolve_n_threads(None, small) == 1  # the first call after the spell
-    assert _threads._last_team == 1
+    def product(work, n_threads=None):
+        return resolve_n_threads(n_threads, work, idle_rule=True)
+
+    assert product(small) == 1  # the first product after the spell
     clock[0] += th.COLD_RUN_SECONDS / 2
-    assert resolve_n_threads(None, small) == 1  # (the same product's kernel call)
-    assert resolve_n_threads(None, large) == 4
-    assert resolve_n_threads(3, small) == 3
+    assert product(small) == 1
+    assert resolve_n_threads(None, small) == 4  # not a product's work
+    assert product(large) == 4
+    assert _threads._last_team == 4
+    assert product(small) == 1 and _threads._last_team == 4  # (that team may still spin)
+    assert product(small, 3) == 3
     clock[0] += th.COLD_RUN_SECONDS
-    assert resolve_n_threads(None, small) == 4  # a loop goes on: the team is awake now
+    assert product(small) == 4  # a loop goes on: the team is awake now
 
     clock[0] += 2 * th.COLD_TEAM_SECONDS  # another spell
     monkeypatch.setattr(_threads, "LOAD_AWARE", False)
-    assert resolve_n_threads(None, small) == 4
+    assert product(small) == 4
     clock[0] += 2 * th.COLD_TEAM_SECONDS
     monkeypatch.setattr(_threads, "LOAD_AWARE", True)
-    assert resolve_n_threads(None, large) == 4
+    assert product(large) == 4
     clock[0] += th.COLD_RUN_SECONDS / 2
-    assert resolve_n_threads(None, small) == 1
+    assert product(small) == 1
     # one-thread calls (below 2 * MIN_WORK_PER_THREAD) neither count nor end a spell
     clock[0] += 2 * th.COLD_TEAM_SECONDS
-    assert resolve_n_threads(None, th.MIN_WORK_PER_THREAD) == 1
+    assert product(th.MIN_WORK_PER_THREAD) == 1
     clock[0] += th.COLD_RUN_SECONDS * 2
-    assert resolve_n_threads(None, small) == 1
+    assert product(small) == 1
 
 
 def test_a_parallel_call_grows_its_team_at_a_quarter_of_the_entry_work(monkeypatch):

@@ -159,13 +159,13 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         # up to 3x longer; docs/tuning.md, "One column").
         X, Y = X.reshape(-1), Y.reshape(-1)
     if X.ndim == 1:
-        threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows))
+        threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows), idle_rule=True)
         code = _spmm.csr_spmv(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
                               threads, check_cols=check_cols)
     else:
         N = X.shape[1]
         itemsize = X.dtype.itemsize
-        threads = resolve_n_threads(n_threads, nnz * N + n_rows)
+        threads = resolve_n_threads(n_threads, nnz * N + n_rows, idle_rule=True)
         short_rows = nnz <= th.SHORT_ROW_NNZ * n_rows
         # (Short rows never hold KB_MIN_NNZ per block: small products skip the call.)
         kblock = 0 if short_rows else k_block(shape, nnz, N, X.dtype, hw)
@@ -220,8 +220,8 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
     chunks = scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
     scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
-    code = _scatter.csr_spmm_t(indptr, indices, data, X, Y,
-                               resolve_n_threads(n_threads, nnz * n_tokens + shape[1]),
+    threads = resolve_n_threads(n_threads, nnz * n_tokens + shape[1], idle_rule=True)
+    code = _scatter.csr_spmm_t(indptr, indices, data, X, Y, threads,
                                n_chunks=chunks, scratch=scratch, check_cols=check_cols)
     if code:
         raise ValueError(csr_error_message(code, name, shape, len(indices)))

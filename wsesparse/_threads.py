@@ -22,7 +22,8 @@ _last_call = float("-inf")  # monotonic time of the last call that could take a 
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
 
 
-def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
+def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
+                      idle_rule: bool = False) -> int:
     """Return the number of threads for a kernel doing ``work`` multiply-adds.
 
     Below ``2 * MIN_WORK_PER_THREAD`` multiply-adds a call runs on one thread; from there
@@ -33,10 +34,11 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
     kernels are linked against), capped at the cores this process may use and,
     with ``LOAD_AWARE``, at the cores no other thread is running on (other
     processes, BLAS threads; see ``runnable_threads``), at least one. Also with
-    ``LOAD_AWARE``, calls of fewer than ``COLD_MAX_WORK`` multiply-adds run on one
-    thread for ``COLD_RUN_SECONDS`` after no call could take a team for
-    ``COLD_TEAM_SECONDS``: a team woken after such a spell may start milliseconds
-    late. An explicit positive integer is used as given.
+    ``LOAD_AWARE``, products (``idle_rule``: the callers whose ``work`` counts a
+    product's multiply-adds) of fewer than ``COLD_MAX_WORK`` run on one thread for
+    ``COLD_RUN_SECONDS`` after no call could take a team for ``COLD_TEAM_SECONDS``:
+    a team woken after such a spell may start milliseconds late. An explicit
+    positive integer is used as given.
     """
     if n_threads is not None:  # (None, the commonest value, costs no call)
         n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
@@ -53,10 +55,11 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62) -> int:
         _cold_since = now
     _last_call = now
     if n_threads is None:
-        if now - _cold_since < th.COLD_RUN_SECONDS and work < th.COLD_MAX_WORK and LOAD_AWARE:
+        if (idle_rule and now - _cold_since < th.COLD_RUN_SECONDS
+                and work < th.COLD_MAX_WORK and LOAD_AWARE):
             # A team idle for COLD_TEAM_SECONDS may wake milliseconds late (shared VMs:
-            # docs/tuning.md, "Timing after an idle spell"); a small call runs alone.
-            _last_team = 1
+            # docs/tuning.md, "Timing after an idle spell"): a small product runs alone.
+            # (_last_team is left as it is: a team that ran in the window may still spin.)
             return 1
         n = _runtime.max_threads()  # >= 1
         cores = available_cores()  # >= 1

@@ -155,10 +155,11 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         and dtype and be writeable; it may overlap the inputs (the product is
         then computed into a temporary first). ``out`` is returned.
     n_threads : int, optional
-        OpenMP threads for the kernel. Default: all cores this process may
-        use, limited by ``OMP_NUM_THREADS`` and
-        ``threadpoolctl.threadpool_limits``. Results are bitwise identical for
-        every thread count on the sparse path. (Between a one-shot and a
+        OpenMP threads for the kernel. Default: the cores this process may
+        use that no other thread is busy on (one for a small product called
+        after an idle spell: docs/cpu_kernels.md, "Threads"), limited by
+        ``OMP_NUM_THREADS`` and ``threadpoolctl.threadpool_limits``. Results
+        are bitwise identical for every thread count on the sparse path. (Between a one-shot and a
         prepared operand they may differ in the last bits for ``X @ W`` with
         ``W`` in CSR, or a CSC operand times ``X``, when a token row takes at
         most ``SCATTER_MAX_BYTES`` = 128: the one-shot product then scatters from

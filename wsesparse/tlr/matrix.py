@@ -451,7 +451,7 @@ class TLRMatrix:
         yv = np.empty((s, K), dtype=dtype)
         yu = np.empty((s, K), dtype=dtype)
         work = (self._u_size + self._v_size) * s
-        nt = resolve_n_threads(n_threads, work)
+        nt = resolve_n_threads(n_threads, work, idle_rule=True)
         first, second = self._items(nt, adjoint)
         # (both entry points take the input, the output and the two phases' items in order)
         kernel = _tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat

@@ -91,7 +91,7 @@ def sddmm(W, dY, X, n_threads: int | None = None) -> sp.csr_array:
     out = np.empty(csr.nnz, dtype=dt)
     idx = np.result_type(csr.indptr.dtype, csr.indices.dtype)
     _sddmm.sddmm(csr.indptr.astype(idx), csr.indices.astype(idx), dYc, Xc, out,
-                 resolve_n_threads(n_threads, csr.nnz * dYc.shape[1]))
+                 resolve_n_threads(n_threads, csr.nnz * dYc.shape[1], idle_rule=True))
     return sp.csr_array((out, csr.indices.copy(), csr.indptr.copy()), shape=csr.shape)
 
 
