@@ -159,12 +159,12 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         use that no other thread is busy on (one for a small product called
         after an idle spell: docs/cpu_kernels.md, "Threads"), limited by
         ``OMP_NUM_THREADS`` and ``threadpoolctl.threadpool_limits``. Results
-        are bitwise identical for every thread count on the sparse path. (Between a one-shot and a
-        prepared operand they may differ in the last bits for ``X @ W`` with
-        ``W`` in CSR, or a CSC operand times ``X``, when a token row takes at
-        most ``SCATTER_MAX_BYTES`` = 128: the one-shot product then scatters from
-        the stored arrays instead of transposing them, which sums in another
-        order.)
+        are bitwise identical for every thread count on the sparse path.
+        (Between a one-shot and a prepared operand they may differ in the
+        last bits for ``X @ W`` with ``W`` in CSR, or a CSC operand times
+        ``X``, when a token row takes at most ``SCATTER_MAX_BYTES`` = 128: the
+        one-shot product then scatters from the stored arrays instead of
+        transposing them, which sums in another order.)
     method : {"auto", "sparse", "dense"}, default "auto"
         "sparse" always uses the AXPY kernels; "dense" densifies the sparse
         operand and calls BLAS; "auto" uses dense BLAS only when the density
