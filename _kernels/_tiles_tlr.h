@@ -258,6 +258,31 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #define TLR_NN_RB 4
 #endif
 #endif
+/* Several right-hand sides streamed too (tlr_nn_rows_m): TLR_NN_MROWS_S complex (twice as many
+ * real) right-hand sides per pass over the rows, TLR_NN_MRB rows at a time, with their 2 x 4 x 3
+ * broadcast coefficients in registers: only with AVX-512VL's 32 (0 elsewhere: register tiles).
+ * The register tiles walk panels of 32 strided rows, which from DRAM keep too few lines in
+ * flight: with 2-6 vectors the streamed rows took 0.68-0.91x their time on a 2-core Zen 4, the
+ * same bits (docs/tuning.md, "Several right-hand sides streamed"). More right-hand sides than
+ * a group take a pass per group where the block has at most TLR_NN_MROWS_BYTES (the later
+ * passes find it in L2) and a group's sums at most TLR_NN_MROWS_L1 bytes (they stay in L1:
+ * complex128 rows of 512 doubles, 24 KB of sums, were up to 13 % slower from L3); else the
+ * register tiles. */
+#ifndef TLR_NN_MROWS_S
+#if defined(__AVX512VL__)
+#define TLR_NN_MROWS_S 3
+#else
+#define TLR_NN_MROWS_S 0
+#endif
+#endif
+#define TLR_NN_MRB 4
+#define TLR_NN_MROWS_SB (TLR_NN_MROWS_S > 0 ? TLR_NN_MROWS_S : 1) /* array sizes */
+#ifndef TLR_NN_MROWS_L1
+#define TLR_NN_MROWS_L1 20480
+#endif
+#ifndef TLR_NN_MROWS_BYTES
+#define TLR_NN_MROWS_BYTES 786432
+#endif
 #ifndef TLR_NN_ROWS_MAX
 #define TLR_NN_ROWS_MAX 2048
 #endif
@@ -490,18 +515,131 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
     memcpy(dst, out, (size_t)L * sizeof(R));                                                   \
 }                                                                                              \
                                                                                                \
+TLR_INLINE void tlr_nn_mrb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, ptrdiff_t so,        \
+                                  const V *ar, const V *ai, ptrdiff_t rem, const int RB,       \
+                                  const int S, const int CX, const int PART)                   \
+{                                                                                              \
+    /* one vector of RB rows into S columns of out (P) and q (Q), so reals apart, each       \
+       column's chain over the rows as tlr_nn_rb1 adds them */                                  \
+    V b[TLR_NN_MRB];                                                                           \
+    int r, c;                                                                                  \
+    for (r = 0; r < RB; r++)                                                                   \
+        b[r] = PART ? tlr_ldm_##sfx(B + r * lr, rem) : tlr_ld_##sfx(B + r * lr);               \
+    for (c = 0; c < S; c++) {                                                                  \
+        V p = tlr_ld_##sfx(out + c * so), qq = CX ? tlr_ld_##sfx(q + c * so) : p;              \
+        for (r = 0; r < RB; r++) {                                                             \
+            p = tlr_fma_##sfx(ar[c * TLR_NN_MRB + r], b[r], p);                                \
+            if (CX) qq = tlr_fma_##sfx(ai[c * TLR_NN_MRB + r], b[r], qq);                      \
+        }                                                                                      \
+        tlr_st_##sfx(out + c * so, p);                                                         \
+        if (CX) tlr_st_##sfx(q + c * so, qq);                                                  \
+    }                                                                                          \
+}                                                                                              \
+                                                                                               \
+TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
+                                 const R *a, ptrdiff_t la, R *out, R *q, ptrdiff_t so,         \
+                                 const R *pf, const int RB, const int S, const int CX)         \
+{                                                                                              \
+    V ar[2 * TLR_NN_MROWS_SB * TLR_NN_MRB], ai[2 * TLR_NN_MROWS_SB * TLR_NN_MRB];              \
+    ptrdiff_t l; int r, c;                                                                     \
+    for (c = 0; c < S; c++)                                                                    \
+        for (r = 0; r < RB; r++) {                                                             \
+            ar[c * TLR_NN_MRB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);               \
+            ai[c * TLR_NN_MRB + r] = CX ? tlr_bc_##sfx(a[c * la + 2 * r + 1])                  \
+                                        : ar[c * TLR_NN_MRB + r];                              \
+        }                                                                                      \
+    for (l = 0; l < Lv; l += W) {                                                              \
+        if (pf && !(l & W))                                                                    \
+            for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
+        tlr_nn_mrb1_##sfx(B + l, lr, out + l, q + l, so, ar, ai, 0, RB, S, CX, 0);             \
+    }                                                                                          \
+    if (TLR_MASKED_TAIL && rem)                                                                \
+        tlr_nn_mrb1_##sfx(B + Lv, lr, out + Lv, q + Lv, so, ar, ai, rem, RB, S, CX, 1);        \
+}                                                                                              \
+                                                                                               \
+TLR_NOINLINE void tlr_nn_rows_m_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,  \
+                                     const R *a, ptrdiff_t la, R *dst, ptrdiff_t lo,           \
+                                     ptrdiff_t s, int cx, int pf)                              \
+{                                                                                              \
+    /* 2 <= s <= TLR_NN_MROWS_S complex (twice as many real) right-hand sides (a: la reals    \
+       apart; dst: lo reals apart), rows of at most TLR_NN_ROWS_MAX reals: tlr_nn_rows for    \
+       s vectors at once, TLR_NN_MRB rows at a time, each row read once. The same FMA chains  \
+       and folds of Q as tlr_nn_rows and the register tiles, so the same bits. */             \
+    TLR_ALIGNED R buf[2 * TLR_NN_MROWS_SB * (TLR_NN_ROWS_MAX + 2 * W)];                        \
+    const V sg = tlr_sign_##sfx();                                                             \
+    const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W, rem = L - Lv;                              \
+    const ptrdiff_t Lm = TLR_MASKED_TAIL && rem ? Lv + W : Lv, Ls = TLR_MASKED_TAIL ? L : Lv;  \
+    /* columns of whole vectors, a cache line apart beyond that (rows of 2 KB would put them  \
+       all in the same L1 sets) */                                                             \
+    const ptrdiff_t so = (L + W - 1) / W * W + 2 * W;                                          \
+    R *out = buf, *q = buf + s * so;                                                           \
+    ptrdiff_t t0 = 0, t, l, e, c;                                                              \
+    memset(out, 0, (size_t)(s * so) * sizeof(R));                                              \
+    do {                                                                                       \
+        const ptrdiff_t tb = nrows - t0 < TLR_NN_TB ? nrows - t0 : TLR_NN_TB;                  \
+        if (cx) memset(q, 0, (size_t)(s * so) * sizeof(R));                                    \
+        for (t = t0; t < t0 + tb; ) {                                                          \
+            const ptrdiff_t rb = t0 + tb - t < TLR_NN_MRB ? t0 + tb - t : TLR_NN_MRB;          \
+            const R *Bt = B + t * lr, *at = a + t * f, *pn = pf ? Bt + rb * lr : NULL;         \
+            switch ((cx ? 64 : 0) + (int)rb * 8 + (int)s) {                                    \
+            TLR_NN_MCASES(sfx)                                                                 \
+            default: break;                                                                    \
+            }                                                                                  \
+            for (c = 0; c < s; c++) /* the last L - Lv (< W) reals as tlr_nn_rows does them */ \
+                for (e = Ls; e < L; e++) {                                                     \
+                    ptrdiff_t r;                                                               \
+                    R P = out[c * so + e], Q = cx ? q[c * so + e] : (R)0;                      \
+                    for (r = 0; r < rb; r++) {                                                 \
+                        P = TLR_FMAS_##sfx(at[c * la + r * f], Bt[r * lr + e], P);             \
+                        if (cx)                                                                \
+                            Q = TLR_FMAS_##sfx(at[c * la + r * f + 1], Bt[r * lr + (e ^ 1)], Q);\
+                    }                                                                          \
+                    out[c * so + e] = P;                                                       \
+                    if (cx) q[c * so + e] = Q;                                                 \
+                }                                                                              \
+            t += rb;                                                                           \
+        }                                                                                      \
+        if (cx)                                                                                \
+            for (c = 0; c < s; c++) {                                                          \
+                R *oc = out + c * so, *qc = q + c * so;                                        \
+                for (l = 0; l < Lm; l += W)                                                    \
+                    tlr_st_##sfx(oc + l, tlr_ld_##sfx(oc + l)                                  \
+                                         + sg * tlr_swap_##sfx(tlr_ld_##sfx(qc + l)));         \
+                for (e = Ls; e < L; e++) oc[e] = oc[e] + ((e & 1) ? qc[e] : -qc[e]);           \
+            }                                                                                  \
+        t0 += tb;                                                                              \
+    } while (t0 < nrows);                                                                      \
+    for (c = 0; c < s; c++) memcpy(dst + c * lo, out + c * so, (size_t)L * sizeof(R));         \
+}                                                                                              \
+                                                                                               \
+                                                                                               \
 static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,          \
                          const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s, int cx, \
                          int pf)                                                               \
 {                                                                                              \
-    /* pf: one right-hand side (tlr_nn_rows) software-prefetches the next rows of B (worth it \
-       from L3 and DRAM, not within L2: the caller decides by the size of all the bases); a   \
-       hint only, the results do not depend on it. The register tiles prefetch blocks of     \
-       whole rows (ldb == ncols) whatever pf says. */                                         \
+    /* pf: the streamed rows (tlr_nn_rows, tlr_nn_rows_m) software-prefetch the next rows of  \
+       B (worth it from L3 and DRAM, not within L2: the caller decides by the size of all the \
+       bases); a hint only, the results do not depend on it. The register tiles prefetch     \
+       blocks of whole rows (ldb == ncols) whatever pf says. */                               \
     const ptrdiff_t f = cx ? 2 : 1, L = ncols * f;                                             \
     const ptrdiff_t lr = ldb * f, la = lda * f, lo = ldo * f;                                  \
     if (s == 1 && L <= TLR_NN_ROWS_MAX) {                                                      \
         tlr_nn_rows_##sfx(B, nrows, L, lr, a, out, cx, pf);                                    \
+        return;                                                                                \
+    }                                                                                          \
+    const ptrdiff_t g = (cx ? 1 : 2) * TLR_NN_MROWS_S; /* right-hand sides per row pass */   \
+    if (g > 0 && L <= TLR_NN_ROWS_MAX                                                          \
+        && (s <= g || (nrows * lr * (ptrdiff_t)sizeof(R) <= TLR_NN_MROWS_BYTES                  \
+                       && 2 * TLR_NN_MROWS_S * L * (ptrdiff_t)sizeof(R) <= TLR_NN_MROWS_L1))) { \
+        ptrdiff_t c;                                                                           \
+        for (c = 0; c < s; c += g) { /* a pass over B per group of g */                        \
+            const ptrdiff_t sc = s - c < g ? s - c : g;                                        \
+            if (sc == 1)                                                                       \
+                tlr_nn_rows_##sfx(B, nrows, L, lr, a + c * la, out + c * lo, cx, pf);          \
+            else                                                                               \
+                tlr_nn_rows_m_##sfx(B, nrows, L, lr, a + c * la, la, out + c * lo, lo, sc,     \
+                                    cx, pf);                                                   \
+        }                                                                                      \
         return;                                                                                \
     }                                                                                          \
     /* one right-hand side: chunks of 4 vectors (8 or 4 independent FMA chains);              \
@@ -664,6 +802,19 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     TLR_NN_PCASE(sfx, 1, 0) TLR_NN_PCASE(sfx, 2, 0) TLR_NN_PCASE(sfx, 3, 0)                    \
     TLR_NN_PCASE(sfx, 4, 0) TLR_NN_PCASE(sfx, 5, 0) TLR_NN_PCASE(sfx, 6, 0)                    \
     TLR_NN_PCASE(sfx, 1, 1) TLR_NN_PCASE(sfx, 2, 1) TLR_NN_PCASE(sfx, 3, 1)
+
+/* switch cases of tlr_nn_rows_m: rows 1..TLR_NN_MRB x right-hand sides 2..2S (real), 2..S */
+#define TLR_NN_MC(sfx, RB, S, CX)                                                              \
+    case (CX ? 64 : 0) + RB * 8 + S:                                                           \
+        if (S <= (CX ? 1 : 2) * TLR_NN_MROWS_S)                                                \
+            tlr_nn_mrb_##sfx(Bt, lr, Lv, rem, at, la, out, q, so, pn, RB, S, CX);              \
+        break;
+#define TLR_NN_MC_RB(sfx, RB)                                                                  \
+    TLR_NN_MC(sfx, RB, 2, 0) TLR_NN_MC(sfx, RB, 3, 0) TLR_NN_MC(sfx, RB, 4, 0)                 \
+    TLR_NN_MC(sfx, RB, 5, 0) TLR_NN_MC(sfx, RB, 6, 0)                                          \
+    TLR_NN_MC(sfx, RB, 2, 1) TLR_NN_MC(sfx, RB, 3, 1)
+#define TLR_NN_MCASES(sfx)                                                                     \
+    TLR_NN_MC_RB(sfx, 1) TLR_NN_MC_RB(sfx, 2) TLR_NN_MC_RB(sfx, 3) TLR_NN_MC_RB(sfx, 4)
 
 /* switch cases of tlr_cn: real rows 1..8 x vectors 1..4 where used, complex rows 1..4 x 1..3 */
 #define TLR_CN_R(sfx, RR, S) \

@@ -82,6 +82,21 @@ cdef extern from "_tiles_tlr.h" nogil:
     void tlr_cn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
                   const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s,
                   int cx, int pf)
+    int _NN_ROWS_MAX "TLR_NN_ROWS_MAX"
+    int _NN_MROWS_S "TLR_NN_MROWS_S"
+    long long _NN_MROWS_BYTES "TLR_NN_MROWS_BYTES"
+
+# How the forward kernel (tlr_nn, _tiles_tlr.h) takes its blocks; they differ between builds,
+# so tests read them here. Rows of at most FORWARD_ROWS_MAX reals are streamed in address
+# order: one right-hand side at a time, or FORWARD_ROWS_GROUP complex (twice as many real)
+# ones per pass (0: none, the register tiles take s > 1). More right-hand sides than a group
+# take several passes where the block has at most FORWARD_ROWS_GROUP_BYTES (so the passes
+# after the first read it from L2) and its rows are short enough for a group's sums to stay in
+# L1, else the register tiles. Every path sums each output element in the same order: the bits
+# do not depend on the path.
+FORWARD_ROWS_MAX = _NN_ROWS_MAX
+FORWARD_ROWS_GROUP = _NN_MROWS_S
+FORWARD_ROWS_GROUP_BYTES = _NN_MROWS_BYTES
 
 
 cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,

@@ -1,10 +1,11 @@
 """TLR-MVM kernels: forward, adjoint and many right-hand sides against dense products.
 
-Covers the kernels of ``_kernels/_tiles_tlr.h`` (register tiles, and for one right-hand side
-the row-streaming ``tlr_nn_rows``): every dtype, s = 1..70 right-hand sides (all remainders of
-the vector tiles), ranks that leave partial vectors and zero tile rows/columns, the adjoint
-identity, and bitwise reproducibility across thread counts, across the number of right-hand
-sides, across the two forward paths and with or without software prefetch.
+Covers the kernels of ``_kernels/_tiles_tlr.h`` (register tiles, and the row-streaming
+``tlr_nn_rows`` and ``tlr_nn_rows_m`` for one right-hand side and for a group of them): every
+dtype, s = 1..70 right-hand sides (all remainders of the vector tiles and groups), ranks that
+leave partial vectors and zero tile rows/columns, the adjoint identity, and bitwise
+reproducibility across thread counts, across the number of right-hand sides, across the
+forward paths and with or without software prefetch.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from tlr_helpers import kernel_product
 from wsesparse import TLRMatrix
+from wsesparse._kernels import _tlrmvm
 from wsesparse.tlr import matrix as tlr_matrix
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
@@ -182,6 +184,36 @@ def test_rows_longer_than_the_streaming_buffer(dtype):
         rtol = RTOL[dtype] * 10
         np.testing.assert_allclose(T @ X[:, 0], D @ X[:, 0], rtol=rtol,
                                    atol=rtol * np.abs(D).sum(axis=1).max() * np.abs(X).max())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_forward_paths_give_the_same_bits(dtype):
+    """The forward kernel takes right-hand sides three ways (``_tlrmvm.FORWARD_ROWS_*``): rows
+    streamed for one vector, rows streamed for a group of vectors, and register tiles where
+    more vectors than a group meet a block above ``FORWARD_ROWS_GROUP_BYTES``. One tile of
+    rank 120 whose blocks exceed that size: the columns of a block product on the register
+    tiles equal the products of one vector and of each group size, bit for bit, and the
+    dense product to rounding."""
+    cx = np.dtype(dtype).kind == "c"
+    group = _tlrmvm.FORWARD_ROWS_GROUP * (1 if cx else 2)
+    real_bytes = np.dtype(dtype).itemsize // (2 if cx else 1)
+    k = 120  # phase-1 rows of k (complex: 2k) reals, phase-3 rows of w (2w)
+    w = _tlrmvm.FORWARD_ROWS_GROUP_BYTES // (k * (2 if cx else 1) * real_bytes) + 1
+    assert k <= w and w * (2 if cx else 1) <= _tlrmvm.FORWARD_ROWS_MAX
+    rng = np.random.default_rng(11)
+    T = TLRMatrix.from_tiles((w, w), w, {(0, 0): (_rand(rng, (w, k), dtype),
+                                                  _rand(rng, (w, k), dtype))}, dtype=dtype)
+    X = _rand(rng, (w, 2 * group + 3), dtype)
+    F = T @ X  # more vectors than a group: the register tiles
+    for s in range(1, group + 1):
+        assert np.array_equal(T @ X[:, :s], F[:, :s]), s
+        assert np.array_equal(T @ X[:, 1:s + 1], F[:, 1:s + 1]), s
+    assert np.array_equal(T @ X[:, 2], F[:, 2])
+    D = T.toarray().astype(np.complex128)
+    want = D @ X
+    rtol = RTOL[dtype] * 10
+    np.testing.assert_allclose(F, want, rtol=rtol,
+                               atol=rtol * np.abs(D).sum(axis=1).max() * np.abs(X).max())
 
 
 def test_prefetch_rule(monkeypatch):
