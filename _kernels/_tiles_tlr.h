@@ -39,6 +39,8 @@
 #define WSESPARSE_TILES_TLR_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -515,6 +517,13 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
     memcpy(dst, out, (size_t)L * sizeof(R));                                                   \
 }                                                                                              \
                                                                                                \
+TLR_INLINE ptrdiff_t tlr_nn_mrows_so_##sfx(ptrdiff_t L)                                       \
+{                                                                                              \
+    /* tlr_nn_rows_m's column stride: whole vectors, a cache line more (rows of 2 KB would    \
+       put every column in the same L1 sets) */                                                \
+    return (L + W - 1) / W * W + 2 * W;                                                        \
+}                                                                                              \
+                                                                                               \
 TLR_INLINE void tlr_nn_mrb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, ptrdiff_t so,        \
                                   const V *ar, const V *ai, ptrdiff_t rem, const int RB,       \
                                   const int S, const int CX, const int PART)                   \
@@ -559,19 +568,18 @@ TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff
                                                                                                \
 TLR_NOINLINE void tlr_nn_rows_m_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,  \
                                      const R *a, ptrdiff_t la, R *dst, ptrdiff_t lo,           \
-                                     ptrdiff_t s, int cx, int pf)                              \
+                                     ptrdiff_t s, int cx, int pf, R *buf)                      \
 {                                                                                              \
     /* 2 <= s <= TLR_NN_MROWS_S complex (twice as many real) right-hand sides (a: la reals    \
        apart; dst: lo reals apart), rows of at most TLR_NN_ROWS_MAX reals: tlr_nn_rows for    \
        s vectors at once, TLR_NN_MRB rows at a time, each row read once. The same FMA chains  \
-       and folds of Q as tlr_nn_rows and the register tiles, so the same bits. */             \
-    TLR_ALIGNED R buf[2 * TLR_NN_MROWS_SB * (TLR_NN_ROWS_MAX + 2 * W)];                        \
+       and folds of Q as tlr_nn_rows and the register tiles, so the same bits. buf: room for  \
+       2 * s * tlr_nn_mrows_so(L) reals, 64-byte aligned (the caller's: up to 99 KB, more than \
+       a thread's stack should hold). */                                                      \
     const V sg = tlr_sign_##sfx();                                                             \
     const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W, rem = L - Lv;                              \
     const ptrdiff_t Lm = TLR_MASKED_TAIL && rem ? Lv + W : Lv, Ls = TLR_MASKED_TAIL ? L : Lv;  \
-    /* columns of whole vectors, a cache line apart beyond that (rows of 2 KB would put them  \
-       all in the same L1 sets) */                                                             \
-    const ptrdiff_t so = (L + W - 1) / W * W + 2 * W;                                          \
+    const ptrdiff_t so = tlr_nn_mrows_so_##sfx(L);                                             \
     R *out = buf, *q = buf + s * so;                                                           \
     ptrdiff_t t0 = 0, t, l, e, c;                                                              \
     memset(out, 0, (size_t)(s * so) * sizeof(R));                                              \
@@ -631,16 +639,22 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     if (g > 0 && L <= TLR_NN_ROWS_MAX                                                          \
         && (s <= g || (nrows * lr * (ptrdiff_t)sizeof(R) <= TLR_NN_MROWS_BYTES                  \
                        && 2 * TLR_NN_MROWS_S * L * (ptrdiff_t)sizeof(R) <= TLR_NN_MROWS_L1))) { \
-        ptrdiff_t c;                                                                           \
-        for (c = 0; c < s; c += g) { /* a pass over B per group of g */                        \
-            const ptrdiff_t sc = s - c < g ? s - c : g;                                        \
-            if (sc == 1)                                                                       \
-                tlr_nn_rows_##sfx(B, nrows, L, lr, a + c * la, out + c * lo, cx, pf);          \
-            else                                                                               \
-                tlr_nn_rows_m_##sfx(B, nrows, L, lr, a + c * la, la, out + c * lo, lo, sc,     \
-                                    cx, pf);                                                   \
+        const ptrdiff_t gs = s < g ? s : g;                                                    \
+        void *mem = malloc((size_t)(2 * gs * tlr_nn_mrows_so_##sfx(L)) * sizeof(R) + 64);       \
+        if (mem) { /* (else the register tiles) */                                             \
+            R *buf = (R *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);                     \
+            ptrdiff_t c;                                                                       \
+            for (c = 0; c < s; c += g) { /* a pass over B per group of g */                    \
+                const ptrdiff_t sc = s - c < g ? s - c : g;                                    \
+                if (sc == 1)                                                                   \
+                    tlr_nn_rows_##sfx(B, nrows, L, lr, a + c * la, out + c * lo, cx, pf);      \
+                else                                                                           \
+                    tlr_nn_rows_m_##sfx(B, nrows, L, lr, a + c * la, la, out + c * lo, lo, sc, \
+                                        cx, pf, buf);                                          \
+            }                                                                                  \
+            free(mem);                                                                         \
+            return;                                                                            \
         }                                                                                      \
-        return;                                                                                \
     }                                                                                          \
     /* one right-hand side: chunks of 4 vectors (8 or 4 independent FMA chains);              \
        several: TLR_NN_NV vectors times up to TLR_NN_SB_CX (complex) or TLR_NN_SB_RE (real)   \
