@@ -277,7 +277,9 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #define TLR_NN_MROWS_S 0
 #endif
 #endif
+#ifndef TLR_NN_MRB
 #define TLR_NN_MRB 4
+#endif
 #define TLR_NN_MROWS_SB (TLR_NN_MROWS_S > 0 ? TLR_NN_MROWS_S : 1) /* array sizes */
 #ifndef TLR_NN_MROWS_L1
 #define TLR_NN_MROWS_L1 20480
@@ -820,7 +822,7 @@ static void tlr_cn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
 /* switch cases of tlr_nn_rows_m: rows 1..TLR_NN_MRB x right-hand sides 2..2S (real), 2..S */
 #define TLR_NN_MC(sfx, RB, S, CX)                                                              \
     case (CX ? 64 : 0) + RB * 8 + S:                                                           \
-        if (S <= (CX ? 1 : 2) * TLR_NN_MROWS_S)                                                \
+        if (S <= (CX ? 1 : 2) * TLR_NN_MROWS_S && RB <= TLR_NN_MRB)                            \
             tlr_nn_mrb_##sfx(Bt, lr, Lv, rem, at, la, out, q, so, pn, RB, S, CX);              \
         break;
 #define TLR_NN_MC_RB(sfx, RB)                                                                  \
