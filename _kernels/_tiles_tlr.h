@@ -456,6 +456,35 @@ TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_
         tlr_nn_rb1_##sfx(B + Lv, lr, out + Lv, q + Lv, ar, ai, rem, RB, CX, 1);                \
 }                                                                                              \
                                                                                                \
+TLR_INLINE void tlr_nn_rtail_##sfx(const R *Bt, ptrdiff_t lr, const R *at, ptrdiff_t rb,       \
+                                  R *out, R *q, ptrdiff_t Ls, ptrdiff_t L, int cx)             \
+{                                                                                              \
+    /* the reals from Ls to L (< W; none where masked loads took them) of rb rows, as          \
+       tlr_nn_tail does them (Q of the swapped row) */                                         \
+    const ptrdiff_t f = cx ? 2 : 1;                                                            \
+    ptrdiff_t e, r;                                                                            \
+    for (e = Ls; e < L; e++) {                                                                 \
+        R P = out[e], Q = cx ? q[e] : (R)0;                                                    \
+        for (r = 0; r < rb; r++) {                                                             \
+            P = TLR_FMAS_##sfx(at[r * f], Bt[r * lr + e], P);                                  \
+            if (cx) Q = TLR_FMAS_##sfx(at[r * f + 1], Bt[r * lr + (e ^ 1)], Q);                \
+        }                                                                                      \
+        out[e] = P;                                                                            \
+        if (cx) q[e] = Q;                                                                      \
+    }                                                                                          \
+}                                                                                              \
+                                                                                               \
+TLR_INLINE void tlr_nn_fold_##sfx(R *out, const R *q, ptrdiff_t Lm, ptrdiff_t Ls, ptrdiff_t L) \
+{                                                                                              \
+    /* complex: out += (-1, 1, ...) * swap(q), the imaginary sums folded in (vectors to Lm,    \
+       then the reals from Ls to L) */                                                         \
+    const V sg = tlr_sign_##sfx();                                                             \
+    ptrdiff_t l, e;                                                                            \
+    for (l = 0; l < Lm; l += W)                                                                \
+        tlr_st_##sfx(out + l, tlr_ld_##sfx(out + l) + sg * tlr_swap_##sfx(tlr_ld_##sfx(q + l)));\
+    for (e = Ls; e < L; e++) out[e] = out[e] + ((e & 1) ? q[e] : -q[e]);                       \
+}                                                                                              \
+                                                                                               \
 TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,    \
                                    const R *a, R *dst, int cx, int pf)                         \
 {                                                                                              \
@@ -468,13 +497,12 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
        tlr/_split.py), and accumulating in place made those lines bounce between cores.       \
        docs/tuning.md, "TLR tiles". */                                                        \
     TLR_ALIGNED R out[TLR_NN_ROWS_MAX + W], q[TLR_NN_ROWS_MAX + W];                            \
-    const V sg = tlr_sign_##sfx();                                                             \
     const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W, rem = L - Lv;                              \
     /* with masked loads the last partial vector goes through the vector code (lanes past L  \
        sum zeros and are never copied out; a complex pair never straddles L), else the       \
-       scalar loop below; both are the same operations per element */                        \
+       scalar tail (tlr_nn_rtail); both are the same operations per element */                \
     const ptrdiff_t Lm = TLR_MASKED_TAIL && rem ? Lv + W : Lv, Ls = TLR_MASKED_TAIL ? L : Lv; \
-    ptrdiff_t t0 = 0, t, l, e;                                                                 \
+    ptrdiff_t t0 = 0, t;                                                                       \
     memset(out, 0, (size_t)(Lm > L ? Lm : L) * sizeof(R));                                     \
     do { /* nrows == 0: zeros */                                                               \
         const ptrdiff_t tb = nrows - t0 < TLR_NN_TB ? nrows - t0 : TLR_NN_TB;                  \
@@ -495,25 +523,10 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
             TLR_NN_RB_HI(sfx, 8, 1)                                                            \
             default: break;                                                                    \
             }                                                                                  \
-            /* the last L - Lv (< W) reals as tlr_nn_tail does them (Q of the swapped row) */  \
-            for (e = Ls; e < L; e++) {                                                         \
-                ptrdiff_t r;                                                                   \
-                R P = out[e], Q = cx ? q[e] : (R)0;                                            \
-                for (r = 0; r < rb; r++) {                                                     \
-                    P = TLR_FMAS_##sfx(at[r * f], Bt[r * lr + e], P);                          \
-                    if (cx) Q = TLR_FMAS_##sfx(at[r * f + 1], Bt[r * lr + (e ^ 1)], Q);        \
-                }                                                                              \
-                out[e] = P;                                                                    \
-                if (cx) q[e] = Q;                                                              \
-            }                                                                                  \
+            tlr_nn_rtail_##sfx(Bt, lr, at, rb, out, q, Ls, L, cx);                             \
             t += rb;                                                                           \
         }                                                                                      \
-        if (cx) {                                                                              \
-            for (l = 0; l < Lm; l += W)                                                        \
-                tlr_st_##sfx(out + l, tlr_ld_##sfx(out + l)                                    \
-                                      + sg * tlr_swap_##sfx(tlr_ld_##sfx(q + l)));             \
-            for (e = Ls; e < L; e++) out[e] = out[e] + ((e & 1) ? q[e] : -q[e]);               \
-        }                                                                                      \
+        if (cx) tlr_nn_fold_##sfx(out, q, Lm, Ls, L);                                          \
         t0 += tb;                                                                              \
     } while (t0 < nrows);                                                                      \
     memcpy(dst, out, (size_t)L * sizeof(R));                                                   \
@@ -578,12 +591,11 @@ TLR_NOINLINE void tlr_nn_rows_m_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, 
        and folds of Q as tlr_nn_rows and the register tiles, so the same bits. buf: room for  \
        2 * s * tlr_nn_mrows_so(L) reals, 64-byte aligned (the caller's: up to 99 KB, more than \
        a thread's stack should hold). */                                                      \
-    const V sg = tlr_sign_##sfx();                                                             \
     const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W, rem = L - Lv;                              \
     const ptrdiff_t Lm = TLR_MASKED_TAIL && rem ? Lv + W : Lv, Ls = TLR_MASKED_TAIL ? L : Lv;  \
     const ptrdiff_t so = tlr_nn_mrows_so_##sfx(L);                                             \
     R *out = buf, *q = buf + s * so;                                                           \
-    ptrdiff_t t0 = 0, t, l, e, c;                                                              \
+    ptrdiff_t t0 = 0, t, c;                                                                    \
     memset(out, 0, (size_t)(s * so) * sizeof(R));                                              \
     do {                                                                                       \
         const ptrdiff_t tb = nrows - t0 < TLR_NN_TB ? nrows - t0 : TLR_NN_TB;                  \
@@ -595,28 +607,12 @@ TLR_NOINLINE void tlr_nn_rows_m_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, 
             TLR_NN_MCASES(sfx)                                                                 \
             default: break;                                                                    \
             }                                                                                  \
-            for (c = 0; c < s; c++) /* the last L - Lv (< W) reals as tlr_nn_rows does them */ \
-                for (e = Ls; e < L; e++) {                                                     \
-                    ptrdiff_t r;                                                               \
-                    R P = out[c * so + e], Q = cx ? q[c * so + e] : (R)0;                      \
-                    for (r = 0; r < rb; r++) {                                                 \
-                        P = TLR_FMAS_##sfx(at[c * la + r * f], Bt[r * lr + e], P);             \
-                        if (cx)                                                                \
-                            Q = TLR_FMAS_##sfx(at[c * la + r * f + 1], Bt[r * lr + (e ^ 1)], Q);\
-                    }                                                                          \
-                    out[c * so + e] = P;                                                       \
-                    if (cx) q[c * so + e] = Q;                                                 \
-                }                                                                              \
+            for (c = 0; c < s; c++)                                                            \
+                tlr_nn_rtail_##sfx(Bt, lr, at + c * la, rb, out + c * so, q + c * so, Ls, L, cx);  \
             t += rb;                                                                           \
         }                                                                                      \
         if (cx)                                                                                \
-            for (c = 0; c < s; c++) {                                                          \
-                R *oc = out + c * so, *qc = q + c * so;                                        \
-                for (l = 0; l < Lm; l += W)                                                    \
-                    tlr_st_##sfx(oc + l, tlr_ld_##sfx(oc + l)                                  \
-                                         + sg * tlr_swap_##sfx(tlr_ld_##sfx(qc + l)));         \
-                for (e = Ls; e < L; e++) oc[e] = oc[e] + ((e & 1) ? qc[e] : -qc[e]);           \
-            }                                                                                  \
+            for (c = 0; c < s; c++) tlr_nn_fold_##sfx(out + c * so, q + c * so, Lm, Ls, L);     \
         t0 += tb;                                                                              \
     } while (t0 < nrows);                                                                      \
     for (c = 0; c < s; c++) memcpy(dst + c * lo, out + c * so, (size_t)L * sizeof(R));         \
