@@ -343,6 +343,9 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #if TLR_CN_RB_CX > 4 || TLR_CN_SB_CX > 3 || TLR_CN_RB_RE > 6 || TLR_CN_SB_RE > 4
 #error "tlr_cn has no register tile of this shape (TLR_CN_RB_*, TLR_CN_SB_*)"
 #endif
+#if TLR_NN_MRB < 1 || TLR_NN_MRB > 4 || TLR_NN_MROWS_S < 0 || TLR_NN_MROWS_S > 3
+#error "tlr_nn_rows_m has no case for this shape (TLR_NN_MRB in 1..4, TLR_NN_MROWS_S in 0..3)"
+#endif
 
 #define TLR_DEFINE(R, V, W, sfx)                                                               \
 TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,                   \
@@ -589,12 +592,12 @@ TLR_NOINLINE void tlr_nn_rows_m_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, 
        apart; dst: lo reals apart), rows of at most TLR_NN_ROWS_MAX reals: tlr_nn_rows for    \
        s vectors at once, TLR_NN_MRB rows at a time, each row read once. The same FMA chains  \
        and folds of Q as tlr_nn_rows and the register tiles, so the same bits. buf: room for  \
-       2 * s * tlr_nn_mrows_so(L) reals, 64-byte aligned (the caller's: up to 99 KB, more than \
-       a thread's stack should hold). */                                                      \
+       (complex: 2) * s * tlr_nn_mrows_so(L) reals, 64-byte aligned (the caller's: up to 99 KB,\
+       more than a thread's stack should hold). */                                            \
     const ptrdiff_t f = cx ? 2 : 1, Lv = L - L % W, rem = L - Lv;                              \
     const ptrdiff_t Lm = TLR_MASKED_TAIL && rem ? Lv + W : Lv, Ls = TLR_MASKED_TAIL ? L : Lv;  \
     const ptrdiff_t so = tlr_nn_mrows_so_##sfx(L);                                             \
-    R *out = buf, *q = buf + s * so;                                                           \
+    R *out = buf, *q = cx ? buf + s * so : buf; /* (real: q is not used) */                    \
     ptrdiff_t t0 = 0, t, c;                                                                    \
     memset(out, 0, (size_t)(s * so) * sizeof(R));                                              \
     do {                                                                                       \
@@ -635,10 +638,10 @@ static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t
     }                                                                                          \
     const ptrdiff_t g = (cx ? 1 : 2) * TLR_NN_MROWS_S; /* right-hand sides per row pass */   \
     if (g > 0 && L <= TLR_NN_ROWS_MAX                                                          \
-        && (s <= g || (nrows * lr * (ptrdiff_t)sizeof(R) <= TLR_NN_MROWS_BYTES                  \
+        && (s <= g || (nrows * L * (ptrdiff_t)sizeof(R) <= TLR_NN_MROWS_BYTES                   \
                        && 2 * TLR_NN_MROWS_S * L * (ptrdiff_t)sizeof(R) <= TLR_NN_MROWS_L1))) { \
         const ptrdiff_t gs = s < g ? s : g;                                                    \
-        void *mem = malloc((size_t)(2 * gs * tlr_nn_mrows_so_##sfx(L)) * sizeof(R) + 64);       \
+        void *mem = malloc((size_t)(f * gs * tlr_nn_mrows_so_##sfx(L)) * sizeof(R) + 64);       \
         if (mem) { /* (else the register tiles) */                                             \
             R *buf = (R *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);                     \
             ptrdiff_t c;                                                                       \

@@ -189,11 +189,12 @@ def test_rows_longer_than_the_streaming_buffer(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_forward_paths_give_the_same_bits(dtype):
     """The forward kernel takes right-hand sides three ways (``_tlrmvm.FORWARD_ROWS_*``): rows
-    streamed for one vector, rows streamed for a group of vectors, and register tiles where
-    more vectors than a group meet a block above ``FORWARD_ROWS_GROUP_BYTES``. One tile of
-    rank 120 whose blocks exceed that size: the columns of a block product on the register
-    tiles equal the products of one vector and of each group size, bit for bit, and the
-    dense product to rounding."""
+    streamed for one vector, rows streamed for a group of vectors (one pass per group where
+    there are more), and register tiles where more vectors than a group meet a block above
+    ``FORWARD_ROWS_GROUP_BYTES``. One tile of rank 120 whose blocks exceed that size (the
+    register tiles) and a small operator (a pass per group): the columns of a block product
+    equal the products of one vector and of each group size, bit for bit, and the dense
+    product to rounding."""
     cx = np.dtype(dtype).kind == "c"
     group = _tlrmvm.FORWARD_ROWS_GROUP * (1 if cx else 2)
     real_bytes = np.dtype(dtype).itemsize // (2 if cx else 1)
@@ -201,19 +202,20 @@ def test_forward_paths_give_the_same_bits(dtype):
     w = _tlrmvm.FORWARD_ROWS_GROUP_BYTES // (k * (2 if cx else 1) * real_bytes) + 1
     assert k <= w and w * (2 if cx else 1) <= _tlrmvm.FORWARD_ROWS_MAX
     rng = np.random.default_rng(11)
-    T = TLRMatrix.from_tiles((w, w), w, {(0, 0): (_rand(rng, (w, k), dtype),
-                                                  _rand(rng, (w, k), dtype))}, dtype=dtype)
-    X = _rand(rng, (w, 2 * group + 3), dtype)
-    F = T @ X  # more vectors than a group: the register tiles
-    for s in range(1, group + 1):
-        assert np.array_equal(T @ X[:, :s], F[:, :s]), s
-        assert np.array_equal(T @ X[:, 1:s + 1], F[:, 1:s + 1]), s
-    assert np.array_equal(T @ X[:, 2], F[:, 2])
-    D = T.toarray().astype(np.complex128)
-    want = D @ X
-    rtol = RTOL[dtype] * 10
-    np.testing.assert_allclose(F, want, rtol=rtol,
-                               atol=rtol * np.abs(D).sum(axis=1).max() * np.abs(X).max())
+    big = TLRMatrix.from_tiles((w, w), w, {(0, 0): (_rand(rng, (w, k), dtype),
+                                                    _rand(rng, (w, k), dtype))}, dtype=dtype)
+    for T in (big, _random_tlr(dtype, seed=5)):
+        X = _rand(rng, (T.shape[1], 2 * group + 3), dtype)
+        F = T @ X
+        for s in range(1, group + 1):
+            assert np.array_equal(T @ X[:, :s], F[:, :s]), s
+            assert np.array_equal(T @ X[:, 1:s + 1], F[:, 1:s + 1]), s
+        for c in range(X.shape[1]):
+            assert np.array_equal(T @ X[:, c], F[:, c]), c
+        D = T.toarray().astype(np.complex128)
+        rtol = RTOL[dtype] * 10
+        np.testing.assert_allclose(F, D @ X, rtol=rtol,
+                                   atol=rtol * np.abs(D).sum(axis=1).max() * np.abs(X).max())
 
 
 def test_prefetch_rule(monkeypatch):
