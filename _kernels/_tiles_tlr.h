@@ -264,7 +264,7 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
  * real) right-hand sides per pass over the rows, TLR_NN_MRB rows at a time, with their 2 x 4 x 3
  * broadcast coefficients in registers: only with AVX-512VL's 32 (0 elsewhere: register tiles).
  * The register tiles walk panels of 32 strided rows, which from DRAM keep too few lines in
- * flight: with 2-6 vectors the streamed rows took 0.68-0.91x their time on a 2-core Zen 4, the
+ * flight: with 2-6 vectors the streamed rows took 0.68-0.95x their time on a 2-core Zen 4, the
  * same bits (docs/tuning.md, "Several right-hand sides streamed"). More right-hand sides than
  * a group take a pass per group where the block has at most TLR_NN_MROWS_BYTES (the later
  * passes find it in L2) and a group's sums at most TLR_NN_MROWS_L1 bytes (they stay in L1:
@@ -620,7 +620,6 @@ TLR_NOINLINE void tlr_nn_rows_m_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, 
     } while (t0 < nrows);                                                                      \
     for (c = 0; c < s; c++) memcpy(dst + c * lo, out + c * so, (size_t)L * sizeof(R));         \
 }                                                                                              \
-                                                                                               \
                                                                                                \
 static void tlr_nn_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,          \
                          const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s, int cx, \
