@@ -482,13 +482,69 @@ class TLRMatrix:
         return items
 
     def matvec(self, x, n_threads: int | None = None) -> np.ndarray:
-        """``A @ x`` for a vector (n,) or a block of right-hand sides (n, s)."""
+        """``A @ x`` for a vector (n,) or a block of right-hand sides (n, s).
+
+        Parameters
+        ----------
+        x : array_like, shape (n,) or (n, s)
+            Any memory layout; a bool, integer, float or complex dtype. The product takes
+            numpy's promotion of it with the bases' dtype, widened to a kernel dtype
+            (float32, float64, complex64, complex128): with float32 bases, float16 and int8
+            give float32, int64 gives float64.
+        n_threads : int, optional
+            Threads of the kernels (positive); default as ``sparse_matmul``'s.
+
+        Returns
+        -------
+        numpy.ndarray, shape (m,) or (m, s)
+            Of the promoted dtype. A complex ``x`` with real bases runs its real and
+            imaginary parts as 2s real right-hand sides.
+
+        Raises
+        ------
+        TypeError
+            If ``x`` is None, a scalar, a sparse matrix, or of a dtype that is not numeric.
+        ValueError
+            If ``x`` is not 1-D or 2-D with n rows.
+
+        Notes
+        -----
+        The s right-hand sides share each read of the bases, so a block costs less than s
+        products of one vector (docs/tuning.md, "TLR tiles"). Each output element is summed
+        in a fixed order: the result has the same bits for any thread count and any s (a
+        column of a block equals the product of that column alone).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from wsesparse import TLRMatrix
+        >>> A = np.add.outer(np.arange(6.0), np.arange(6.0))  # rank 2
+        >>> T = TLRMatrix.from_dense(A, nb=3, tol=1e-6)
+        >>> X = np.ones((6, 4))
+        >>> np.allclose(T.matvec(X), A @ X), np.array_equal(T.matvec(X)[:, 1], T @ X[:, 1])
+        (True, True)
+        """
         return self._apply(x, False, n_threads)
 
     matmat = matvec
 
     def rmatvec(self, y, n_threads: int | None = None) -> np.ndarray:
-        """``A^H @ y`` (conjugate transpose) for (m,) or (m, s), same bases."""
+        """``A^H @ y`` (conjugate transpose) for (m,) or (m, s), from the same bases.
+
+        No transposed or conjugated copy is stored: the adjoint reads the bases in the order
+        the forward product does. Arguments, results, errors and the bit-for-bit guarantees
+        are those of :meth:`matvec`, with m and n swapped.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from wsesparse import TLRMatrix
+        >>> A = np.add.outer(np.arange(6.0), 1j * np.arange(6.0))
+        >>> T = TLRMatrix.from_dense(A, nb=3, tol=1e-6)
+        >>> y = np.ones(6)
+        >>> bool(np.allclose(T.rmatvec(y), A.conj().T @ y))
+        True
+        """
         return self._apply(y, True, n_threads)
 
     rmatmat = rmatvec
