@@ -280,7 +280,9 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #ifndef TLR_NN_MRB
 #define TLR_NN_MRB 4
 #endif
-#define TLR_NN_MROWS_SB (TLR_NN_MROWS_S > 0 ? TLR_NN_MROWS_S : 1) /* array sizes */
+/* broadcast registers of tlr_nn_mrb: RB rows x S right-hand sides (s == 1: TLR_NN_RB rows) */
+#define TLR_NN_BC (2 * TLR_NN_MROWS_S * TLR_NN_MRB > TLR_NN_RB ? 2 * TLR_NN_MROWS_S * TLR_NN_MRB \
+                                                              : TLR_NN_RB)
 #ifndef TLR_NN_MROWS_L1
 #define TLR_NN_MROWS_L1 20480
 #endif
@@ -422,42 +424,57 @@ static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const 
     }                                                                                          \
 }                                                                                              \
                                                                                                \
-TLR_INLINE void tlr_nn_rb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const V *ar,         \
-                                 const V *ai, ptrdiff_t rem, const int RB, const int CX,       \
-                                 const int PART)                                               \
+TLR_INLINE void tlr_nn_mrb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, ptrdiff_t so,        \
+                                  const V *ar, const V *ai, ptrdiff_t rem, const int RB,       \
+                                  const int S, const int CX, const int PART)                   \
 {                                                                                              \
-    /* one vector of RB rows into out (P) and q (Q); PART: the first rem reals (masked) */    \
-    V p = tlr_ld_##sfx(out), qq = CX ? tlr_ld_##sfx(q) : p;                                    \
-    int r;                                                                                     \
-    for (r = 0; r < RB; r++) {                                                                 \
-        const V b = PART ? tlr_ldm_##sfx(B + r * lr, rem) : tlr_ld_##sfx(B + r * lr);          \
-        p = tlr_fma_##sfx(ar[r], b, p);                                                        \
-        if (CX) qq = tlr_fma_##sfx(ai[r], b, qq);                                              \
+    /* one vector of RB rows into S columns of out (P) and q (Q, complex), so reals apart;     \
+       PART: the first rem reals (masked). Each column's chain runs over the rows in order. */ \
+    V b[TLR_NN_BC];                                                                            \
+    int r, c;                                                                                  \
+    for (r = 0; r < RB; r++)                                                                   \
+        b[r] = PART ? tlr_ldm_##sfx(B + r * lr, rem) : tlr_ld_##sfx(B + r * lr);               \
+    for (c = 0; c < S; c++) {                                                                  \
+        V p = tlr_ld_##sfx(out + c * so), qq = CX ? tlr_ld_##sfx(q + c * so) : p;              \
+        for (r = 0; r < RB; r++) {                                                             \
+            p = tlr_fma_##sfx(ar[c * RB + r], b[r], p);                                        \
+            if (CX) qq = tlr_fma_##sfx(ai[c * RB + r], b[r], qq);                              \
+        }                                                                                      \
+        tlr_st_##sfx(out + c * so, p);                                                         \
+        if (CX) tlr_st_##sfx(q + c * so, qq);                                                  \
     }                                                                                          \
-    tlr_st_##sfx(out, p);                                                                      \
-    if (CX) tlr_st_##sfx(q, qq);                                                               \
 }                                                                                              \
                                                                                                \
-TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
-                                const R *a, R *out, R *q, const R *pf, const int RB,           \
-                                const int CX)                                                  \
+TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
+                                 const R *a, ptrdiff_t la, R *out, R *q, ptrdiff_t so,         \
+                                 const R *pf, const int RB, const int S, const int CX)         \
 {                                                                                              \
-    /* s == 1: RB consecutive rows of B (a: their RB coefficients) added into out (P) and q   \
-       (Q, unswapped; complex) one vector at a time, each row read in address order. */        \
-    V ar[TLR_NN_RB], ai[TLR_NN_RB];                                                            \
-    ptrdiff_t l; int r;                                                                        \
-    for (r = 0; r < RB; r++) {                                                                 \
-        ar[r] = tlr_bc_##sfx(a[CX ? 2 * r : r]);                                               \
-        ai[r] = CX ? tlr_bc_##sfx(a[2 * r + 1]) : ar[r];                                       \
-    }                                                                                          \
+    /* RB consecutive rows of B (a: their coefficients, S right-hand sides la reals apart)     \
+       added into S columns of out (P) and q (Q, unswapped; complex) one vector at a time,     \
+       each row read in address order */                                                       \
+    V ar[TLR_NN_BC], ai[TLR_NN_BC];                                                            \
+    ptrdiff_t l; int r, c;                                                                     \
+    for (c = 0; c < S; c++)                                                                    \
+        for (r = 0; r < RB; r++) {                                                             \
+            ar[c * RB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);                       \
+            ai[c * RB + r] = CX ? tlr_bc_##sfx(a[c * la + 2 * r + 1]) : ar[c * RB + r];        \
+        }                                                                                      \
     for (l = 0; l < Lv; l += W) {                                                              \
         if (pf && !(l & W)) /* a cache line of each of the next RB rows per two vectors */     \
             for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
-        tlr_nn_rb1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 0);                     \
+        tlr_nn_mrb1_##sfx(B + l, lr, out + l, q + l, so, ar, ai, 0, RB, S, CX, 0);             \
     }                                                                                          \
     if (TLR_MASKED_TAIL && rem) /* the partial vector: zeros beyond the row's end */           \
-        tlr_nn_rb1_##sfx(B + Lv, lr, out + Lv, q + Lv, ar, ai, rem, RB, CX, 1);                \
+        tlr_nn_mrb1_##sfx(B + Lv, lr, out + Lv, q + Lv, so, ar, ai, rem, RB, S, CX, 1);        \
 }                                                                                              \
+                                                                                               \
+TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,         \
+                                const R *a, R *out, R *q, const R *pf, const int RB,           \
+                                const int CX)                                                  \
+{                                                                                              \
+    tlr_nn_mrb_##sfx(B, lr, Lv, rem, a, 0, out, q, 0, pf, RB, 1, CX); /* s == 1 */             \
+}                                                                                              \
+                                                                                               \
                                                                                                \
 TLR_INLINE void tlr_nn_rtail_##sfx(const R *Bt, ptrdiff_t lr, const R *at, ptrdiff_t rb,       \
                                   R *out, R *q, ptrdiff_t Ls, ptrdiff_t L, int cx)             \
@@ -540,48 +557,6 @@ TLR_INLINE ptrdiff_t tlr_nn_mrows_so_##sfx(ptrdiff_t L)                         
     /* tlr_nn_rows_m's column stride: whole vectors, a cache line more (rows of 2 KB would    \
        put every column in the same L1 sets) */                                                \
     return (L + W - 1) / W * W + 2 * W;                                                        \
-}                                                                                              \
-                                                                                               \
-TLR_INLINE void tlr_nn_mrb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, ptrdiff_t so,        \
-                                  const V *ar, const V *ai, ptrdiff_t rem, const int RB,       \
-                                  const int S, const int CX, const int PART)                   \
-{                                                                                              \
-    /* one vector of RB rows into S columns of out (P) and q (Q), so reals apart, each       \
-       column's chain over the rows as tlr_nn_rb1 adds them */                                  \
-    V b[TLR_NN_MRB];                                                                           \
-    int r, c;                                                                                  \
-    for (r = 0; r < RB; r++)                                                                   \
-        b[r] = PART ? tlr_ldm_##sfx(B + r * lr, rem) : tlr_ld_##sfx(B + r * lr);               \
-    for (c = 0; c < S; c++) {                                                                  \
-        V p = tlr_ld_##sfx(out + c * so), qq = CX ? tlr_ld_##sfx(q + c * so) : p;              \
-        for (r = 0; r < RB; r++) {                                                             \
-            p = tlr_fma_##sfx(ar[c * TLR_NN_MRB + r], b[r], p);                                \
-            if (CX) qq = tlr_fma_##sfx(ai[c * TLR_NN_MRB + r], b[r], qq);                      \
-        }                                                                                      \
-        tlr_st_##sfx(out + c * so, p);                                                         \
-        if (CX) tlr_st_##sfx(q + c * so, qq);                                                  \
-    }                                                                                          \
-}                                                                                              \
-                                                                                               \
-TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
-                                 const R *a, ptrdiff_t la, R *out, R *q, ptrdiff_t so,         \
-                                 const R *pf, const int RB, const int S, const int CX)         \
-{                                                                                              \
-    V ar[2 * TLR_NN_MROWS_SB * TLR_NN_MRB], ai[2 * TLR_NN_MROWS_SB * TLR_NN_MRB];              \
-    ptrdiff_t l; int r, c;                                                                     \
-    for (c = 0; c < S; c++)                                                                    \
-        for (r = 0; r < RB; r++) {                                                             \
-            ar[c * TLR_NN_MRB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);               \
-            ai[c * TLR_NN_MRB + r] = CX ? tlr_bc_##sfx(a[c * la + 2 * r + 1])                  \
-                                        : ar[c * TLR_NN_MRB + r];                              \
-        }                                                                                      \
-    for (l = 0; l < Lv; l += W) {                                                              \
-        if (pf && !(l & W))                                                                    \
-            for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
-        tlr_nn_mrb1_##sfx(B + l, lr, out + l, q + l, so, ar, ai, 0, RB, S, CX, 0);             \
-    }                                                                                          \
-    if (TLR_MASKED_TAIL && rem)                                                                \
-        tlr_nn_mrb1_##sfx(B + Lv, lr, out + Lv, q + Lv, so, ar, ai, rem, RB, S, CX, 1);        \
 }                                                                                              \
                                                                                                \
 TLR_NOINLINE void tlr_nn_rows_m_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, ptrdiff_t lr,  \
