@@ -14,12 +14,10 @@ TLR-MVM on the device one GEMV per tile row and column: the reference for
 
 from __future__ import annotations
 
-import sys
-
 from wsesparse._checks import (KERNEL_DTYPES, check_numeric_dtype, describe, product_shape,
                                result_dtype)
 from wsesparse._threads import resolve_n_threads
-from wsesparse.gpu.csr import DeviceCSR, product
+from wsesparse.gpu.csr import DeviceCSR, cupy_modules, product
 
 _ROOTS = ("cupy", "cupyx")
 
@@ -41,24 +39,10 @@ def is_cupy(x) -> bool:
     return isinstance(module, str) and module.partition(".")[0] in _ROOTS
 
 
-_MODULES: tuple = (None, None)
-
-
-def _modules():
-    """(cupy, cupyx.scipy.sparse), imported once per cupy module object (an import
-    statement costs microseconds a call in a solver loop)."""
-    global _MODULES
-    if _MODULES[0] is None or sys.modules.get("cupy") is not _MODULES[0]:
-        import cupy
-        import cupyx.scipy.sparse as csp
-        _MODULES = (cupy, csp)
-    return _MODULES
-
-
 def available() -> bool:
     """Whether CuPy imports and sees at least one CUDA device (this imports cupy)."""
     try:
-        cupy, _ = _modules()
+        cupy, _ = cupy_modules()
         return int(cupy.cuda.runtime.getDeviceCount()) > 0
     except Exception:  # ImportError, or CUDA driver/runtime errors without a device
         return False
@@ -92,7 +76,7 @@ def sparse_matmul(A, B, *, out=None, n_threads: int | None = None, method: str =
         resolve_n_threads(n_threads)
     if A is None or B is None:
         raise TypeError(f"operands must not be None (A: {describe(A)}, B: {describe(B)})")
-    cupy, csp = _modules()
+    cupy, csp = cupy_modules()
     a_sparse = csp.issparse(A) or isinstance(A, DeviceCSR)
     b_sparse = csp.issparse(B) or isinstance(B, DeviceCSR)
     for name, x, sparse in (("A", A, a_sparse), ("B", B, b_sparse)):
@@ -154,7 +138,7 @@ class TLRDevice:
         if not isinstance(T, TLRMatrix):
             raise TypeError(f"T must be a wsesparse.TLRMatrix, got {describe(T)}")
         if xp is None:
-            xp, _ = _modules()
+            xp, _ = cupy_modules()
         self.xp, self.shape, self.dtype = xp, T.shape, T.dtype
         self.row_ptr, self.col_ptr = T.row_ptr.tolist(), T.col_ptr.tolist()
         self.krow_ptr, self.kcol_ptr = T.krow_ptr.tolist(), T.kcol_ptr.tolist()

@@ -59,9 +59,11 @@ def test_every_instantiation_names_a_template_of_the_source():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) not installed")
-def test_source_compiles_with_nvcc(tmp_path):
+@pytest.mark.parametrize("unroll", [None, 2, 8])
+def test_source_compiles_with_nvcc(tmp_path, unroll):
     # Every family for a real and a complex type, both index types: what NVRTC builds at
-    # first use on a GPU, compiled here for sm_90 (no GPU needed).
+    # first use on a GPU, compiled here for sm_90 (no GPU needed); also at the unroll depths
+    # benchmarks/gpu_spmv.py compiles csr_dense with.
     lines = [f'#include "{_module.SOURCE_PATH}"']
     for dtype in ("float32", "complex128"):
         for fam in ("csr_dense", "csr_densify", "seg_gemv_t", "seg_gemv_h", "seg_gemm_h"):
@@ -72,8 +74,10 @@ def test_source_compiles_with_nvcc(tmp_path):
               "const long long*, long long, long long, long long, int*);"]
     src = tmp_path / "inst.cu"
     src.write_text("\n".join(lines) + "\n")
-    res = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"),
-                          str(src)], capture_output=True, text=True, timeout=300)
+    depth = [] if unroll is None else [f"-DCSR_UNROLL={unroll}"]
+    res = subprocess.run(["nvcc", "-arch=sm_90", *depth, "-cubin", "-o",
+                          str(tmp_path / "k.cubin"), str(src)],
+                         capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
 
 

@@ -10,6 +10,7 @@ cuBLAS product (``method="auto"``, see ``wsesparse/gpu/_machine.py``).
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 from functools import lru_cache
 
@@ -38,9 +39,23 @@ def _fault_word():
     return word
 
 
+_MODULES: tuple = (None, None)
+
+
+def cupy_modules():
+    """(cupy, cupyx.scipy.sparse), imported once per cupy module object: an import
+    statement costs microseconds a call in a solver loop (``import cupyx.scipy.sparse``
+    runs cupyx.scipy's lazy ``__getattr__`` each time)."""
+    global _MODULES
+    if _MODULES[0] is None or sys.modules.get("cupy") is not _MODULES[0]:
+        import cupy
+        import cupyx.scipy.sparse as csp
+        _MODULES = (cupy, csp)
+    return _MODULES
+
+
 def _cupy():
-    import cupy
-    return cupy
+    return cupy_modules()[0]
 
 
 def _built(arr):
@@ -201,7 +216,7 @@ class DeviceCSR:
 
 
 def _arrays(A, shape, name, cupy):
-    import cupyx.scipy.sparse as csp
+    csp = cupy_modules()[1]
     if isinstance(A, tuple):
         if len(A) != 3 or shape is None:
             raise TypeError(f"{name}: the tuple form is (data, indices, indptr) with shape=")

@@ -1,0 +1,43 @@
+"""benchmarks/gpu_spmv.py without a GPU: the variant kernels it compiles (a stand-in cupy
+records the RawModule asked for); the timing itself needs a device."""
+
+import sys
+import types
+
+import numpy as np
+
+from benchmarks import gpu_spmv
+from wsesparse.gpu import _module
+
+
+class _Module:
+    made = []
+
+    def __init__(self, code, options, name_expressions):
+        self.code, self.options, self.names = code, options, name_expressions
+        _Module.made.append(self)
+
+    def get_function(self, name):
+        assert name in self.names
+        return (name, self.options)
+
+
+def test_variant_kernels_compile_csr_dense_at_the_depth(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(RawModule=_Module))
+    _Module.made.clear()
+    shipped = []
+    monkeypatch.setattr(_module, "kernel", lambda *a, **k: shipped.append(a) or "shipped")
+    kernel = gpu_spmv._variant_kernels(8, source="// another kernels.cu")
+    args = (np.dtype(np.int32), 1, True)
+    name, options = kernel("csr_dense", np.float32, *args)
+    assert name == _module.name("csr_dense", np.float32, *args)
+    assert "-DCSR_UNROLL=8" in options and options[:-1] == _module._OPTIONS
+    assert kernel("csr_dense", np.float32, *args) == (name, options)   # kept
+    kernel("csr_dense", np.float32, np.dtype(np.int64), 4, False)      # same module
+    assert len(_Module.made) == 1 and _Module.made[0].code == "// another kernels.cu"
+    assert kernel("csr_check", np.int32) == "shipped" and shipped == [("csr_check", np.int32)]
+
+
+def test_the_shipped_depth_is_the_source_default():
+    depth = gpu_spmv._shipped_depth()
+    assert depth >= 1 and f"#define CSR_UNROLL {depth}\n" in _module.source()
