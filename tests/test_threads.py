@@ -264,7 +264,7 @@ def test_default_thread_count_leaves_out_busy_cores(monkeypatch):
 
 def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
     """After COLD_TEAM_SECONDS without a call that could take a team, products of fewer
-    than COLD_MAX_WORK multiply-adds run on one thread for COLD_RUN_SECONDS (a team woken
+    than cold_max_work(cores) multiply-adds run on one thread for COLD_RUN_SECONDS (a team woken
     then started milliseconds late on a shared VM); larger products, later calls of a loop,
     calls whose work is not a product's (idle_rule False: checks, transposes), an explicit
     n_threads and WSESPARSE_LOAD_AWARE=0 are not affected."""
@@ -281,7 +281,7 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
     monkeypatch.setattr(_threads, "_last_call", float("-inf"))
     monkeypatch.setattr(_threads, "_cold_since", float("-inf"))
     monkeypatch.setattr(_threads, "_last_team", 1)
-    small, large = th.COLD_MAX_WORK - 1, th.COLD_MAX_WORK
+    small, large = _threads.cold_max_work(4) - 1, _threads.cold_max_work(4)
     assert 4 * th.MIN_WORK_PER_THREAD // th.TEAM_GROWTH < small  # a team of 4 otherwise
 
     def product(work, n_threads=None):
@@ -311,6 +311,11 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
     assert product(th.MIN_WORK_PER_THREAD) == 1
     clock[0] += th.COLD_RUN_SECONDS * 2
     assert product(small) == 1
+    # fewer cores: a larger product still runs alone (2 cores: up to COLD_MAX_WORK)
+    monkeypatch.setattr(_threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 2)
+    clock[0] += 2 * th.COLD_TEAM_SECONDS
+    assert product(th.COLD_MAX_WORK - 1) == 1 and product(th.COLD_MAX_WORK) == 2
 
 
 def test_a_parallel_call_grows_its_team_at_a_quarter_of_the_entry_work(monkeypatch):

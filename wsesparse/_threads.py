@@ -22,6 +22,21 @@ _last_call = float("-inf")  # monotonic time of the last call that could take a 
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
 
 
+def cold_max_work(cores: int) -> int:
+    """Multiply-adds below which a product called after an idle spell runs on one thread,
+    for ``cores`` cores: ``COLD_MAX_WORK`` on 2, half as many per twice the cores (a team
+    woken late costs about the same on any machine; one thread's share of the work it gives
+    up grows with the cores; measured on 2 and 16 cores, docs/tuning.md).
+
+    Examples
+    --------
+    >>> from wsesparse import _thresholds as th
+    >>> cold_max_work(2) == th.COLD_MAX_WORK, cold_max_work(16) == th.COLD_MAX_WORK // 8
+    (True, True)
+    """
+    return th.COLD_MAX_WORK * 2 // max(int(cores), 2)
+
+
 def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
                       idle_rule: bool = False) -> int:
     """Return the number of threads for a kernel doing ``work`` multiply-adds.
@@ -35,7 +50,7 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     with ``LOAD_AWARE``, at the cores no other thread is running on (other
     processes, BLAS threads; see ``runnable_threads``), at least one. Also with
     ``LOAD_AWARE``, products (``idle_rule``: the callers whose ``work`` counts a
-    product's multiply-adds) of fewer than ``COLD_MAX_WORK`` run on one thread for
+    product's multiply-adds) of fewer than :func:`cold_max_work` run on one thread for
     ``COLD_RUN_SECONDS`` after no call could take a team for ``COLD_TEAM_SECONDS``:
     a team woken after such a spell may start milliseconds late. An explicit
     positive integer is used as given.
@@ -56,7 +71,7 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     _last_call = now
     if n_threads is None:
         if (idle_rule and now - _cold_since < th.COLD_RUN_SECONDS
-                and work < th.COLD_MAX_WORK and LOAD_AWARE):
+                and work < cold_max_work(available_cores()) and LOAD_AWARE):
             # A team idle for COLD_TEAM_SECONDS may wake milliseconds late (shared VMs:
             # docs/tuning.md, "Timing after an idle spell"): a small product runs alone.
             # (_last_team is left as it is: a team that ran in the window may still spin.)
