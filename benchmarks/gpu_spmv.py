@@ -16,7 +16,7 @@ the minimum over rounds):
 Then ``--profile`` one-shot SpMV calls (4096^2, density 0.001) under cProfile: where the
 host time of a small product goes.
 
-    python benchmarks/gpu_spmv.py --unroll 2,4,8 --densities 0.01,0.1,0.3 --tokens 1,8
+    PYTHONPATH=. python benchmarks/gpu_spmv.py --unroll 2,4,8 --densities 0.01,0.1,0.3
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import argparse
 import cProfile
 import io
 import pstats
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -56,6 +57,19 @@ def _variant_kernels(depth: int, source: str | None = None):
     return kernel
 
 
+@contextmanager
+def _kernels_from(kernel):
+    """``wsesparse.gpu._module.kernel`` replaced by ``kernel`` (None: as shipped) inside the
+    block, restored after it, also on an error."""
+    from wsesparse.gpu import _module
+    shipped = _module.kernel
+    _module.kernel = kernel or shipped
+    try:
+        yield
+    finally:
+        _module.kernel = shipped
+
+
 def _shipped_depth() -> int:
     import re
     from wsesparse.gpu import _module
@@ -67,9 +81,10 @@ def run(densities, tokens, dtypes, depths, repeats: int, rounds: int, m: int = 1
     import cupy
     from wsesparse import sparse_matmul
     from wsesparse.bench.gpu import event_time, random_csr
-    from wsesparse.gpu import DeviceCSR, _module
-    shipped = _module.kernel
+    from wsesparse.gpu import DeviceCSR
     base = _shipped_depth()
+    # the shipped depth first: its bytes are the reference of the others
+    depths = [base] + [u for u in depths if u != base]
     kernels = {str(u): _variant_kernels(u) for u in depths}
     if compare:      # another kernels.cu (e.g. git show REV:wsesparse/gpu/kernels.cu > F)
         with open(compare) as f:
@@ -91,15 +106,12 @@ def run(densities, tokens, dtypes, depths, repeats: int, rounds: int, m: int = 1
                 for r in range(rounds):
                     for name, case in cases.items():
                         u, fn = case if isinstance(case, tuple) else (None, case)
-                        _module.kernel = kernels[u] if u is not None else shipped
-                        try:
-                            if r == 0 and u is not None:   # the shipped depth comes first
+                        with _kernels_from(kernels.get(u)):
+                            if r == 0 and u is not None:
                                 kind, y = name.split()[0], fn().get().tobytes()
                                 if refs.setdefault(kind, y) != y:
                                     differ.append(name)
                             best[name] = min(best[name], event_time(fn, repeats) * 1e6)
-                        finally:
-                            _module.kernel = shipped
                 row = "  ".join(f"{k} {'*' if k.endswith(f' {base}') else ''}{v:7.1f}"
                                 for k, v in best.items())
                 same = f"  DIFFER: {differ}" if differ else "  (same bytes)"
@@ -141,8 +153,6 @@ def main(argv=None) -> int:
                     help="also time csr_dense compiled from this kernels.cu ('other')")
     a = ap.parse_args(argv)
     depths = [int(u) for u in a.unroll.split(",")]
-    base = _shipped_depth()
-    depths = [base] + [u for u in depths if u != base]   # the reference bytes come first
     run([float(d) for d in a.densities.split(",")], [int(t) for t in a.tokens.split(",")],
         a.dtypes.split(","), depths, a.repeats, a.rounds, compare=a.compare)
     if a.profile:

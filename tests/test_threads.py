@@ -311,11 +311,13 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
     assert product(th.MIN_WORK_PER_THREAD) == 1
     clock[0] += th.COLD_RUN_SECONDS * 2
     assert product(small) == 1
-    # fewer cores: a larger product still runs alone (2 cores: up to COLD_MAX_WORK)
-    monkeypatch.setattr(_threads, "available_cores", lambda: 2)
-    monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 2)
-    clock[0] += 2 * th.COLD_TEAM_SECONDS
-    assert product(th.COLD_MAX_WORK - 1) == 1 and product(th.COLD_MAX_WORK) == 2
+    # a smaller team: a larger product still runs alone (2 threads: up to COLD_MAX_WORK),
+    # whether OpenMP's default or the cores make it 2
+    for cores, omp in ((2, 4), (4, 2)):
+        monkeypatch.setattr(_threads, "available_cores", lambda: cores)
+        monkeypatch.setattr(_threads._runtime, "max_threads", lambda: omp)
+        clock[0] += 2 * th.COLD_TEAM_SECONDS
+        assert product(th.COLD_MAX_WORK - 1) == 1 and product(th.COLD_MAX_WORK) == 2
 
 
 def test_a_parallel_call_grows_its_team_at_a_quarter_of_the_entry_work(monkeypatch):

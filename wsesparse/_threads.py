@@ -22,11 +22,14 @@ _last_call = float("-inf")  # monotonic time of the last call that could take a 
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
 
 
-def cold_max_work(cores: int) -> int:
+def cold_max_work(threads: int) -> int:
     """Multiply-adds below which a product called after an idle spell runs on one thread,
-    for ``cores`` cores: ``COLD_MAX_WORK`` on 2, half as many per twice the cores (a team
-    woken late costs about the same on any machine; one thread's share of the work it gives
-    up grows with the cores; measured on 2 and 16 cores, docs/tuning.md).
+    for a team of ``threads``: ``COLD_MAX_WORK`` for 2, half as many per twice the threads.
+
+    A fit to two machines (docs/tuning.md, "Threads"): on the 2-core shared VM a team woken
+    after a spell started 5-8 ms late and one thread won up to 4 M multiply-adds; on a
+    16-core host it woke in about 0.45 ms and the team won from 1 M. From 128 threads the
+    limit is at most ``2 * MIN_WORK_PER_THREAD``, where products run on one thread anyway.
 
     Examples
     --------
@@ -34,7 +37,7 @@ def cold_max_work(cores: int) -> int:
     >>> cold_max_work(2) == th.COLD_MAX_WORK, cold_max_work(16) == th.COLD_MAX_WORK // 8
     (True, True)
     """
-    return th.COLD_MAX_WORK * 2 // max(int(cores), 2)
+    return th.COLD_MAX_WORK * 2 // max(int(threads), 2)
 
 
 def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
@@ -50,10 +53,10 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     with ``LOAD_AWARE``, at the cores no other thread is running on (other
     processes, BLAS threads; see ``runnable_threads``), at least one. Also with
     ``LOAD_AWARE``, products (``idle_rule``: the callers whose ``work`` counts a
-    product's multiply-adds) of fewer than :func:`cold_max_work` run on one thread for
-    ``COLD_RUN_SECONDS`` after no call could take a team for ``COLD_TEAM_SECONDS``:
-    a team woken after such a spell may start milliseconds late. An explicit
-    positive integer is used as given.
+    product's multiply-adds) of fewer than :func:`cold_max_work` (of the default team)
+    run on one thread for ``COLD_RUN_SECONDS`` after no call could take a team for
+    ``COLD_TEAM_SECONDS``: a team woken after such a spell may start milliseconds late.
+    An explicit positive integer is used as given.
     """
     if n_threads is not None:  # (None, the commonest value, costs no call)
         n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
@@ -70,16 +73,16 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
         _cold_since = now
     _last_call = now
     if n_threads is None:
-        if (idle_rule and now - _cold_since < th.COLD_RUN_SECONDS
-                and work < cold_max_work(available_cores()) and LOAD_AWARE):
-            # A team idle for COLD_TEAM_SECONDS may wake milliseconds late (shared VMs:
-            # docs/tuning.md, "Timing after an idle spell"): a small product runs alone.
-            # (_last_team is left as it is: a team that ran in the window may still spin.)
-            return 1
         n = _runtime.max_threads()  # >= 1
         cores = available_cores()  # >= 1
         if cores < n:
             n = cores
+        if (idle_rule and now - _cold_since < th.COLD_RUN_SECONDS
+                and LOAD_AWARE and work < cold_max_work(n)):
+            # A team idle for COLD_TEAM_SECONDS may wake milliseconds late (shared VMs:
+            # docs/tuning.md, "Timing after an idle spell"): a small product runs alone.
+            # (_last_team is left as it is: a team that ran in the window may still spin.)
+            return 1
         if LOAD_AWARE:
             # Runnable now, less this thread and the last team's (perhaps still
             # spinning): other threads, each holding a core.

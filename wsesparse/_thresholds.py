@@ -22,8 +22,8 @@ TEAM_GROWTH = 4                # a parallel call takes a thread per MIN_WORK_PER
 PARTS_PER_THREAD = 4           # row ranges per thread, handed out dynamically
 SPMV_WORK = 4                  # multiply-adds one SpMV nonzero weighs, for the thread count
 COLD_TEAM_SECONDS = 0.03       # this long without a call that could take a team: ...
-COLD_MAX_WORK = 1 << 22        # ... and calls below this many multiply-adds (on 2 cores;
-                               # 2x fewer per 2x the cores: cold_max_work) ...
+COLD_MAX_WORK = 1 << 22        # ... and calls below this many multiply-adds (a team of 2;
+                               # 2x fewer per 2x the threads: cold_max_work) ...
 COLD_RUN_SECONDS = 0.002       # ... run on one thread for this long (docs/tuning.md)
 
 # -- panels, prefetch, packing, streaming stores (kernel drivers) ----------------

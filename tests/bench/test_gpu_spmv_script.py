@@ -1,10 +1,12 @@
 """benchmarks/gpu_spmv.py without a GPU: the variant kernels it compiles (a stand-in cupy
-records the RawModule asked for); the timing itself needs a device."""
+records the RawModule asked for) and their swap into wsesparse.gpu; the timing itself
+needs a device."""
 
 import sys
 import types
 
 import numpy as np
+import pytest
 
 from benchmarks import gpu_spmv
 from wsesparse.gpu import _module
@@ -41,3 +43,13 @@ def test_variant_kernels_compile_csr_dense_at_the_depth(monkeypatch):
 def test_the_shipped_depth_is_the_source_default():
     depth = gpu_spmv._shipped_depth()
     assert depth >= 1 and f"#define CSR_UNROLL {depth}\n" in _module.source()
+
+
+def test_kernels_are_swapped_in_and_restored_even_on_an_error():
+    shipped = _module.kernel
+    with gpu_spmv._kernels_from(None):
+        assert _module.kernel is shipped
+    with pytest.raises(RuntimeError), gpu_spmv._kernels_from(len):
+        assert _module.kernel is len
+        raise RuntimeError("a failed launch")
+    assert _module.kernel is shipped

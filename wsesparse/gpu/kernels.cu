@@ -74,6 +74,7 @@ template <typename T, int V> struct __align__(V * sizeof(T)) w_vec { T v[V]; };
 #ifndef CSR_UNROLL
 #define CSR_UNROLL 4
 #endif
+static_assert(CSR_UNROLL >= 1, "CSR_UNROLL: nonzeros a lane loads at a time, at least 1");
 template <typename T, typename I, int V, bool CHK>
 __global__ void __launch_bounds__(256) csr_dense(
         const I* __restrict__ indptr, const I* __restrict__ indices, const T* __restrict__ data,
@@ -104,11 +105,13 @@ __global__ void __launch_bounds__(256) csr_dense(
         if (col + V <= n_cols) {
             const T* xc = X + col;
             for (; k + (CSR_UNROLL - 1) * P < end; k += CSR_UNROLL * P) {
-                // Values loaded before the indices are checked (k < end <= n_stored) overlap
-                // the indices' loads instead of waiting for the branch: one-shot products at
-                // 8 columns took 0.74-0.97x the time on an H100 and an H200, float64 SpMV
-                // 0.89-0.98x; float32 SpMV (V = 1) took 1.02-1.06x, so it loads them after
-                // (docs/gpu.md). Either order gives the same sums.
+                // The values are read in the loop over the indices (k < end <= n_stored: in
+                // bounds) instead of after their check. Measured: one-shot products at 8
+                // columns took 0.74-0.97x the time on an H100 and an H200, float64 SpMV
+                // 0.89-0.98x; float32 SpMV (V = 1) took 1.02-1.06x and keeps the old order
+                // (docs/gpu.md). nvcc 13.0 (sm_90) still puts the value loads after the
+                // branch; what changed there is that a lane's values and X rows are all
+                // loaded before its first multiply-add. Either order gives the same sums.
                 constexpr bool values_first = V > 1 || sizeof(T) > 4;
                 I c[CSR_UNROLL];
                 T a[CSR_UNROLL];
