@@ -419,40 +419,58 @@ cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
                                     <double*>y, r0, r1)
 
 
+cdef enum:  # _spmv_rows's modes
+    _CHECKED = 1
+    _BLOCKS = 2
+
+
 cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
                            const value_t* data, const value_t* x, value_t* y,
                            Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t n_cols,
                            int check) noexcept nogil:
-    """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries); with ``check``,
+    """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries). ``check``: 1 (_CHECKED),
     the column indices are checked against ``n_cols`` on the way (returns 1 on
-    the first one out of range, leaving later rows undone). ``indptr`` must
-    already be valid. (The unchecked kernels get ``n_cols`` too: it picks how
-    rows are summed, which must not depend on whether they were checked.)"""
+    the first one out of range, leaving later rows undone); 2 (_BLOCKS), not
+    checked, short rows in blocks (ws_spmv_rows_blocked; real values only); 0 plain.
+    ``indptr`` must already be valid. (The unchecked kernels get ``n_cols`` too: it
+    picks how rows are summed, which must not depend on whether they were checked.)"""
     cdef Py_ssize_t i = r0, j
     if value_t is float:
         if index_t is int32_t:
-            if check:
+            if check == _CHECKED:
                 return ws_spmv_rows_chk_float_int32_t(indptr, indices, data, x, y, r0, r1,
                                                       n_cols)
+            if check == _BLOCKS:
+                return ws_spmv_rows_blocked_float_int32_t(indptr, indices, data, x, y, r0,
+                                                          r1, n_cols)
             return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, n_cols)
         else:
-            if check:
+            if check == _CHECKED:
                 return ws_spmv_rows_chk_float_int64_t(indptr, indices, data, x, y, r0, r1,
                                                       n_cols)
+            if check == _BLOCKS:
+                return ws_spmv_rows_blocked_float_int64_t(indptr, indices, data, x, y, r0,
+                                                          r1, n_cols)
             return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, n_cols)
     elif value_t is double:
         if index_t is int32_t:
-            if check:
+            if check == _CHECKED:
                 return ws_spmv_rows_chk_double_int32_t(indptr, indices, data, x, y, r0, r1,
                                                        n_cols)
+            if check == _BLOCKS:
+                return ws_spmv_rows_blocked_double_int32_t(indptr, indices, data, x, y, r0,
+                                                           r1, n_cols)
             return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, n_cols)
         else:
-            if check:
+            if check == _CHECKED:
                 return ws_spmv_rows_chk_double_int64_t(indptr, indices, data, x, y, r0, r1,
                                                        n_cols)
+            if check == _BLOCKS:
+                return ws_spmv_rows_blocked_double_int64_t(indptr, indices, data, x, y, r0,
+                                                           r1, n_cols)
             return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, n_cols)
     else:
-        if not check:
+        if check != _CHECKED:
             _complex_dots(indptr, indices, data, x, y, r0, r1)
             return 0
         # Complex: each block of rows checked just before it is used.
@@ -497,10 +515,13 @@ cdef int _spmv_typed(const index_t* ip, const index_t* ix, int vt, void* d, void
 
 
 def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
-             cnp.ndarray y, object row_bounds, int n_threads, *, Py_ssize_t check_cols=0):
+             cnp.ndarray y, object row_bounds, int n_threads, *, Py_ssize_t check_cols=0,
+             bint blocks=False):
     """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries.
 
     ``row_bounds``, ``check_cols`` and the return value as in ``csr_spmm``.
+    ``blocks`` (unchecked products only): short rows go in blocks of rows, each
+    block's indices prefetched first (``ws_spmv_rows_blocked``; the same sums).
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")
@@ -515,6 +536,7 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef Py_ssize_t n_x = cnp.PyArray_DIM(x, 0)
     if check_cols > 0 and n_x != check_cols:
         raise ValueError("check_cols must be the length of x")
+    cdef int mode = _CHECKED if check_cols > 0 else (_BLOCKS if blocks else 0)
     cdef int64_t* owned = NULL
     cdef Py_ssize_t n_parts
     cdef const int64_t* b = _parts(row_bounds, it, ip, cnp.PyArray_DIM(y, 0), &n_parts, &owned)
@@ -523,10 +545,10 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     with nogil:
         if it == cnp.NPY_INT32:
             bad = _spmv_typed(<int32_t*>ip, <int32_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
-                              n_x, check_cols > 0)
+                              n_x, mode)
         else:
             bad = _spmv_typed(<int64_t*>ip, <int64_t*>ix, vt, d, xp, yp, b, n_parts, n_threads,
-                              n_x, check_cols > 0)
+                              n_x, mode)
         free(owned)
     return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
 

@@ -57,6 +57,43 @@ def row_bounds(indptr: np.ndarray, threads: int,
     return b
 
 
+def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int], nnz: int,
+                itemsize: int, hw: HardwareProfile) -> bool:
+    """Whether a prepared SpMV takes its short rows in blocks, each block's index lines
+    prefetched first (``csr_spmv(blocks=True)``; the same sums).
+
+    Measured faster only where the matrix streams from DRAM (its values and indices
+    exceed L3), x is beyond ``_spmm.SPMV_FAR_X_BYTES`` and the rows read x near the
+    diagonal: 64-row blocks (a sample of up to 32) span at most
+    ``SPMV_BLOCK_SPAN_BYTES`` of x, by the median. Where x is read at random the blocks
+    cost 1-12 % (docs/tuning.md, "Prepared short rows in blocks").
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from wsesparse._hardware import HardwareProfile
+    >>> hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 20, vector_bytes=64)
+    >>> band = sp.diags([1.0, 2.0, 1.0], [-1, 0, 1], shape=(200_000, 200_000), format="csr")
+    >>> spmv_blocks(band.indptr, band.indices, band.shape, band.nnz, 8, hw)
+    True
+    >>> spread = band[:, np.random.default_rng(0).permutation(200_000)]  # x read at random
+    >>> spmv_blocks(spread.indptr, spread.indices, spread.shape, spread.nnz, 8, hw)
+    False
+    """
+    n_rows, n_cols = shape
+    l3 = hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES
+    rows = _spmm.CHECK_ROWS
+    if (n_cols * itemsize <= _spmm.SPMV_FAR_X_BYTES or n_rows < rows
+            or nnz * (itemsize + indices.itemsize) < l3):
+        return False
+    spans = []
+    for r in np.linspace(0, n_rows - rows, num=min(32, n_rows // rows), dtype=np.int64):
+        block = indices[indptr[r]:indptr[r + rows]]
+        if block.size:
+            spans.append(int(block.max()) - int(block.min()) + 1)
+    return bool(spans) and float(np.median(spans)) * itemsize <= th.SPMV_BLOCK_SPAN_BYTES
+
+
 def k_block(shape: tuple[int, int], nnz: int, n_tokens: int, dtype: np.dtype,
             hw: HardwareProfile) -> int:
     """Columns of A per block for ``ws_spmm_rows_kb``, or 0 to sum whole rows.
@@ -147,9 +184,10 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
 
     All C-contiguous and of one kernel dtype. ``bounds`` caches the row
     partition per thread count (a prepared ``CSR``, whose column indices have
-    been checked); ``None`` means a one-shot product: the kernel cuts the rows
-    itself (no array to make) and checks the column indices as it goes,
-    raising ValueError for one out of range.
+    been checked), and under ``("blocks", itemsize)`` its :func:`spmv_blocks`;
+    ``None`` means a one-shot product: the kernel cuts the rows itself (no array
+    to make) and checks the column indices as it goes, raising ValueError for
+    one out of range.
     """
     n_rows, n_cols = shape
     check_cols = n_cols if bounds is None else 0
@@ -160,8 +198,14 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         X, Y = X.reshape(-1), Y.reshape(-1)
     if X.ndim == 1:
         threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows), idle_rule=True)
+        blocks = False
+        if bounds is not None:
+            key = ("blocks", X.itemsize)
+            blocks = bounds.get(key)
+            if blocks is None:
+                blocks = bounds[key] = spmv_blocks(indptr, indices, shape, nnz, X.itemsize, hw)
         code = _spmm.csr_spmv(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
-                              threads, check_cols=check_cols)
+                              threads, check_cols=check_cols, blocks=blocks)
     else:
         N = X.shape[1]
         itemsize = X.dtype.itemsize

@@ -267,6 +267,67 @@ def test_spmv_wide_x_every_row_length(dtype, one_shot):
     assert got64.tobytes() == got.tobytes()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("far", [False, True])
+def test_spmv_blocks_give_the_same_bits(dtype, itype, far):
+    """csr_spmv(blocks=True) (prepared short rows in blocks of rows, each block's indices
+    prefetched first; complex values ignore it) gives the plain kernel's bits for every
+    row length, partition and thread count, x in or beyond SPMV_FAR_X_BYTES. (A part's
+    rows take the vector steps or not by the part's mean length, so the reference is the
+    plain kernel on the same parts.)"""
+    itemsize = np.dtype(dtype).itemsize
+    n_cols = _spmm.SPMV_FAR_X_BYTES // itemsize + 1 if far else 300
+    A = rows_of_every_length(_spmm.SPMV_FAR_VEC_NNZ + 10, n_cols, dtype, itype, seed=11)
+    x = np.random.default_rng(5).standard_normal(n_cols).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * np.random.default_rng(6).standard_normal(n_cols).astype(dtype)
+    n = A.shape[0]
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    for parts, threads in ((1, 1), (3, 2), (8, 2), (n, 2)):
+        plain, y = np.empty(n, dtype), np.full(n, np.nan, dtype)
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, x, plain, parts, threads)
+        np.testing.assert_allclose(plain, A.toarray() @ x, rtol=tol, atol=tol)
+        assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, parts, threads,
+                              blocks=True) == 0
+        assert y.tobytes() == plain.tobytes()
+
+
+def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
+    """spmv_blocks: blocks only where the matrix exceeds L3, x exceeds SPMV_FAR_X_BYTES
+    and 64-row blocks read little of x (a band, not the same band with its columns
+    permuted); the decision is kept per value size, and the product is scipy's."""
+    from wsesparse import _drivers
+    from wsesparse._hardware import HardwareProfile
+    n = _spmm.SPMV_FAR_X_BYTES // 2   # x beyond the threshold in float32 too
+    band = sp.diags([1.0, -2.0, 1.0, 0.5], [-3, 0, 1, 40], shape=(n, n), format="csr")
+    spread = band[:, np.random.default_rng(0).permutation(n)].tocsr()
+    small_l3 = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=64)
+    large_l3 = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 30, vector_bytes=64)
+    args = (band.indptr, band.indices, band.shape, band.nnz)
+    assert _drivers.spmv_blocks(*args, 8, small_l3)
+    assert not _drivers.spmv_blocks(*args, 8, large_l3)          # the matrix fits L3
+    assert not _drivers.spmv_blocks(spread.indptr, spread.indices, spread.shape,
+                                    spread.nnz, 8, small_l3)    # x read at random
+    narrow = band[:, :_spmm.SPMV_FAR_X_BYTES // 8].tocsr()        # x within the threshold
+    assert not _drivers.spmv_blocks(narrow.indptr, narrow.indices, narrow.shape,
+                                    narrow.nnz, 8, small_l3)
+    monkeypatch.setattr(_hardware, "current", lambda: small_l3)
+    P = CSR(band.astype(np.float32))
+    x = np.random.default_rng(1).standard_normal(n)
+    calls = []
+    real = _drivers.spmv_blocks
+    monkeypatch.setattr(_drivers, "spmv_blocks", lambda *a: calls.append(a) or real(*a))
+    for _ in range(3):   # float64 x: the values cast to float64
+        np.testing.assert_allclose(sparse_matmul(P, x), band.astype(np.float32) @ x,
+                                   rtol=1e-12, atol=1e-12)
+    x32 = x.astype(np.float32)
+    np.testing.assert_allclose(sparse_matmul(P, x32), band.astype(np.float32) @ x32,
+                               rtol=1e-5, atol=1e-5)
+    assert [a[4] for a in calls] == [8, 4]   # once per value size, then kept
+    assert P._bounds[("blocks", 8)] and P._bounds[("blocks", 4)]
+
+
 def _chain(data, x_at, fused: bool) -> float:
     """One row summed in storage order, each step rounded once (an FMA) or twice."""
     s = 0.0
