@@ -527,8 +527,14 @@ static inline int ws_spmv_rows_impl##SFX##_##T##_##I(                           
         /* (blocks: see ws_spmv_rows_blocked) */                                  \
         for (ptrdiff_t i = r0, j; i < r1; i = j) {                                \
             j = ws_row_block_end_##I(indptr, i, r1);                              \
-            for (ptrdiff_t q = indptr[i]; q < indptr[j]; q += 64 / sizeof(I))     \
-                __builtin_prefetch(indices + q);                                  \
+            /* the block's index lines (a lone long row: its first WS_CHECK_BLOCK) */ \
+            const ptrdiff_t p1 = indptr[j] - indptr[i] < WS_CHECK_BLOCK           \
+                ? indptr[j] : indptr[i] + WS_CHECK_BLOCK;                         \
+            const char *end = (const char *)(indices + p1);                       \
+            for (const char *q = (const char *)((uintptr_t)(indices + indptr[i])  \
+                                                & ~(uintptr_t)63);                \
+                 q < end; q += 64)                                                \
+                __builtin_prefetch(q);                                            \
             (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)(   \
                 indptr, indices, data, x, y, i, j, lim, vmin);                    \
         }                                                                         \

@@ -44,7 +44,7 @@ def balanced_row_bounds(indptr: np.ndarray, n_parts: int, row_cost: int = ROW_CO
 
 
 def row_bounds(indptr: np.ndarray, threads: int,
-               cache: dict[int, np.ndarray] | None) -> np.ndarray | int:
+               cache: dict | None) -> np.ndarray | int:
     """The row partition for a call on ``threads`` threads, from ``cache``; or,
     without a cache (an operand used once), the number of parts: the kernel
     cuts the rows itself, a few microseconds less than making the array."""
@@ -66,7 +66,8 @@ def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     exceed L3), x is beyond ``_spmm.SPMV_FAR_X_BYTES`` and the rows read x near the
     diagonal: 64-row blocks (a sample of up to 32) span at most
     ``SPMV_BLOCK_SPAN_BYTES`` of x, by the median. Where x is read at random the blocks
-    cost 1-12 % (docs/tuning.md, "Prepared short rows in blocks").
+    cost 1-12 % (docs/tuning.md, "Prepared short rows in blocks"). Never in builds that
+    gather x (``_spmm.SPMV_GATHER``: Intel AVX-512), whose short rows were not measured so.
 
     Examples
     --------
@@ -74,7 +75,8 @@ def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     >>> from wsesparse._hardware import HardwareProfile
     >>> hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 20, vector_bytes=64)
     >>> band = sp.diags([1.0, 2.0, 1.0], [-1, 0, 1], shape=(200_000, 200_000), format="csr")
-    >>> spmv_blocks(band.indptr, band.indices, band.shape, band.nnz, 8, hw)
+    >>> spmv_blocks(band.indptr, band.indices, band.shape, band.nnz, 8, hw) == (
+    ...     not _spmm.SPMV_GATHER)
     True
     >>> spread = band[:, np.random.default_rng(0).permutation(200_000)]  # x read at random
     >>> spmv_blocks(spread.indptr, spread.indices, spread.shape, spread.nnz, 8, hw)
@@ -83,7 +85,7 @@ def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     n_rows, n_cols = shape
     l3 = hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES
     rows = _spmm.CHECK_ROWS
-    if (n_cols * itemsize <= _spmm.SPMV_FAR_X_BYTES or n_rows < rows
+    if (_spmm.SPMV_GATHER or n_cols * itemsize <= _spmm.SPMV_FAR_X_BYTES or n_rows < rows
             or nnz * (itemsize + indices.itemsize) < l3):
         return False
     spans = []
@@ -178,7 +180,7 @@ def pack_single_panel(X: np.ndarray, nnz: int) -> bool:
 
 def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                  shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
-                 n_threads: int | None, bounds: dict[int, np.ndarray] | None,
+                 n_threads: int | None, bounds: dict | None,
                  hw: HardwareProfile) -> None:
     """Y = A @ X for the CSR arrays of A, X (n_cols,) or (n_cols, N) and Y alike.
 

@@ -195,7 +195,8 @@ class CSR(LinearOperator):
         self._clear_caches()
 
     def _clear_caches(self) -> None:
-        self._bounds: dict[int, np.ndarray] = {}
+        # row partitions by thread count; ("blocks", itemsize): _drivers.spmv_blocks
+        self._bounds: dict[int | tuple[str, int], np.ndarray | bool] = {}
         self._data_as: dict[np.dtype, np.ndarray] = {}
         self._dense: np.ndarray | None = None
         self._finite: bool | None = None

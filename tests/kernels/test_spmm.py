@@ -278,25 +278,35 @@ def test_spmv_blocks_give_the_same_bits(dtype, itype, far):
     plain kernel on the same parts.)"""
     itemsize = np.dtype(dtype).itemsize
     n_cols = _spmm.SPMV_FAR_X_BYTES // itemsize + 1 if far else 300
-    A = rows_of_every_length(_spmm.SPMV_FAR_VEC_NNZ + 10, n_cols, dtype, itype, seed=11)
-    x = np.random.default_rng(5).standard_normal(n_cols).astype(dtype)
+    rng = np.random.default_rng(5)
+    every = rows_of_every_length(_spmm.SPMV_FAR_VEC_NNZ + 10, n_cols, dtype, itype, seed=11)
+    # thousands of rows of 0-3 nonzeros: several 64-row blocks per part in every build
+    # (gather builds take the vector steps from 4 per row on)
+    lengths = rng.integers(0, 4, size=3000)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    short = sp.csr_array((rng.standard_normal(int(indptr[-1])).astype(dtype),
+                          rng.integers(0, n_cols, size=int(indptr[-1])).astype(itype), indptr),
+                         shape=(3000, n_cols))
+    x = rng.standard_normal(n_cols).astype(dtype)
     if np.dtype(dtype).kind == "c":
-        x = x + 1j * np.random.default_rng(6).standard_normal(n_cols).astype(dtype)
-    n = A.shape[0]
+        x = x + 1j * rng.standard_normal(n_cols).astype(dtype)
     tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
-    for parts, threads in ((1, 1), (3, 2), (8, 2), (n, 2)):
-        plain, y = np.empty(n, dtype), np.full(n, np.nan, dtype)
-        _spmm.csr_spmv(A.indptr, A.indices, A.data, x, plain, parts, threads)
-        np.testing.assert_allclose(plain, A.toarray() @ x, rtol=tol, atol=tol)
-        assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, parts, threads,
-                              blocks=True) == 0
-        assert y.tobytes() == plain.tobytes()
+    for A in (every, short):
+        n = A.shape[0]
+        for parts, threads in ((1, 1), (3, 2), (8, 2), (n, 2)):
+            plain, y = np.empty(n, dtype), np.full(n, np.nan, dtype)
+            _spmm.csr_spmv(A.indptr, A.indices, A.data, x, plain, parts, threads)
+            np.testing.assert_allclose(plain, A @ x, rtol=tol, atol=tol)
+            assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, parts, threads,
+                                  blocks=True) == 0
+            assert y.tobytes() == plain.tobytes()
 
 
 def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
     """spmv_blocks: blocks only where the matrix exceeds L3, x exceeds SPMV_FAR_X_BYTES
     and 64-row blocks read little of x (a band, not the same band with its columns
-    permuted); the decision is kept per value size, and the product is scipy's."""
+    permuted), in builds that do not gather x; the decision is kept per value size and
+    reaches the kernel, and the product is scipy's."""
     from wsesparse import _drivers
     from wsesparse._hardware import HardwareProfile
     n = _spmm.SPMV_FAR_X_BYTES // 2   # x beyond the threshold in float32 too
@@ -305,6 +315,8 @@ def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
     small_l3 = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=64)
     large_l3 = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 30, vector_bytes=64)
     args = (band.indptr, band.indices, band.shape, band.nnz)
+    assert _drivers.spmv_blocks(*args, 8, small_l3) == (not _spmm.SPMV_GATHER)
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", False)   # (what the rest looks at)
     assert _drivers.spmv_blocks(*args, 8, small_l3)
     assert not _drivers.spmv_blocks(*args, 8, large_l3)          # the matrix fits L3
     assert not _drivers.spmv_blocks(spread.indptr, spread.indices, spread.shape,
@@ -315,9 +327,14 @@ def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
     monkeypatch.setattr(_hardware, "current", lambda: small_l3)
     P = CSR(band.astype(np.float32))
     x = np.random.default_rng(1).standard_normal(n)
-    calls = []
-    real = _drivers.spmv_blocks
+    calls, kernel_blocks = [], []
+    real, real_spmv = _drivers.spmv_blocks, _spmm.csr_spmv
     monkeypatch.setattr(_drivers, "spmv_blocks", lambda *a: calls.append(a) or real(*a))
+
+    def spmv(*a, **kw):
+        kernel_blocks.append(kw.get("blocks"))
+        return real_spmv(*a, **kw)
+    monkeypatch.setattr(_spmm, "csr_spmv", spmv)
     for _ in range(3):   # float64 x: the values cast to float64
         np.testing.assert_allclose(sparse_matmul(P, x), band.astype(np.float32) @ x,
                                    rtol=1e-12, atol=1e-12)
@@ -326,6 +343,7 @@ def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
                                rtol=1e-5, atol=1e-5)
     assert [a[4] for a in calls] == [8, 4]   # once per value size, then kept
     assert P._bounds[("blocks", 8)] and P._bounds[("blocks", 4)]
+    assert kernel_blocks == [True] * 4
 
 
 def _chain(data, x_at, fused: bool) -> float:
