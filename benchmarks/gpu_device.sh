@@ -42,7 +42,9 @@ parts=${CPU_BENCH:-0}
 [ "$parts" = 0 ] && parts=""
 # Issue #27's grid (one-shot against prepared and the peers installed there), the prepared
 # kernels' scaling over 1, 2, 4, 8, all threads, #28's workflows, #24's TLR rates and small
-# products called 0.1 s apart (the idle-spell rule, COLD_TEAM_SECONDS); all in one log.
+# products called 0.1 s apart (the idle-spell rule, COLD_TEAM_SECONDS, on both sides of its
+# 16-thread limit cold_max_work(16) = 2^19: session 21's 7 rounds of 4 points and 2 dtypes
+# outran 100 s there); all in one log.
 # Each part has its own timeout, so one slow part does not cost the others.
 grid="--sizes 16384 --tokens 1,8,64,256 --densities 0.1,0.01,0.001 --dtypes float32,float64"
 for part in $parts; do
@@ -51,8 +53,8 @@ for part in $parts; do
         scaling) cmd=(benchmarks/scaling.py $grid --budget 0.15) ;;
         workflows) cmd=(-m wsesparse bench --workflows --no-progress) ;;
         tlr) cmd=(-m wsesparse bench --tlr --cache-grid none --no-progress) ;;
-        cold) cmd=(benchmarks/small_products.py --gap 0.1 --rounds 7
-                   --work 65536,262144,1048576,4194304) ;;
+        cold) cmd=(benchmarks/small_products.py --gap 0.1 --rounds 5 --tokens 1,8
+                   --dtypes float64 --work 262144,524288,1048576,2097152) ;;
         *) echo "unknown CPU part $part"; continue ;;
     esac
     echo "== cpu $part: ${cmd[*]}" >> "$OUT/cpu.log"
