@@ -63,11 +63,12 @@ def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     prefetched first (``csr_spmv(blocks=True)``; the same sums).
 
     Measured faster only where the matrix streams from DRAM (its values and indices
-    exceed L3), x is beyond ``_spmm.SPMV_FAR_X_BYTES`` and the rows read x near the
-    diagonal: 64-row blocks (a sample of up to 32) span at most
-    ``SPMV_BLOCK_SPAN_BYTES`` of x, by the median. Where x is read at random the blocks
-    cost 1-12 % (docs/tuning.md, "Prepared short rows in blocks"). Never in builds that
-    gather x (``_spmm.SPMV_GATHER``: Intel AVX-512), whose short rows were not measured so.
+    exceed L3), x is beyond ``_spmm.SPMV_FAR_X_BYTES`` and the rows read x in runs, as
+    stencils do: the columns of 64-row blocks (a sample of up to 32) lie on at most
+    ``SPMV_BLOCK_X_LINES`` distinct 64-byte lines of x per distinct column, by the median.
+    Where x is read at random, even within a band, the blocks cost 1-12 % (docs/tuning.md,
+    "Prepared short rows in blocks"). Never in builds that gather x (``_spmm.SPMV_GATHER``:
+    Intel AVX-512), whose short rows were not measured so.
 
     Examples
     --------
@@ -88,12 +89,14 @@ def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     if (_spmm.SPMV_GATHER or n_cols * itemsize <= _spmm.SPMV_FAR_X_BYTES or n_rows < rows
             or nnz * (itemsize + indices.itemsize) < l3):
         return False
-    spans = []
+    per_line = max(1, 64 // itemsize)
+    lines = []
     for r in np.linspace(0, n_rows - rows, num=min(32, n_rows // rows), dtype=np.int64):
         block = indices[indptr[r]:indptr[r + rows]]
         if block.size:
-            spans.append(int(block.max()) - int(block.min()) + 1)
-    return bool(spans) and float(np.median(spans)) * itemsize <= th.SPMV_BLOCK_SPAN_BYTES
+            cols = np.unique(block)
+            lines.append(np.unique(cols // per_line).size / cols.size)
+    return bool(lines) and float(np.median(lines)) <= th.SPMV_BLOCK_X_LINES
 
 
 def k_block(shape: tuple[int, int], nnz: int, n_tokens: int, dtype: np.dtype,

@@ -37,8 +37,9 @@ PREFETCH_MIN_ROW_BYTES = 32    # software prefetch only for panel rows of more t
 PREFETCH_MAX_ROW_BYTES = 1024  # ... and at most this many bytes
 STREAM_MIN_L3_SHARE = 0.25     # results of short rows from 1/4 of L3 on: streaming stores
 STREAM_DEFAULT_L3_BYTES = 32 << 20  # the L3 assumed for that where none is reported
-SPMV_BLOCK_SPAN_BYTES = 64 << 10  # a prepared SpMV streamed from DRAM takes short rows in
-#                                   blocks where 64-row blocks read at most this much of x
+SPMV_BLOCK_X_LINES = 0.5       # a prepared SpMV streamed from DRAM takes short rows in blocks
+#                                where 64-row blocks read x in runs: distinct 64-byte lines of
+#                                x per distinct column at most this (stencils ~0.15, random ~1)
 
 # -- column blocks (ws_spmm_rows_kb) ----------------------------------------------
 KB_MIN_NNZ = 96                # nonzeros per row and block for column blocks at all

@@ -304,7 +304,7 @@ def test_spmv_blocks_give_the_same_bits(dtype, itype, far):
 
 def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
     """spmv_blocks: blocks only where the matrix exceeds L3, x exceeds SPMV_FAR_X_BYTES
-    and 64-row blocks read little of x (a band, not the same band with its columns
+    and 64-row blocks read x in runs (a band, not the same band with its columns
     permuted), in builds that do not gather x; the decision is kept per value size and
     reaches the kernel, and the product is scipy's."""
     from wsesparse import _drivers
