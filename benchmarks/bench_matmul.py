@@ -175,6 +175,37 @@ class GEMVRowLength(_SpMV):
         self._operands(16384, nnz_per_row / 16384, dtype)
 
 
+@functools.lru_cache(maxsize=None)
+def _stencil(kind, dtype):
+    """The 5-point (2-D, 1000^2 grid) or 7-point (3-D, 100^3 grid) Laplacian, 10^6 rows,
+    CSR with int32 indices (as scipy builds it), its prepared ``CSR`` and a vector."""
+    import scipy.sparse as sp
+    from wsesparse.bench.workflows import poisson_2d
+    if kind == "2d":
+        A = poisson_2d(1000)
+    else:
+        eye = sp.identity(100, format="csr")
+        T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(100, 100), format="csr")
+        A = sp.csr_array(sp.kron(sp.kron(T, eye), eye) + sp.kron(sp.kron(eye, T), eye)
+                         + sp.kron(sp.kron(eye, eye), T))
+    A = A.astype(dtype)
+    return A, CSR(A), random_vector(A.shape[1], dtype)
+
+
+class StencilSpMV(_SpMV):
+    """SpMV of PDE stencils (10^6 rows, 5 or 7 per row, x of 4-8 MB): a prepared operand
+    whose values and indices exceed L3 reads its short rows in 64-row blocks
+    (``_drivers.spmv_blocks``; docs/tuning.md, "Prepared short rows in blocks"), the
+    one-shot product checks them in the same blocks."""
+
+    params = (["2d", "3d"], ["float32", "float64"])
+    param_names = ["stencil", "dtype"]
+    timeout = 120
+
+    def setup(self, stencil, dtype):
+        self.A, self.P, self.x = _stencil(stencil, dtype)
+
+
 class SpMMRowLength:
     """N = 8 float32 (one 32-byte tile per row: its own row loop, no software
     prefetch) against N = 12 (a tile plus 4 scalar columns: the per-row dispatch), by
