@@ -431,7 +431,7 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
     """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries). ``check``: 1 (_CHECKED),
     the column indices are checked against ``n_cols`` on the way (returns 1 on
     the first one out of range, leaving later rows undone); 2 (_BLOCKS), not
-    checked, short rows in blocks (ws_spmv_rows_blocked; real values only); 0 plain.
+    checked, short rows in blocks (ws_spmv_rows' blocks; real values only); 0 plain.
     ``indptr`` must already be valid. (The unchecked kernels get ``n_cols`` too: it
     picks how rows are summed, which must not depend on whether they were checked.)"""
     cdef Py_ssize_t i = r0, j
@@ -439,36 +439,28 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
         if index_t is int32_t:
             if check == _CHECKED:
                 return ws_spmv_rows_chk_float_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols)
-            if check == _BLOCKS:
-                return ws_spmv_rows_blocked_float_int32_t(indptr, indices, data, x, y, r0,
-                                                          r1, n_cols)
-            return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, n_cols)
+                                                      n_cols, 0)
+            return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
+                                              check == _BLOCKS)
         else:
             if check == _CHECKED:
                 return ws_spmv_rows_chk_float_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols)
-            if check == _BLOCKS:
-                return ws_spmv_rows_blocked_float_int64_t(indptr, indices, data, x, y, r0,
-                                                          r1, n_cols)
-            return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, n_cols)
+                                                      n_cols, 0)
+            return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
+                                              check == _BLOCKS)
     elif value_t is double:
         if index_t is int32_t:
             if check == _CHECKED:
                 return ws_spmv_rows_chk_double_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols)
-            if check == _BLOCKS:
-                return ws_spmv_rows_blocked_double_int32_t(indptr, indices, data, x, y, r0,
-                                                           r1, n_cols)
-            return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, n_cols)
+                                                       n_cols, 0)
+            return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
+                                               check == _BLOCKS)
         else:
             if check == _CHECKED:
                 return ws_spmv_rows_chk_double_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols)
-            if check == _BLOCKS:
-                return ws_spmv_rows_blocked_double_int64_t(indptr, indices, data, x, y, r0,
-                                                           r1, n_cols)
-            return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, n_cols)
+                                                       n_cols, 0)
+            return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
+                                               check == _BLOCKS)
     else:
         if check != _CHECKED:
             _complex_dots(indptr, indices, data, x, y, r0, r1)
@@ -521,7 +513,7 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
 
     ``row_bounds``, ``check_cols`` and the return value as in ``csr_spmm``.
     ``blocks`` (unchecked products only): short rows go in blocks of rows, each
-    block's indices prefetched first (``ws_spmv_rows_blocked``; the same sums).
+    block's indices prefetched first (``ws_spmv_rows``' ``blocks``; the same sums).
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")

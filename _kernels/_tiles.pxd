@@ -46,35 +46,23 @@ cdef extern from "_axpy_tiles.h" nogil:
                                         const double*, Py_ssize_t, double*, Py_ssize_t,
                                         Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
     int ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
-                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
     int ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
-                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
-    int ws_spmv_rows_double_int32_t(const int32_t*, const int32_t*, const double*,
-                                    const double*, double*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
-    int ws_spmv_rows_double_int64_t(const int64_t*, const int64_t*, const double*,
-                                    const double*, double*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
-    int ws_spmv_rows_blocked_float_int32_t(const int32_t*, const int32_t*, const float*,
-                                           const float*, float*, Py_ssize_t, Py_ssize_t,
-                                           Py_ssize_t)
-    int ws_spmv_rows_blocked_float_int64_t(const int64_t*, const int64_t*, const float*,
-                                           const float*, float*, Py_ssize_t, Py_ssize_t,
-                                           Py_ssize_t)
-    int ws_spmv_rows_blocked_double_int32_t(const int32_t*, const int32_t*, const double*,
-                                            const double*, double*, Py_ssize_t, Py_ssize_t,
-                                            Py_ssize_t)
-    int ws_spmv_rows_blocked_double_int64_t(const int64_t*, const int64_t*, const double*,
-                                            const double*, double*, Py_ssize_t, Py_ssize_t,
-                                            Py_ssize_t)
-    int ws_spmv_rows_chk_float_int32_t(const int32_t*, const int32_t*, const float*,
-                                       const float*, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
-    int ws_spmv_rows_chk_float_int64_t(const int64_t*, const int64_t*, const float*,
-                                       const float*, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    int ws_spmv_rows_double_int32_t(const int32_t*, const int32_t*, const double*, const double*,
+                                    double*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    int ws_spmv_rows_double_int64_t(const int64_t*, const int64_t*, const double*, const double*,
+                                    double*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    int ws_spmv_rows_chk_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                       float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+    int ws_spmv_rows_chk_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                       float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
     int ws_spmv_rows_chk_double_int32_t(const int32_t*, const int32_t*, const double*,
                                         const double*, double*, Py_ssize_t, Py_ssize_t,
-                                        Py_ssize_t)
+                                        Py_ssize_t, int)
     int ws_spmv_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
                                         const double*, double*, Py_ssize_t, Py_ssize_t,
-                                        Py_ssize_t)
+                                        Py_ssize_t, int)
 
     void ws_scatter_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
                                   Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)

@@ -169,7 +169,7 @@ out_of_range:                                                                   
 #endif
 
 /*
- * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols):
+ * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols, blocks):
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
  * range, y then being partly written. Rows of at least WS_SPMV_VEC_NNZ_<T>
@@ -481,11 +481,11 @@ WS_SCALAR_LOOP static inline T ws_spmv_srow##SFX##_##T##_##I(                   
     }                                                                             \
     return s;                                                                     \
 }
-/* ws_spmv_rows_blocked_<T>_<I>: ws_spmv_rows (unchecked) whose parts of short
- * rows go in blocks of ws_row_block_end rows, each block's index lines
+/* ws_spmv_rows_<T>_<I>(..., blocks) with blocks (unchecked only): parts of
+ * short rows go in blocks of ws_row_block_end rows, each block's index lines
  * prefetched just before its product, as the checked version reads them for its
  * check; the same sums. For prepared matrices streamed from DRAM whose rows read
- * x near the diagonal (the host decides; docs/tuning.md, "Prepared short rows in
+ * x in runs (the host decides; docs/tuning.md, "Prepared short rows in
  * blocks"): Poisson 1000^2 0.67-0.80x the time on one thread, 0.74-0.96x on two;
  * where x is read at random it cost 1-12 %. */
 /* Every row of at least WS_SPMV_VEC_NNZ_<T> nonzeros is summed by
@@ -509,7 +509,7 @@ WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_vector_rows##SFX##_##T##_##I,           
                        ws_spmv_vrow##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I) \
 WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_far_rows##SFX##_##T##_##I,                \
                        ws_spmv_vrow_call##SFX##_##T##_##I, ws_spmv_srow##SFX##_##T##_##I) \
-static inline int ws_spmv_rows_impl##SFX##_##T##_##I(                              \
+WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                         \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
     ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n_cols, int blocks)                     \
 {                                                                                 \
@@ -523,11 +523,19 @@ static inline int ws_spmv_rows_impl##SFX##_##T##_##I(                           
     /* (far: vmin >= WS_SPMV_CHK_LOOP_NNZ_<T>, so vec parts check in the loop) */ \
     if (vec && (!CHK || nnz >= WS_SPMV_CHK_LOOP_NNZ_##T * (r1 - r0)))             \
         return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
-    if (!CHK && blocks) {                                                         \
-        /* (blocks: see ws_spmv_rows_blocked) */                                  \
-        for (ptrdiff_t i = r0, j; i < r1; i = j) {                                \
-            j = ws_row_block_end_##I(indptr, i, r1);                              \
-            /* the block's index lines (a lone long row: its first WS_CHECK_BLOCK) */ \
+    if (!CHK && !blocks)                                                          \
+        return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
+            indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
+    /* Short rows in blocks of rows, each block's indices read just before its    \
+     * product: by the check (see WS_SPMV_CHK_LOOP_NNZ_<T>) or, unchecked, by a   \
+     * prefetch of their lines (blocks; a lone long row: its first                \
+     * WS_CHECK_BLOCK). */                                                        \
+    for (ptrdiff_t i = r0, j; i < r1; i = j) {                                    \
+        j = ws_row_block_end_##I(indptr, i, r1);                                  \
+        if (CHK) {                                                                \
+            if (ws_indices_out_of_range_##I(indices, indptr[i], indptr[j], n_cols)) \
+                return 1;                                                         \
+        } else {                                                                  \
             const ptrdiff_t p1 = indptr[j] - indptr[i] < WS_CHECK_BLOCK           \
                 ? indptr[j] : indptr[i] + WS_CHECK_BLOCK;                         \
             const char *end = (const char *)(indices + p1);                       \
@@ -535,19 +543,7 @@ static inline int ws_spmv_rows_impl##SFX##_##T##_##I(                           
                                                 & ~(uintptr_t)63);                \
                  q < end; q += 64)                                                \
                 __builtin_prefetch(q);                                            \
-            (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)(   \
-                indptr, indices, data, x, y, i, j, lim, vmin);                    \
         }                                                                         \
-        return 0;                                                                 \
-    }                                                                             \
-    if (!CHK)                                                                     \
-        return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
-            indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
-    /* Short rows: see WS_SPMV_CHK_LOOP_NNZ_<T>. */                               \
-    for (ptrdiff_t i = r0, j; i < r1; i = j) {                                    \
-        j = ws_row_block_end_##I(indptr, i, r1);                                  \
-        if (ws_indices_out_of_range_##I(indices, indptr[i], indptr[j], n_cols))   \
-            return 1;                                                             \
         if (vec)                                                                  \
             ws_spmv_vector_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
         else if (far)                                                             \
@@ -556,20 +552,6 @@ static inline int ws_spmv_rows_impl##SFX##_##T##_##I(                           
             ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
     }                                                                             \
     return 0;                                                                     \
-}                                                                                 \
-WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                         \
-    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n_cols)                                 \
-{                                                                                 \
-    return ws_spmv_rows_impl##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, \
-                                               n_cols, 0);                        \
-}                                                                                 \
-WS_MAYBE_UNUSED static int ws_spmv_rows_blocked##SFX##_##T##_##I(                 \
-    const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n_cols)                                 \
-{                                                                                 \
-    return ws_spmv_rows_impl##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, \
-                                               n_cols, 1);                        \
 }
 
 #endif

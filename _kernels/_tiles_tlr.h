@@ -475,7 +475,6 @@ TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_
     tlr_nn_mrb_##sfx(B, lr, Lv, rem, a, 0, out, q, 0, pf, RB, 1, CX); /* s == 1 */             \
 }                                                                                              \
                                                                                                \
-                                                                                               \
 TLR_INLINE void tlr_nn_rtail_##sfx(const R *Bt, ptrdiff_t lr, const R *at, ptrdiff_t rb,       \
                                   R *out, R *q, ptrdiff_t Ls, ptrdiff_t L, int cx)             \
 {                                                                                              \
