@@ -56,6 +56,56 @@
 #define WS_SCATTER_WIDE(x) x
 #define WS_SCATTER_LAST(T, I) ws_scatter_##T##_##I##_4
 #endif
+/* The last rem (< one vector) columns of a panel: 16-, 8- and 4-byte steps with
+ * FMA builds (the same fused multiply-add per element as the scalar loop it
+ * replaced, so the same bits), U's part loaded once per row of B. The scalar
+ * loop took float32 dense @ CSR of 4 tokens 1.5-2x the time of 8 tokens
+ * (docs/tuning.md, "Transposed products (scatter) and copies"). */
+#if defined(__FMA__) && defined(__AVX__)
+#define WS_SREM_DECL_float(NV)                                                        \
+    __m128 r4 = _mm_setzero_ps(), r2 = _mm_setzero_ps(); float r1 = 0;           \
+    {                                                                             \
+        const float *ur = u + NV * VL;                                            \
+        if (rem & 4) { r4 = _mm_loadu_ps(ur); ur += 4; }                          \
+        if (rem & 2) { r2 = _mm_castpd_ps(_mm_load_sd((const double *)ur)); ur += 2; } \
+        if (rem & 1) r1 = *ur;                                                    \
+    }
+#define WS_SREM_STEP_float(NV)                                                        \
+    {                                                                             \
+        float *zr = z + NV * VL;                                                  \
+        const __m128 d4 = _mm_set1_ps(d);                                         \
+        if (rem & 4) { _mm_storeu_ps(zr, _mm_fmadd_ps(d4, r4, _mm_loadu_ps(zr))); zr += 4; } \
+        if (rem & 2) {                                                            \
+            const __m128 z2 = _mm_castpd_ps(_mm_load_sd((const double *)zr));     \
+            _mm_store_sd((double *)zr, _mm_castps_pd(_mm_fmadd_ps(d4, r2, z2)));  \
+            zr += 2;                                                              \
+        }                                                                         \
+        if (rem & 1) *zr = WS_FMA_float(d, r1, *zr);                              \
+    }
+#define WS_SREM_DECL_double(NV)                                                       \
+    __m128d r2 = _mm_setzero_pd(); double r1 = 0;                                 \
+    {                                                                             \
+        const double *ur = u + NV * VL;                                           \
+        if (rem & 2) { r2 = _mm_loadu_pd(ur); ur += 2; }                          \
+        if (rem & 1) r1 = *ur;                                                    \
+    }
+#define WS_SREM_STEP_double(NV)                                                       \
+    {                                                                             \
+        double *zr = z + NV * VL;                                                 \
+        if (rem & 2) {                                                            \
+            _mm_storeu_pd(zr, _mm_fmadd_pd(_mm_set1_pd(d), r2, _mm_loadu_pd(zr))); \
+            zr += 2;                                                              \
+        }                                                                         \
+        if (rem & 1) *zr = WS_FMA_double(d, r1, *zr);                             \
+    }
+#else
+#define WS_SREM_DECL_float(NV)
+#define WS_SREM_DECL_double(NV)
+#define WS_SREM_STEP_float(NV)                                                        \
+    for (ptrdiff_t r = NV * VL; r < NV * VL + rem; ++r) z[r] = WS_FMA_float(d, u[r], z[r]);
+#define WS_SREM_STEP_double(NV)                                                       \
+    for (ptrdiff_t r = NV * VL; r < NV * VL + rem; ++r) z[r] = WS_FMA_double(d, u[r], z[r]);
+#endif
 #define WS_SCATTER_VSTEP(T, VT, NV, V)                                            \
     if (NV > V) *(VT *)(z + V * VL) = WS_SVFMA_##T(dv, u##V, *(const VT *)(z + V * VL));
 #define WS_SCATTER_ULOAD(VT, NV, V) const VT u##V = NV > V ? *(const VT *)(u + V * VL) : zero;
@@ -74,6 +124,7 @@ static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,      
         (void)u0; (void)u1;                                                       \
         WS_SCATTER_WIDE(WS_SCATTER_ULOAD(VT, NV, 2) WS_SCATTER_ULOAD(VT, NV, 3)   \
                         (void)u2; (void)u3;)                                      \
+        WS_SREM_DECL_##T(NV)                                                        \
         const ptrdiff_t p1 = indptr[k + 1];                                       \
         for (ptrdiff_t p = indptr[k]; p < p1; ++p) {                              \
             T *z = Z + (ptrdiff_t)indices[p] * ldz;                               \
@@ -84,8 +135,7 @@ static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,      
             WS_SCATTER_VSTEP(T, VT, NV, 1)                                        \
             WS_SCATTER_WIDE(WS_SCATTER_VSTEP(T, VT, NV, 2)                        \
                             WS_SCATTER_VSTEP(T, VT, NV, 3))                       \
-            for (ptrdiff_t r = NV * VL; r < NV * VL + rem; ++r)                   \
-                z[r] = WS_FMA_##T(d, u[r], z[r]);                                 \
+            WS_SREM_STEP_##T(NV)                                                    \
         }                                                                         \
     }                                                                             \
 }

@@ -14,7 +14,7 @@ import numpy as np
 
 from wsesparse import _thresholds as th
 from wsesparse._checks import csr_error_message
-from wsesparse._hardware import HardwareProfile, l3_panel_bytes
+from wsesparse._hardware import HardwareProfile, available_cores, l3_panel_bytes
 from wsesparse._kernels import _csr_tools, _scatter, _spmm
 from wsesparse._threads import resolve_n_threads
 
@@ -234,28 +234,39 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         raise ValueError(csr_error_message(code, "A", shape, len(indices)))
 
 
-def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int) -> int:
+def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
+                   items: int | None = None) -> int:
     """Row chunks of a transposed product (scatter) with ``n_out`` output rows.
 
-    With fewer than ``SCATTER_ITEMS`` token panels the rows are also cut into
-    ranges, each summed into its own copy of the output and added up at the
-    end, so that several threads have work. The cut depends on the matrix and
-    the token count alone: results stay the same for any thread count.
+    With fewer token panels than ``items`` work items (default: the cores this
+    process may run on, at least ``SCATTER_MIN_ITEMS``) the rows are also cut
+    into ranges, each summed into its own copy of the output and added up at
+    the end, so that several threads have work: as many chunks as fill the
+    items, halved while a chunk would hold fewer than ``SCATTER_CHUNK_NNZ``
+    nonzeros per output row or the copies would exceed ``SCATTER_SCRATCH_BYTES``.
+    The cut depends on the matrix, the token count and ``items`` alone: results
+    stay the same for any thread count (docs/tuning.md, "Transposed products").
 
     Examples
     --------
-    >>> scatter_chunks(nnz=10**6, n_out=1000, n_tokens=1, itemsize=8) > 1
-    True
-    >>> scatter_chunks(nnz=100, n_out=1000, n_tokens=1, itemsize=8)   # too few nonzeros
+    >>> scatter_chunks(nnz=10**6, n_out=1000, n_tokens=1, itemsize=8, items=4)
+    4
+    >>> scatter_chunks(nnz=10**4, n_out=1000, n_tokens=1, itemsize=8, items=4)  # 10 per row
+    2
+    >>> scatter_chunks(nnz=100, n_out=1000, n_tokens=1, itemsize=8, items=4)   # too few nonzeros
     1
     """
+    if items is None:
+        items = available_cores()
+    items = max(th.SCATTER_MIN_ITEMS, items)
     panels = -(-n_tokens // _scatter.scatter_panel_width(itemsize))
-    if panels >= th.SCATTER_ITEMS or panels == 0:  # (no tokens: nothing to cut)
+    if panels >= items or panels == 0:  # (no tokens: nothing to cut)
         return 1
-    chunks = -(-th.SCATTER_ITEMS // panels)
-    if (nnz < th.SCATTER_CHUNK_NNZ * n_out * chunks
-            or (chunks - 1) * n_out * n_tokens * itemsize > th.SCATTER_SCRATCH_BYTES):
-        return 1
+    chunks = -(-items // panels)
+    while chunks > 1 and (nnz < th.SCATTER_CHUNK_NNZ * n_out * chunks
+                          or (chunks - 1) * n_out * n_tokens * itemsize
+                          > th.SCATTER_SCRATCH_BYTES):
+        chunks //= 2
     return chunks
 
 

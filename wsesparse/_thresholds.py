@@ -48,8 +48,8 @@ KB_MIN_SLICE_L2 = 4            # a K x tile slice of X of this many L2s needs bl
 
 # -- transposed products (scatter) and copies ---------------------------------------
 SCATTER_MAX_BYTES = 128        # one-shot X @ W_csr scatters while a token row takes <= this
-SCATTER_ITEMS = 4              # fewer token panels than this: rows cut into chunks too
-SCATTER_CHUNK_NNZ = 4          # ... with at least this many nonzeros per output row per chunk
+SCATTER_MIN_ITEMS = 2          # work items a transposed product aims at: the cores, at least this
+SCATTER_CHUNK_NNZ = 4          # row chunks: at least this many nonzeros per output row per chunk
 SCATTER_SCRATCH_BYTES = 64 << 20  # ... and chunk copies of at most this many bytes
 BLOCKED_COPY_MIN = 1 << 15     # transposing copies of this many elements ...
 BLOCKED_COPY_STRIDE = 512      # ... with rows a multiple of this apart: blocked kernel
