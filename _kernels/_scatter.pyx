@@ -22,13 +22,13 @@ from _types cimport index_t, value_t
 
 cnp.import_array()
 
-# Transposed products: token panels of this many bytes (2 AVX2 vectors, the
-# most ws_scatter takes) per sweep over the matrix. M = K = 4096, density 0.1,
-# 64 float32 tokens, 2 threads (scratch timing): 128-byte panels 18.4 ms,
-# 64-byte 13.5 ms (a thread's panel of Z stays in L2), 32-byte 37 ms (twice
-# the sweeps).
+# Transposed products: token panels of WS_SCATTER_PANEL_BYTES (_tiles_scatter.h: 128
+# with AVX, 64 without) per sweep over the matrix, a whole token row wherever one-shot
+# products scatter (SCATTER_MAX_BYTES).
+cdef extern from "_axpy_tiles.h":
+    const int WS_SCATTER_PANEL_BYTES
+
 cdef enum:
-    _SCATTER_PANEL_BYTES = 64
     _REDUCE_BLOCK = 8192  # elements per work item when the row chunks are added up
 
 
@@ -144,7 +144,7 @@ cdef int _scatter_parts(const index_t* indptr, const index_t* indices, const val
     """Work items: token panel q times row chunk c (rows b[c]:b[c+1]), chunk 0
     into Z, chunk c > 0 into S[c-1]; then Z += S[0] + ... in that order.
     Returns how many items found a column index out of range."""
-    cdef Py_ssize_t pw = _SCATTER_PANEL_BYTES // sizeof(value_t)
+    cdef Py_ssize_t pw = WS_SCATTER_PANEL_BYTES // sizeof(value_t)
     cdef Py_ssize_t n_panels = (T + pw - 1) // pw
     cdef Py_ssize_t n_items = n_panels * n_chunks
     cdef Py_ssize_t size = n_out * T
@@ -196,7 +196,7 @@ def scatter_panel_width(int itemsize):
     (4, 8 or 16: the kernel dtypes)."""
     if itemsize not in (4, 8, 16):
         raise ValueError(f"itemsize must be 4, 8 or 16 (a kernel dtype's), got {itemsize}")
-    return _SCATTER_PANEL_BYTES // itemsize
+    return WS_SCATTER_PANEL_BYTES // itemsize
 
 
 def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray U,

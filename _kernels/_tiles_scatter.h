@@ -24,9 +24,12 @@
  * U and Z must not overlap.
  */
 #if WS_HAVE_VEC
-/* The scatter's vectors: 32 bytes with AVX (AVX-512 builds too), two of them per
- * 64-byte panel; without AVX (the portable build) the 16-byte tile vectors, four per
- * panel. 32-byte generic vectors there have no registers (_tiles_base.h, "Without
+/* The scatter's vectors: 32 bytes with AVX (AVX-512 builds too), up to four of them
+ * per 128-byte panel; without AVX (the portable build) the 16-byte tile vectors, four
+ * per 64-byte panel. A panel is a whole token row wherever one-shot products scatter
+ * (SCATTER_MAX_BYTES): two 64-byte panels swept the matrix twice, and on two threads
+ * they wrote the same cache lines of Z wherever its rows were not on 64-byte lines
+ * (docs/tuning.md, "Transposed products (scatter) and copies"). 32-byte generic vectors there have no registers (_tiles_base.h, "Without
  * AVX"): dense @ CSR of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and
  * scipy's 5.9 (docs/tuning.md, "Portable build"). Every element of Z is summed in
  * storage order either way. */
@@ -39,10 +42,7 @@
 #define WS_SBCAST_double WS_BCAST_double
 #define WS_SVFMA_float WS_VFMA_float
 #define WS_SVFMA_double WS_VFMA_double
-#define WS_SCATTER_NV_MAX 2
-/* (the AVX builds' code as before: two vectors a panel, nothing more instantiated) */
-#define WS_SCATTER_WIDE(x)
-#define WS_SCATTER_LAST(T, I) ws_scatter_##T##_##I##_2
+#define WS_SCATTER_PANEL_BYTES 128
 #else
 #define WS_SV_float ws_tvf
 #define WS_SV_double ws_tvd
@@ -52,10 +52,9 @@
 #define WS_SBCAST_double WS_TILE_BCAST_double
 #define WS_SVFMA_float WS_TILE_VFMA_float
 #define WS_SVFMA_double WS_TILE_VFMA_double
-#define WS_SCATTER_NV_MAX 4
-#define WS_SCATTER_WIDE(x) x
-#define WS_SCATTER_LAST(T, I) ws_scatter_##T##_##I##_4
+#define WS_SCATTER_PANEL_BYTES 64
 #endif
+#define WS_SCATTER_NV_MAX 4
 /* The last rem (< one vector) columns of a panel: 16-, 8- and 4-byte steps with
  * FMA builds (the same fused multiply-add per element as the scalar loop it
  * replaced, so the same bits), U's part loaded once per row of B. The scalar
@@ -121,10 +120,9 @@ static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,      
         const T *u = U + k * ldu;                                                 \
         const VT zero = (VT){0};                                                  \
         WS_SCATTER_ULOAD(VT, NV, 0) WS_SCATTER_ULOAD(VT, NV, 1)                   \
-        (void)u0; (void)u1;                                                       \
-        WS_SCATTER_WIDE(WS_SCATTER_ULOAD(VT, NV, 2) WS_SCATTER_ULOAD(VT, NV, 3)   \
-                        (void)u2; (void)u3;)                                      \
-        WS_SREM_DECL_##T(NV)                                                        \
+        WS_SCATTER_ULOAD(VT, NV, 2) WS_SCATTER_ULOAD(VT, NV, 3)                   \
+        (void)u0; (void)u1; (void)u2; (void)u3;                                   \
+        WS_SREM_DECL_##T(NV)                                                      \
         const ptrdiff_t p1 = indptr[k + 1];                                       \
         for (ptrdiff_t p = indptr[k]; p < p1; ++p) {                              \
             T *z = Z + (ptrdiff_t)indices[p] * ldz;                               \
@@ -133,9 +131,9 @@ static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,      
             (void)dv;                                                             \
             WS_SCATTER_VSTEP(T, VT, NV, 0)                                        \
             WS_SCATTER_VSTEP(T, VT, NV, 1)                                        \
-            WS_SCATTER_WIDE(WS_SCATTER_VSTEP(T, VT, NV, 2)                        \
-                            WS_SCATTER_VSTEP(T, VT, NV, 3))                       \
-            WS_SREM_STEP_##T(NV)                                                    \
+            WS_SCATTER_VSTEP(T, VT, NV, 2)                                        \
+            WS_SCATTER_VSTEP(T, VT, NV, 3)                                        \
+            WS_SREM_STEP_##T(NV)                                                  \
         }                                                                         \
     }                                                                             \
 }
@@ -143,7 +141,8 @@ static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,      
 WS_DEFINE_SCATTER_NV(T, I, 0)                                                     \
 WS_DEFINE_SCATTER_NV(T, I, 1)                                                     \
 WS_DEFINE_SCATTER_NV(T, I, 2)                                                     \
-WS_SCATTER_WIDE(WS_DEFINE_SCATTER_NV(T, I, 3) WS_DEFINE_SCATTER_NV(T, I, 4))      \
+WS_DEFINE_SCATTER_NV(T, I, 3)                                                     \
+WS_DEFINE_SCATTER_NV(T, I, 4)                                                     \
 static void ws_scatter1_##T##_##I(const I *indptr, const I *indices, const T *data, \
                                   const T *u, T *z, ptrdiff_t n_rows)             \
 {                                                                                 \
@@ -154,7 +153,7 @@ static void ws_scatter1_##T##_##I(const I *indptr, const I *indices, const T *da
             z[indices[p]] = WS_FMA_##T(data[p], uk, z[indices[p]]);               \
     }                                                                             \
 }                                                                                 \
-/* Panel of w <= WS_SCATTER_NV_MAX * VL columns (64 bytes). */                   \
+/* Panel of w <= WS_SCATTER_NV_MAX * VL columns (WS_SCATTER_PANEL_BYTES). */      \
 static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *data, \
                                  const T *U, ptrdiff_t ldu, T *Z, ptrdiff_t ldz,  \
                                  ptrdiff_t n_rows, ptrdiff_t w)                   \
@@ -168,13 +167,13 @@ static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *dat
             ws_scatter_##T##_##I##_0(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); \
         break;                                                                    \
     case 1: ws_scatter_##T##_##I##_1(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
-    WS_SCATTER_WIDE(                                                              \
     case 2: ws_scatter_##T##_##I##_2(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
-    case 3: ws_scatter_##T##_##I##_3(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break;) \
-    default: WS_SCATTER_LAST(T, I)(indptr, indices, data, U, ldu, Z, ldz, n_rows, 0); break; \
+    case 3: ws_scatter_##T##_##I##_3(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
+    default: ws_scatter_##T##_##I##_4(indptr, indices, data, U, ldu, Z, ldz, n_rows, 0); break; \
     }                                                                             \
 }
 #else
+#define WS_SCATTER_PANEL_BYTES 64
 #define WS_DEFINE_SCATTER(T, VT, I)                                               \
 static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *data, \
                                  const T *U, ptrdiff_t ldu, T *Z, ptrdiff_t ldz,  \

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from wsesparse import _thresholds as th
 from wsesparse._drivers import (balanced_row_bounds, k_block, pack_single_panel, panel_width,
                                 scatter_chunks)
-from wsesparse._hardware import HardwareProfile, available_cores
+from wsesparse._hardware import HardwareProfile, available_cores, current
 from wsesparse._kernels import _scatter
 
 
@@ -119,21 +119,31 @@ def test_column_block_rule(vector_bytes, l2):
 
 
 def test_scatter_chunk_rule():
-    """Row chunks only where panels are fewer than the work items and the nonzeros
-    outweigh the copies; halved until they do; the cores by default."""
+    """Row chunks only where panels are fewer than the work items, the nonzeros
+    outweigh the copies (halved until they do) and a copy fits the L2 rule; the
+    cores and this machine's L2 by default."""
     pw32 = _scatter.scatter_panel_width(4)
-    assert scatter_chunks(10**6, 1000, 1, 4, items=4) == 4
-    assert scatter_chunks(10**6, 1000, 1, 4, items=16) == 16
-    assert scatter_chunks(10**6, 1000, pw32 + 1, 4, items=4) == 2     # 2 panels
-    assert scatter_chunks(10**6, 1000, 4 * pw32, 4, items=4) == 1     # enough panels
-    assert scatter_chunks(4 * 1000 * 4 - 1, 1000, 1, 4, items=4) == 2  # 2 chunks of 8 per row
-    assert scatter_chunks(4 * 1000 * 2 - 1, 1000, 1, 4, items=4) == 1  # too few nonzeros
-    assert scatter_chunks(10**9, 10**7, 8, 4, items=4) == 1           # scratch too big
-    assert scatter_chunks(10**9, 10**6, 8, 4, items=16) == 2          # ... above 2 chunks
-    assert scatter_chunks(10**6, 1000, 0, 4, items=4) == 1            # no tokens (hypothesis)
-    assert scatter_chunks(10**6, 1000, 1, 4, items=1) == th.SCATTER_MIN_ITEMS
+    big = 1 << 40  # an L2 that fits any copy
+
+    def chunks(nnz, n_out, n_tokens, items=4, l2=big):
+        return scatter_chunks(nnz, n_out, n_tokens, 4, items=items, l2_bytes=l2)
+
+    assert chunks(10**6, 1000, 1) == 4
+    assert chunks(10**6, 1000, 1, items=16) == 16
+    assert chunks(10**6, 1000, pw32 + 1) == 2            # 2 panels
+    assert chunks(10**6, 1000, 4 * pw32) == 1            # enough panels
+    assert chunks(4 * 1000 * 4 - 1, 1000, 1) == 2        # 2 chunks of 8 per row
+    assert chunks(4 * 1000 * 2 - 1, 1000, 1) == 1        # too few nonzeros
+    assert chunks(10**9, 10**7, 8) == 1                  # scratch too big
+    assert chunks(10**9, 10**6, 8, items=16) == 2        # ... above 2 chunks
+    assert chunks(10**6, 1000, 0) == 1                   # no tokens (found by hypothesis)
+    assert chunks(10**6, 1000, 1, items=1) == th.SCATTER_MIN_ITEMS
+    copy = 1000 * 8 * 4                                   # one copy of 1000 x 8 float32
+    assert chunks(10**6, 1000, 8, l2=copy // th.SCATTER_COPY_L2S) == 4
+    assert chunks(10**6, 1000, 8, l2=copy // th.SCATTER_COPY_L2S - 1) == 1  # beyond the L2s
     assert scatter_chunks(10**6, 1000, 1, 4) == scatter_chunks(
-        10**6, 1000, 1, 4, items=max(available_cores(), th.SCATTER_MIN_ITEMS))
+        10**6, 1000, 1, 4, items=max(available_cores(), th.SCATTER_MIN_ITEMS),
+        l2_bytes=current().l2_bytes)
     for bad in (0, 2, 32):
         with pytest.raises(ValueError, match="itemsize must be 4, 8 or 16"):
             _scatter.scatter_panel_width(bad)

@@ -14,7 +14,7 @@ import numpy as np
 
 from wsesparse import _thresholds as th
 from wsesparse._checks import csr_error_message
-from wsesparse._hardware import HardwareProfile, available_cores, l3_panel_bytes
+from wsesparse._hardware import HardwareProfile, available_cores, current, l3_panel_bytes
 from wsesparse._kernels import _csr_tools, _scatter, _spmm
 from wsesparse._threads import resolve_n_threads
 
@@ -235,7 +235,7 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
 
 
 def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
-                   items: int | None = None) -> int:
+                   items: int | None = None, l2_bytes: int | None = None) -> int:
     """Row chunks of a transposed product (scatter) with ``n_out`` output rows.
 
     With fewer token panels than ``items`` work items (default: the cores this
@@ -243,24 +243,31 @@ def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
     into ranges, each summed into its own copy of the output and added up at
     the end, so that several threads have work: as many chunks as fill the
     items, halved while a chunk would hold fewer than ``SCATTER_CHUNK_NNZ``
-    nonzeros per output row or the copies would exceed ``SCATTER_SCRATCH_BYTES``.
-    The cut depends on the matrix, the token count and ``items`` alone: results
-    stay the same for any thread count (docs/tuning.md, "Transposed products").
+    nonzeros per output row or the copies would exceed ``SCATTER_SCRATCH_BYTES``;
+    none where one copy would exceed ``SCATTER_COPY_L2S`` times ``l2_bytes``
+    (default: this machine's L2). The cut depends on the matrix, the token count,
+    ``items`` and ``l2_bytes`` alone: results stay the same for any thread count
+    (docs/tuning.md, "Transposed products (scatter) and copies").
 
     Examples
     --------
-    >>> scatter_chunks(nnz=10**6, n_out=1000, n_tokens=1, itemsize=8, items=4)
+    >>> scatter_chunks(10**6, 1000, 1, 8, items=4, l2_bytes=2**20)
     4
-    >>> scatter_chunks(nnz=10**4, n_out=1000, n_tokens=1, itemsize=8, items=4)  # 10 per row
+    >>> scatter_chunks(10**4, 1000, 1, 8, items=4, l2_bytes=2**20)  # 10 per output row
     2
-    >>> scatter_chunks(nnz=100, n_out=1000, n_tokens=1, itemsize=8, items=4)   # too few nonzeros
+    >>> scatter_chunks(100, 1000, 1, 8, items=4, l2_bytes=2**20)    # too few nonzeros
+    1
+    >>> scatter_chunks(10**8, 10**6, 1, 8, items=4, l2_bytes=2**20)  # copies beyond L2
     1
     """
     if items is None:
         items = available_cores()
+    if l2_bytes is None:
+        l2_bytes = current().l2_bytes
     items = max(th.SCATTER_MIN_ITEMS, items)
     panels = -(-n_tokens // _scatter.scatter_panel_width(itemsize))
-    if panels >= items or panels == 0:  # (no tokens: nothing to cut)
+    if (panels >= items or panels == 0  # (no tokens: nothing to cut)
+            or n_out * n_tokens * itemsize > th.SCATTER_COPY_L2S * l2_bytes):
         return 1
     chunks = -(-items // panels)
     while chunks > 1 and (nnz < th.SCATTER_CHUNK_NNZ * n_out * chunks

@@ -51,6 +51,7 @@ SCATTER_MAX_BYTES = 128        # one-shot X @ W_csr scatters while a token row t
 SCATTER_MIN_ITEMS = 2          # work items a transposed product aims at: the cores, at least this
 SCATTER_CHUNK_NNZ = 4          # row chunks: at least this many nonzeros per output row per chunk
 SCATTER_SCRATCH_BYTES = 64 << 20  # ... and chunk copies of at most this many bytes
+SCATTER_COPY_L2S = 2           # ... each copy at most this many L2 caches
 BLOCKED_COPY_MIN = 1 << 15     # transposing copies of this many elements ...
 BLOCKED_COPY_STRIDE = 512      # ... with rows a multiple of this apart: blocked kernel
 
