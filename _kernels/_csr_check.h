@@ -8,6 +8,8 @@
  * ws_indices_out_of_range_<I>(indices, p0, p1, n_cols): whether some
  *     indices[p], p0 <= p < p1, is negative or not below n_cols (one unsigned
  *     comparison covers both).
+ * ws_index_span_<I>(indices, p0, p1, lo, hi): the least and greatest of
+ *     indices[p0:p1] into *lo, *hi (0 and -1 if p0 == p1).
  * ws_col_limit_<I>(n_cols): the bound for that unsigned comparison, as the
  *     unsigned type of I (n_cols, or I's maximum + 1 if that is smaller).
  */
@@ -40,6 +42,19 @@ static int ws_indices_out_of_range_##I(const I *indices, ptrdiff_t p0,          
     for (ptrdiff_t p = p0; p < p1; ++p)                                           \
         top = (U)indices[p] > top ? (U)indices[p] : top;                          \
     return p1 > p0 && top >= lim;                                                 \
+}                                                                                 \
+static void ws_index_span_##I(const I *indices, ptrdiff_t p0, ptrdiff_t p1,       \
+                              int64_t *lo, int64_t *hi)                           \
+{                                                                                 \
+    /* The least and greatest of indices[p0:p1] (lo > hi if empty): two vector */ \
+    /* reductions, one read of the indices. */                                    \
+    I mn = IMAX, mx = -1;                                                         \
+    for (ptrdiff_t p = p0; p < p1; ++p) {                                         \
+        mn = indices[p] < mn ? indices[p] : mn;                                   \
+        mx = indices[p] > mx ? indices[p] : mx;                                   \
+    }                                                                             \
+    *lo = p1 > p0 ? (int64_t)mn : 0;                                              \
+    *hi = p1 > p0 ? (int64_t)mx : -1;                                             \
 }
 
 WS_DEFINE_CHECKS(int32_t, uint32_t, INT32_MAX)

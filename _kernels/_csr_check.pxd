@@ -15,6 +15,8 @@ cdef extern from "_csr_check.h" nogil:
     int ws_indptr_decreases_int64_t(const int64_t*, Py_ssize_t)
     int ws_indices_out_of_range_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
     int ws_indices_out_of_range_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+    void ws_index_span_int32_t(const int32_t*, Py_ssize_t, Py_ssize_t, int64_t*, int64_t*)
+    void ws_index_span_int64_t(const int64_t*, Py_ssize_t, Py_ssize_t, int64_t*, int64_t*)
 
 
 # Rows from which _check looks at indptr with several threads (docs/tuning.md, "Checks").
@@ -27,6 +29,14 @@ cdef inline int _decreases(const index_t* indptr, Py_ssize_t n) noexcept nogil:
         return ws_indptr_decreases_int32_t(indptr, n)
     else:
         return ws_indptr_decreases_int64_t(indptr, n)
+
+
+cdef inline void _index_span(const index_t* indices, Py_ssize_t p0, Py_ssize_t p1,
+                             int64_t* lo, int64_t* hi) noexcept nogil:
+    if index_t is int32_t:
+        ws_index_span_int32_t(indices, p0, p1, lo, hi)
+    else:
+        ws_index_span_int64_t(indices, p0, p1, lo, hi)
 
 
 cdef inline int _out_of_range(const index_t* indices, Py_ssize_t p0, Py_ssize_t p1,

@@ -11,11 +11,11 @@ cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport free
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from _codes cimport WS_CSR_BAD_INDEX, WS_CSR_OK
-from _csr_check cimport _csr_check, _out_of_range
+from _csr_check cimport _csr_check, _index_span, _out_of_range
 from _operands cimport _index_type, _parts, _value_type
 from _tiles cimport *
 from _types cimport index_t, value_t
@@ -30,6 +30,14 @@ cdef extern from "_axpy_tiles.h":
 
 cdef enum:
     _REDUCE_BLOCK = 8192  # elements per work item when the row chunks are added up
+
+
+cdef struct _Zone:
+    # A row chunk's exclusive zone (ws_zone_<T>, _tiles_scatter.h): rows j with
+    # (size_t)(j - ex_lo) < ex_n go to Z, the others to s + (j - s_lo) * T.
+    void* s
+    Py_ssize_t s_lo, ex_lo
+    size_t ex_n
 
 
 cdef int _scatter_item(const index_t* indptr, const index_t* indices, const value_t* data,
@@ -89,40 +97,56 @@ cdef int _cscatter1(const index_t* indptr, const index_t* indices, const value_t
 
 cdef void _scatter_rows(const index_t* indptr, const index_t* indices, const value_t* data,
                         const value_t* U, value_t* Z, Py_ssize_t k0, Py_ssize_t k1,
-                        Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w) noexcept nogil:
-    """Z[:, t0:t0+w] += B[k0:k1].T @ U[k0:k1, t0:t0+w]."""
+                        Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w,
+                        const _Zone* zone=NULL) noexcept nogil:
+    """Z[:, t0:t0+w] += B[k0:k1].T @ U[k0:k1, t0:t0+w]; with ``zone`` (real values,
+    one panel), the rows outside its exclusive zone go to its copy instead."""
+    cdef ws_zone_float zf = ws_no_zone_float()
+    cdef ws_zone_double zd = ws_no_zone_double()
+    cdef Py_ssize_t n = k1 - k0
+    if zone != NULL:
+        zf.s = <float*>zone.s
+        zd.s = <double*>zone.s
+        zf.s_lo = zd.s_lo = zone.s_lo
+        zf.ex_lo = zd.ex_lo = zone.ex_lo
+        zf.ex_n = zd.ex_n = zone.ex_n
+    U = U + k0 * T + t0
     if value_t is float:
         if index_t is int32_t:
-            ws_scatter_float_int32_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
-                                     k1 - k0, w)
+            if zone == NULL:
+                ws_scatter_float_int32_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zf)
+            else:
+                ws_scatterz_float_int32_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zf)
         else:
-            ws_scatter_float_int64_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
-                                     k1 - k0, w)
+            if zone == NULL:
+                ws_scatter_float_int64_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zf)
+            else:
+                ws_scatterz_float_int64_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zf)
     elif value_t is double:
         if index_t is int32_t:
-            ws_scatter_double_int32_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
-                                      k1 - k0, w)
+            if zone == NULL:
+                ws_scatter_double_int32_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zd)
+            else:
+                ws_scatterz_double_int32_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zd)
         else:
-            ws_scatter_double_int64_t(indptr + k0, indices, data, U + k0 * T + t0, T, Z + t0, T,
-                                      k1 - k0, w)
+            if zone == NULL:
+                ws_scatter_double_int64_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zd)
+            else:
+                ws_scatterz_double_int64_t(indptr + k0, indices, data, U, T, Z + t0, T, n, w, zd)
     elif value_t is cython.floatcomplex:
         if index_t is int32_t:
             ws_cscatter_float_int32_t(indptr + k0, indices, <const float*>data,
-                                      <const float*>(U + k0 * T + t0), T, <float*>(Z + t0), T,
-                                      k1 - k0, w)
+                                      <const float*>U, T, <float*>(Z + t0), T, n, w)
         else:
             ws_cscatter_float_int64_t(indptr + k0, indices, <const float*>data,
-                                      <const float*>(U + k0 * T + t0), T, <float*>(Z + t0), T,
-                                      k1 - k0, w)
+                                      <const float*>U, T, <float*>(Z + t0), T, n, w)
     else:
         if index_t is int32_t:
             ws_cscatter_double_int32_t(indptr + k0, indices, <const double*>data,
-                                       <const double*>(U + k0 * T + t0), T,
-                                       <double*>(Z + t0), T, k1 - k0, w)
+                                       <const double*>U, T, <double*>(Z + t0), T, n, w)
         else:
             ws_cscatter_double_int64_t(indptr + k0, indices, <const double*>data,
-                                       <const double*>(U + k0 * T + t0), T,
-                                       <double*>(Z + t0), T, k1 - k0, w)
+                                       <const double*>U, T, <double*>(Z + t0), T, n, w)
 
 
 cdef inline int _scatter_work(const index_t* indptr, const index_t* indices,
@@ -174,10 +198,155 @@ cdef int _scatter_parts(const index_t* indptr, const index_t* indices, const val
     return 0
 
 
+cdef int _zone_chunk(const index_t* indptr, const index_t* indices, const value_t* data,
+                     const value_t* U, value_t* Z, value_t* sc, Py_ssize_t k0, Py_ssize_t k1,
+                     Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t exl, Py_ssize_t exh,
+                     Py_ssize_t n_out, Py_ssize_t T) noexcept nogil:
+    """One chunk of ``_scatter_zoned`` (rows k0:k1 of B, indices within [lo, hi],
+    exclusive zone [exl, exh], its copy ``sc`` of rows lo..hi): clear the zone in Z
+    and the rest of the copy, then scatter. Returns how many of its blocks held an
+    index out of range (none, once the spans are checked)."""
+    cdef _Zone zone
+    cdef Py_ssize_t k = k0, k2
+    cdef int touched = 0
+    if exl <= exh:
+        memset(Z + exl * T, 0, (exh - exl + 1) * T * sizeof(value_t))
+        memset(sc, 0, (exl - lo) * T * sizeof(value_t))
+        memset(sc + (exh + 1 - lo) * T, 0, (hi - exh) * T * sizeof(value_t))
+    else:
+        memset(sc, 0, (hi - lo + 1) * T * sizeof(value_t))
+    zone.s = sc
+    zone.s_lo = lo
+    zone.ex_lo = exl
+    zone.ex_n = exh - exl + 1 if exl <= exh else 0
+    # In blocks, each block's indices read just before it is scattered, as
+    # _scatter_item's check does: without that read one thread took 1.3x the time
+    # (Poisson 1000^2; docs/tuning.md, "Transposed products (scatter) and copies").
+    while k < k1:
+        k2 = _row_block_end(indptr, k, k1) if T == 1 else _block_end(indptr, k, k1)
+        touched += _out_of_range(indices, indptr[k], indptr[k2], n_out)
+        _scatter_rows(indptr, indices, data, U, Z, k, k2, T, 0, T, &zone)
+        k = k2
+    return touched
+
+
+cdef int _scatter_zoned(const index_t* indptr, const index_t* indices, const value_t* data,
+                        const value_t* U, value_t* Z, const int64_t* b, Py_ssize_t K,
+                        Py_ssize_t n_out, Py_ssize_t T, int n_threads, bint check_cols,
+                        Py_ssize_t max_gap, Py_ssize_t* gap_rows) noexcept nogil:
+    """Z = B.T @ U (one panel, real values) in K row chunks b[c]:b[c+1] of B that add
+    into Z itself where no other chunk writes ("zones", csr_spmm_t).
+
+    Each chunk's column indices span [lo, hi]; its exclusive zone is the part of
+    that span no other chunk's span meets. Its other rows (and only those) are
+    summed into a copy of its own; the rows outside every exclusive zone (the
+    gaps) are then the sum of the copies that hold them, in chunk order (0 where
+    none does). Returns 1 if a column index is out of range (with ``check_cols``;
+    Z untouched), -1 if the gaps would hold more than ``max_gap`` rows (Z
+    untouched, the indices checked), -2 if out of memory before the check, else
+    0; ``gap_rows`` gets the gap rows."""
+    cdef int64_t* lo = <int64_t*>malloc(6 * K * sizeof(int64_t))
+    if lo == NULL:
+        return -2
+    cdef int64_t* hi = lo + K
+    cdef int64_t* exl = lo + 2 * K
+    cdef int64_t* exh = lo + 3 * K
+    cdef int64_t* off = lo + 4 * K
+    cdef int64_t* order = lo + 5 * K
+    cdef Py_ssize_t c, c2, j, t, g, n_ex = 0, n_sorted = 0, total = 0
+    cdef int64_t run, a, e, key
+    cdef value_t acc
+    cdef value_t* S = NULL
+    cdef int bad = 0, touched = 0
+    for c in prange(K, num_threads=n_threads, schedule="static"):
+        _index_span(indices, indptr[b[c]], indptr[b[c + 1]], &lo[c], &hi[c])
+    for c in range(K):
+        if lo[c] <= hi[c] and (lo[c] < 0 or hi[c] >= n_out):
+            bad = 1
+    if bad and check_cols:
+        free(lo)
+        return 1
+    run = -1  # the greatest index of the chunks before c
+    for c in range(K):
+        exl[c] = lo[c] if lo[c] > run + 1 else run + 1
+        if hi[c] > run:
+            run = hi[c]
+    run = n_out  # the least index of the chunks after c
+    for c in range(K - 1, -1, -1):
+        exh[c] = hi[c] if hi[c] < run - 1 else run - 1
+        if lo[c] <= hi[c] and lo[c] < run:
+            run = lo[c]
+    for c in range(K):
+        if exl[c] <= exh[c]:
+            n_ex += exh[c] - exl[c] + 1
+        off[c] = total
+        if lo[c] <= hi[c]:
+            total += (hi[c] - lo[c] + 1) * T
+    gap_rows[0] = n_out - n_ex
+    if n_out - n_ex > max_gap:
+        free(lo)
+        return -1
+    S = <value_t*>malloc((total if total > 0 else 1) * sizeof(value_t))
+    if S == NULL:
+        free(lo)
+        return -1
+    # Each chunk clears its zone of Z and the rest of its copy, then scatters.
+    for c in prange(K, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        if lo[c] <= hi[c]:
+            touched += _zone_chunk(indptr, indices, data, U, Z, S + off[c], b[c], b[c + 1],
+                                   lo[c], hi[c], exl[c], exh[c], n_out, T)
+    # The zones in row order (insertion sort; K is the core count), then the gaps
+    # between them: [0, first zone), between zones, (last zone, n_out).
+    for c in range(K):
+        if exl[c] <= exh[c]:
+            key = c
+            c2 = n_sorted
+            while c2 > 0 and exl[order[c2 - 1]] > exl[key]:
+                order[c2] = order[c2 - 1]
+                c2 = c2 - 1
+            order[c2] = key
+            n_sorted = n_sorted + 1
+    for g in prange(n_sorted + 1, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        a = 0 if g == 0 else exh[order[g - 1]] + 1
+        e = n_out if g == n_sorted else exl[order[g]]
+        for j in range(a, e):
+            for t in range(T):
+                acc = 0
+                for c2 in range(K):
+                    if lo[c2] <= j <= hi[c2]:
+                        acc = acc + S[off[c2] + (j - lo[c2]) * T + t]
+                Z[j * T + t] = acc
+    free(S)
+    free(lo)
+    return 1 if touched and check_cols else 0  # (none: the spans were checked)
+
+
 cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* u,
                         void* z, void* s, const int64_t* b, Py_ssize_t n_chunks,
-                        Py_ssize_t n_out, Py_ssize_t T, int n_threads,
-                        bint check_cols) noexcept nogil:
+                        Py_ssize_t n_rows, Py_ssize_t n_out, Py_ssize_t T, int n_threads,
+                        bint check_cols, Py_ssize_t max_gap,
+                        Py_ssize_t* gap_rows) noexcept nogil:
+    """_scatter_parts by value type; with ``max_gap`` >= 0, zones in the
+    ``n_chunks`` chunks of ``b`` first (real values), and where they do not pay
+    one chunk, the indices then already checked."""
+    cdef int r = -2
+    cdef int64_t whole[2]
+    if max_gap >= 0:
+        if vt == cnp.NPY_FLOAT32:
+            r = _scatter_zoned(ip, ix, <float*>d, <float*>u, <float*>z, b, n_chunks, n_out, T,
+                               n_threads, check_cols, max_gap, gap_rows)
+        elif vt == cnp.NPY_FLOAT64:
+            r = _scatter_zoned(ip, ix, <double*>d, <double*>u, <double*>z, b, n_chunks, n_out,
+                               T, n_threads, check_cols, max_gap, gap_rows)
+        if r >= 0:
+            return r
+        gap_rows[0] = -1
+        whole[0] = 0
+        whole[1] = n_rows
+        b = whole
+        n_chunks = 1
+        # (check_cols stays: the checked loop reads each block's indices just before
+        # it scatters them, which made it faster than the unchecked one)
     if vt == cnp.NPY_FLOAT32:
         return _scatter_parts(ip, ix, <float*>d, <float*>u, <float*>z, <float*>s, b, n_chunks,
                               n_out, T, n_threads, check_cols)
@@ -201,7 +370,8 @@ def scatter_panel_width(int itemsize):
 
 def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray U,
                cnp.ndarray Z, int n_threads, *, Py_ssize_t n_chunks=1, cnp.ndarray scratch=None,
-               bint check_cols=False):
+               bint check_cols=False, Py_ssize_t zones=0, Py_ssize_t max_gap_rows=0,
+               cnp.ndarray gap_rows=None):
     """Z = B.T @ U for CSR ``B`` (n_rows x n_cols) whose ``indptr`` is valid.
 
     U is (n_rows,) or (n_rows, T), Z (n_cols,) or (n_cols, T): C-contiguous,
@@ -216,6 +386,18 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     sums into ``scratch[c - 1]`` (shape ``(n_chunks - 1,) + Z.shape``), added
     to Z in chunk order at the end. So every element is summed in an order
     fixed by B and ``n_chunks`` alone, whatever the thread count.
+
+    ``zones`` K > 1 (with ``n_chunks`` 1; real values, one panel): K row chunks
+    that need no whole copies of Z. Each chunk's column indices span a range of
+    Z's rows; the rows of that range no other chunk's range meets are its
+    exclusive zone, summed into Z directly, and only its other rows into a copy
+    of its own; the rows outside every zone (the gaps) are added up from the
+    copies in chunk order. This pays where chunks write narrow, nearly disjoint
+    ranges (banded matrices), at the cost of one pass over the indices (which
+    is also the check). Where the gaps would hold more than ``max_gap_rows``
+    rows, one chunk (as ``zones`` 0), its indices already checked. The order of
+    every sum is fixed by B and K. ``gap_rows`` (a 1-element int64 array, if
+    given) receives the gap rows (-1 where zones were not tried).
     """
     if cnp.PyArray_NDIM(U) != cnp.PyArray_NDIM(Z) or not 1 <= cnp.PyArray_NDIM(U) <= 2:
         raise ValueError("U and Z must both be 1-D or both 2-D")
@@ -226,6 +408,14 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
         raise ValueError("U and Z must have the same number of columns")
     if n_chunks < 1:
         raise ValueError("n_chunks must be at least 1")
+    if zones < 0 or (zones > 1 and n_chunks != 1):
+        raise ValueError("zones must be 0, 1 or, with n_chunks 1, more")
+    cdef Py_ssize_t pw = WS_SCATTER_PANEL_BYTES // cnp.PyArray_ITEMSIZE(data)
+    cdef Py_ssize_t max_gap = max_gap_rows if zones > 1 and T <= pw else -1
+    cdef Py_ssize_t gap = -1
+    if gap_rows is not None and (cnp.PyArray_TYPE(gap_rows) != cnp.NPY_INT64
+                                 or cnp.PyArray_SIZE(gap_rows) != 1):
+        raise ValueError("gap_rows must be a 1-element int64 array")
     cdef int vt
     if n_chunks > 1:
         if (scratch is None or cnp.PyArray_SIZE(scratch) != (n_chunks - 1) * n_out * T
@@ -248,13 +438,17 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     cdef int64_t* b = NULL
     cdef Py_ssize_t n_parts
     cdef int bad
+    if max_gap >= 0:
+        n_chunks = zones
     _parts(n_chunks, it, ip, n_rows, &n_parts, &b)
     with nogil:
         if it == cnp.NPY_INT32:
-            bad = _scatter_typed(<int32_t*>ip, <int32_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out,
-                                 T, n_threads, check_cols)
+            bad = _scatter_typed(<int32_t*>ip, <int32_t*>ix, vt, d, u, z, sc, b, n_chunks,
+                                 n_rows, n_out, T, n_threads, check_cols, max_gap, &gap)
         else:
-            bad = _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks, n_out,
-                                 T, n_threads, check_cols)
+            bad = _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks,
+                                 n_rows, n_out, T, n_threads, check_cols, max_gap, &gap)
         free(b)
+    if gap_rows is not None:
+        (<int64_t*>cnp.PyArray_DATA(gap_rows))[0] = gap if bad == 0 and max_gap >= 0 else -1
     return WS_CSR_BAD_INDEX if bad else WS_CSR_OK

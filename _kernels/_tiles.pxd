@@ -64,16 +64,41 @@ cdef extern from "_axpy_tiles.h" nogil:
                                         const double*, double*, Py_ssize_t, Py_ssize_t,
                                         Py_ssize_t, int)
 
+    ctypedef struct ws_zone_float:
+        float* s
+        Py_ssize_t s_lo, ex_lo
+        size_t ex_n
+    ctypedef struct ws_zone_double:
+        double* s
+        Py_ssize_t s_lo, ex_lo
+        size_t ex_n
+    ws_zone_float ws_no_zone_float()
+    ws_zone_double ws_no_zone_double()
     void ws_scatter_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
-                                  Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+                                  Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                  ws_zone_float)
     void ws_scatter_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
-                                  Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)
+                                  Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                  ws_zone_float)
     void ws_scatter_double_int32_t(const int32_t*, const int32_t*, const double*,
                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
-                                   Py_ssize_t)
+                                   Py_ssize_t, ws_zone_double)
     void ws_scatter_double_int64_t(const int64_t*, const int64_t*, const double*,
                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
-                                   Py_ssize_t)
+                                   Py_ssize_t, ws_zone_double)
+
+    void ws_scatterz_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
+                                   Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                   ws_zone_float)
+    void ws_scatterz_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
+                                   Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                                   ws_zone_float)
+    void ws_scatterz_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t, ws_zone_double)
+    void ws_scatterz_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                    const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
+                                    Py_ssize_t, ws_zone_double)
 
     void ws_cscatter_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
                                    Py_ssize_t, float*, Py_ssize_t, Py_ssize_t, Py_ssize_t)

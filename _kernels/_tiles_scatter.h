@@ -23,6 +23,26 @@
  * ws_scatter1_<T>_<I>: the same for w = 1 (vector @ matrix).
  * U and Z must not overlap.
  */
+/* Zones (ws_zone_<T>): a row chunk of a scatter whose output rows j with
+ * (size_t)(j - ex_lo) < ex_n no other chunk writes (its exclusive zone) adds
+ * into Z itself; its other rows go to its own copy s, row j at s + (j - s_lo)
+ * * ldz. Without zones (ws_no_zone: every row exclusive) all rows go to Z. The
+ * sums are the same chains either way; where they land is fixed by the matrix
+ * and the chunks (_scatter.pyx, "zones"). */
+#define WS_DEFINE_ZONE(T)                                                         \
+typedef struct { T *s; ptrdiff_t s_lo, ex_lo; size_t ex_n; } ws_zone_##T;         \
+static inline ws_zone_##T ws_no_zone_##T(void)                                    \
+{                                                                                 \
+    ws_zone_##T zn = {0, 0, 0, (size_t)-1};                                       \
+    return zn;                                                                    \
+}
+WS_DEFINE_ZONE(float)
+WS_DEFINE_ZONE(double)
+#define WS_ZONE_ROW(zn, Z, ldz, j)                                                \
+    ((size_t)((j) - (zn).ex_lo) < (zn).ex_n ? (Z) + (j) * (ldz)                   \
+                                            : (zn).s + ((j) - (zn).s_lo) * (ldz))
+#define WS_PLAIN_ROW(zn, Z, ldz, j) ((void)(zn), (Z) + (j) * (ldz))
+
 #if WS_HAVE_VEC
 /* The scatter's vectors: 32 bytes with AVX (AVX-512 builds too), up to four of them
  * per 128-byte panel; without AVX (the portable build) the 16-byte tile vectors, four
@@ -108,11 +128,11 @@
 #define WS_SCATTER_VSTEP(T, VT, NV, V)                                            \
     if (NV > V) *(VT *)(z + V * VL) = WS_SVFMA_##T(dv, u##V, *(const VT *)(z + V * VL));
 #define WS_SCATTER_ULOAD(VT, NV, V) const VT u##V = NV > V ? *(const VT *)(u + V * VL) : zero;
-#define WS_DEFINE_SCATTER_NV(T, I, NV)                                            \
-static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,        \
+#define WS_DEFINE_SCATTER_NV(T, I, NV, Z_, ROW)                                   \
+static void ws_scatter##Z_##_##T##_##I##_##NV(const I *indptr, const I *indices,  \
                                         const T *data, const T *U, ptrdiff_t ldu, \
                                         T *Z, ptrdiff_t ldz, ptrdiff_t n_rows,    \
-                                        ptrdiff_t rem)                            \
+                                        ptrdiff_t rem, ws_zone_##T zn)            \
 {                                                                                 \
     typedef WS_SV_##T VT;                                                         \
     enum { VL = WS_SVL_##T };                                                     \
@@ -125,7 +145,7 @@ static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,      
         WS_SREM_DECL_##T(NV)                                                      \
         const ptrdiff_t p1 = indptr[k + 1];                                       \
         for (ptrdiff_t p = indptr[k]; p < p1; ++p) {                              \
-            T *z = Z + (ptrdiff_t)indices[p] * ldz;                               \
+            T *z = ROW(zn, Z, ldz, (ptrdiff_t)indices[p]);                        \
             const T d = data[p];                                                  \
             const VT dv = WS_SBCAST_##T(d);                                       \
             (void)dv;                                                             \
@@ -137,53 +157,67 @@ static void ws_scatter_##T##_##I##_##NV(const I *indptr, const I *indices,      
         }                                                                         \
     }                                                                             \
 }
+/* Each kernel twice: rows into Z (ws_scatter_*), and rows by zone (ws_scatterz_*);
+ * a select per nonzero in the first cost it 5-13 % (random 200,000^2, 2 threads). */
 #define WS_DEFINE_SCATTER(T, VT, I)                                               \
-WS_DEFINE_SCATTER_NV(T, I, 0)                                                     \
-WS_DEFINE_SCATTER_NV(T, I, 1)                                                     \
-WS_DEFINE_SCATTER_NV(T, I, 2)                                                     \
-WS_DEFINE_SCATTER_NV(T, I, 3)                                                     \
-WS_DEFINE_SCATTER_NV(T, I, 4)                                                     \
-static void ws_scatter1_##T##_##I(const I *indptr, const I *indices, const T *data, \
-                                  const T *u, T *z, ptrdiff_t n_rows)             \
+WS_DEFINE_SCATTER_Z(T, VT, I, , WS_PLAIN_ROW)                                     \
+WS_DEFINE_SCATTER_Z(T, VT, I, z, WS_ZONE_ROW)
+#define WS_DEFINE_SCATTER_Z(T, VT, I, Z_, ROW)                                    \
+WS_DEFINE_SCATTER_NV(T, I, 0, Z_, ROW)                                            \
+WS_DEFINE_SCATTER_NV(T, I, 1, Z_, ROW)                                            \
+WS_DEFINE_SCATTER_NV(T, I, 2, Z_, ROW)                                            \
+WS_DEFINE_SCATTER_NV(T, I, 3, Z_, ROW)                                            \
+WS_DEFINE_SCATTER_NV(T, I, 4, Z_, ROW)                                            \
+static void ws_scatter1##Z_##_##T##_##I(const I *indptr, const I *indices, const T *data, \
+                                  const T *u, T *z, ptrdiff_t n_rows, ws_zone_##T zn) \
 {                                                                                 \
     for (ptrdiff_t k = 0; k < n_rows; ++k) {                                      \
         const T uk = u[k];                                                        \
         const ptrdiff_t p1 = indptr[k + 1];                                       \
-        for (ptrdiff_t p = indptr[k]; p < p1; ++p)                                \
-            z[indices[p]] = WS_FMA_##T(data[p], uk, z[indices[p]]);               \
+        for (ptrdiff_t p = indptr[k]; p < p1; ++p) {                              \
+            T *zj = ROW(zn, z, 1, (ptrdiff_t)indices[p]);                         \
+            *zj = WS_FMA_##T(data[p], uk, *zj);                                   \
+        }                                                                         \
     }                                                                             \
 }                                                                                 \
 /* Panel of w <= WS_SCATTER_NV_MAX * VL columns (WS_SCATTER_PANEL_BYTES). */      \
-static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *data, \
-                                 const T *U, ptrdiff_t ldu, T *Z, ptrdiff_t ldz,  \
-                                 ptrdiff_t n_rows, ptrdiff_t w)                   \
+static void ws_scatter##Z_##_##T##_##I(const I *indptr, const I *indices,          \
+                                       const T *data, const T *U, ptrdiff_t ldu,  \
+                                       T *Z, ptrdiff_t ldz, ptrdiff_t n_rows,     \
+                                       ptrdiff_t w, ws_zone_##T zn)               \
 {                                                                                 \
     const ptrdiff_t rem = w % WS_SVL_##T;                                         \
     switch (w / WS_SVL_##T) {                                                     \
     case 0:                                                                       \
         if (w == 1 && ldu == 1 && ldz == 1)                                       \
-            ws_scatter1_##T##_##I(indptr, indices, data, U, Z, n_rows);           \
+            ws_scatter1##Z_##_##T##_##I(indptr, indices, data, U, Z, n_rows, zn); \
         else                                                                      \
-            ws_scatter_##T##_##I##_0(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); \
+            ws_scatter##Z_##_##T##_##I##_0(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); \
         break;                                                                    \
-    case 1: ws_scatter_##T##_##I##_1(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
-    case 2: ws_scatter_##T##_##I##_2(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
-    case 3: ws_scatter_##T##_##I##_3(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem); break; \
-    default: ws_scatter_##T##_##I##_4(indptr, indices, data, U, ldu, Z, ldz, n_rows, 0); break; \
+    case 1: ws_scatter##Z_##_##T##_##I##_1(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); break; \
+    case 2: ws_scatter##Z_##_##T##_##I##_2(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); break; \
+    case 3: ws_scatter##Z_##_##T##_##I##_3(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); break; \
+    default: ws_scatter##Z_##_##T##_##I##_4(indptr, indices, data, U, ldu, Z, ldz, n_rows, 0, zn); break; \
     }                                                                             \
 }
 #else
 #define WS_SCATTER_PANEL_BYTES 64
 #define WS_DEFINE_SCATTER(T, VT, I)                                               \
-static void ws_scatter_##T##_##I(const I *indptr, const I *indices, const T *data, \
-                                 const T *U, ptrdiff_t ldu, T *Z, ptrdiff_t ldz,  \
-                                 ptrdiff_t n_rows, ptrdiff_t w)                   \
+WS_DEFINE_SCATTER_Z(T, VT, I, , WS_PLAIN_ROW)                                     \
+WS_DEFINE_SCATTER_Z(T, VT, I, z, WS_ZONE_ROW)
+#define WS_DEFINE_SCATTER_Z(T, VT, I, Z_, ROW)                                    \
+static void ws_scatter##Z_##_##T##_##I(const I *indptr, const I *indices,          \
+                                       const T *data, const T *U, ptrdiff_t ldu,  \
+                                       T *Z, ptrdiff_t ldz, ptrdiff_t n_rows,     \
+                                       ptrdiff_t w, ws_zone_##T zn)               \
 {                                                                                 \
+    (void)zn;                                                                     \
     for (ptrdiff_t k = 0; k < n_rows; ++k)                                        \
-        for (ptrdiff_t p = indptr[k]; p < indptr[k + 1]; ++p)                     \
+        for (ptrdiff_t p = indptr[k]; p < indptr[k + 1]; ++p) {                   \
+            T *z = ROW(zn, Z, ldz, (ptrdiff_t)indices[p]);                        \
             for (ptrdiff_t r = 0; r < w; ++r)                                     \
-                Z[(ptrdiff_t)indices[p] * ldz + r] =                              \
-                    WS_FMA_##T(data[p], U[k * ldu + r], Z[(ptrdiff_t)indices[p] * ldz + r]); \
+                z[r] = WS_FMA_##T(data[p], U[k * ldu + r], z[r]);                 \
+        }                                                                         \
 }
 #endif
 

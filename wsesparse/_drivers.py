@@ -277,19 +277,68 @@ def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
     return chunks
 
 
+def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
+                  n_tokens: int, dtype: np.dtype, items: int | None = None) -> int:
+    """Zones for a one-chunk scatter (``csr_spmm_t(zones=...)``), or 0.
+
+    Row chunks that sum into the output itself where no other chunk writes:
+    as many as the cores (``items``), for real values in one token panel with
+    rows of at least ``SCATTER_ZONE_MIN_ROW_BYTES`` (narrower ones ran as fast
+    or faster on one thread, 2-core Zen 4), from ``SCATTER_ZONE_MIN_WORK``
+    multiply-adds, where 3 windows of
+    ``SCATTER_ZONE_SAMPLE_ROWS`` rows of B (at a quarter, half and three
+    quarters of its rows) each read column indices within a span of
+    ``n_out / SCATTER_ZONE_GAP_SHARE``: banded matrices, whose chunks write
+    nearly disjoint ranges. Depends on the matrix, the token count and ``items``
+    alone, never on the thread count.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> B = sp.diags_array([1.0, 2.0, 1.0], offsets=[-1, 0, 1], shape=(10**5, 10**5)).tocsr()
+    >>> f64 = np.dtype(np.float64)
+    >>> scatter_zones(B.indptr, B.indices, B.nnz, 10**5, 4, f64, items=4)
+    4
+    >>> scatter_zones(B.indptr, B.indices, B.nnz, 10**5, 1, f64, items=4)  # 8-byte rows
+    0
+    >>> R = sp.random_array((10**5, 10**5), density=1e-5, format="csr", rng=0)
+    >>> scatter_zones(R.indptr, R.indices, R.nnz, 10**5, 4, f64, items=4)
+    0
+    """
+    if items is None:
+        items = available_cores()
+    n_rows = len(indptr) - 1
+    if (items < 2 or dtype.kind != "f" or nnz * n_tokens < th.SCATTER_ZONE_MIN_WORK
+            or n_tokens * dtype.itemsize < th.SCATTER_ZONE_MIN_ROW_BYTES
+            or n_tokens > _scatter.scatter_panel_width(dtype.itemsize)
+            or n_rows < 4 * th.SCATTER_ZONE_SAMPLE_ROWS):
+        return 0
+    limit = n_out // th.SCATTER_ZONE_GAP_SHARE
+    for q in (1, 2, 3):
+        r = n_rows * q // 4
+        window = indices[indptr[r]:indptr[r + th.SCATTER_ZONE_SAMPLE_ROWS]]
+        if window.size and int(window.max()) - int(window.min()) > limit:
+            return 0
+    return items
+
+
 def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                  shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
                  n_threads: int | None, check_cols: bool = False, name: str = "A") -> None:
     """Y = B.T @ X by scatter, for the CSR arrays of B (``shape``, valid indptr): X
     (n_rows,) or (n_rows, N) and Y (n_cols,) or (n_cols, N) alike, C-contiguous, of
     data's dtype, not overlapping. ``check_cols``: the column indices have not been
-    checked; the kernel checks them (ValueError naming ``name`` if one is out of range)."""
+    checked; the kernel checks them (ValueError naming ``name`` if one is out of range).
+    Row chunks by ``scatter_chunks``; where it gives one, zones by ``scatter_zones``."""
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
     chunks = scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
     scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
+    zones = (scatter_zones(indptr, indices, nnz, shape[1], n_tokens, X.dtype)
+             if chunks == 1 else 0)
     threads = resolve_n_threads(n_threads, nnz * n_tokens + shape[1], idle_rule=True)
     code = _scatter.csr_spmm_t(indptr, indices, data, X, Y, threads,
-                               n_chunks=chunks, scratch=scratch, check_cols=check_cols)
+                               n_chunks=chunks, scratch=scratch, check_cols=check_cols,
+                               zones=zones, max_gap_rows=shape[1] // th.SCATTER_ZONE_GAP_SHARE)
     if code:
         raise ValueError(csr_error_message(code, name, shape, len(indices)))
 

@@ -5,6 +5,8 @@ index checks of one-shot products, and its re-checks of its operands."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernel_helpers import DTYPES, long_csr, rows_of_every_length, with_a_bad_index, with_duplicates
 from wsesparse import CSR, sparse_matmul
@@ -225,3 +227,163 @@ def test_scatter_remainder_columns_give_the_bits_of_one_column(dtype, itype, n_t
         z = np.full(A.shape[1], np.nan, dtype=dtype)
         _scatter.csr_spmm_t(A.indptr, A.indices, A.data, np.ascontiguousarray(U[:, j]), z, 1)
         assert Z[:, j].tobytes() == z.tobytes(), f"column {j} of {n_tokens}"
+
+
+def _banded(n, band, per_row, dtype, itype, seed=0, empty_rows=()):
+    """n x n CSR with per_row random entries within +-band of the diagonal (unsorted,
+    with duplicates), rows in ``empty_rows`` left empty."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), per_row)
+    cols = np.clip(rows + rng.integers(-band, band + 1, rows.size), 0, n - 1)
+    keep = ~np.isin(rows, empty_rows)
+    rows, cols = rows[keep], cols[keep]
+    indptr = np.zeros(n + 1, dtype=itype)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    vals = rng.standard_normal(rows.size).astype(dtype)
+    return sp.csr_array((vals, cols.astype(itype), indptr), shape=(n, n))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n_tokens", [None, 1, 3, 8, 13, 16])
+@pytest.mark.parametrize("zones", [2, 3, 8])
+@pytest.mark.parametrize("far", [False, True])
+def test_scatter_zones(dtype, itype, n_tokens, zones, far):
+    """Zoned row chunks (csr_spmm_t(zones=K)) on banded matrices: the oracle's sums,
+    the same bits for 1-4 threads, every row written (Z starts as NaN, some rows of
+    B and of Z empty), and the gaps reported (wide where some rows read far off
+    the band)."""
+    if n_tokens and n_tokens * np.dtype(dtype).itemsize > th.SCATTER_MAX_BYTES:
+        pytest.skip("beyond one panel")
+    n = 3000
+    B = _banded(n, 40, 3, dtype, itype, empty_rows=range(1000, 1100))
+    if far:
+        B.indices[B.indptr[1500]:B.indptr[1600]] = 0  # far off the band
+    rng = np.random.default_rng(1)
+    U = rng.standard_normal((n,) if n_tokens is None else (n, n_tokens)).astype(dtype)
+    expected = B.T.astype(np.float64) @ U.astype(np.float64)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    ref = None
+    for t in (1, 2, 3, 4):
+        Z = np.full(expected.shape, np.nan, dtype=dtype)
+        gap = np.zeros(1, np.int64)
+        code = _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, Z, t, check_cols=True,
+                                   zones=zones, max_gap_rows=n, gap_rows=gap)
+        assert code == CSR_OK
+        assert (0 <= gap[0]) if far else (0 < gap[0] < n // 4), "zones did not run"
+        np.testing.assert_allclose(Z, expected, rtol=tol, atol=tol)
+        ref = Z if ref is None else ref
+        assert Z.tobytes() == ref.tobytes(), f"{t} threads differ from 1"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_zones_fall_back_and_check(dtype):
+    """Where the gaps would pass max_gap_rows (random columns), one chunk with the
+    plain kernel's bits; a bad index is reported with zones as without; zones=1 and
+    complex values take the plain path."""
+    n = 2000
+    R = sp.random_array((n, n), density=0.005, format="csr", rng=3, dtype=dtype)
+    U = np.random.default_rng(2).standard_normal(n).astype(dtype)
+    plain = np.empty(n, dtype)
+    _scatter.csr_spmm_t(R.indptr, R.indices, R.data, U, plain, 2, check_cols=True)
+    for zones, max_gap in ((4, n // 8), (1, n), (0, n)):
+        Z = np.empty(n, dtype)
+        gap = np.zeros(1, np.int64)
+        assert _scatter.csr_spmm_t(R.indptr, R.indices, R.data, U, Z, 2, check_cols=True,
+                                   zones=zones, max_gap_rows=max_gap, gap_rows=gap) == CSR_OK
+        assert gap[0] == -1 and Z.tobytes() == plain.tobytes()
+    B = _banded(n, 10, 3, dtype, np.int32)
+    for q in (0, B.nnz // 2, B.nnz - 1):
+        bad = B.indices.copy()
+        bad[q] = n
+        Z = np.empty(n, dtype)
+        assert _scatter.csr_spmm_t(B.indptr, bad, B.data, U, Z, 2, check_cols=True, zones=4,
+                                   max_gap_rows=n) == CSR_BAD_INDEX
+        bad[q] = -1
+        assert _scatter.csr_spmm_t(B.indptr, bad, B.data, U, Z, 2, check_cols=True, zones=4,
+                                   max_gap_rows=0) == CSR_BAD_INDEX
+    C = B.astype(np.complex128)
+    Z = np.empty(n, np.complex128)
+    gap = np.zeros(1, np.int64)
+    _scatter.csr_spmm_t(C.indptr, C.indices, C.data, U.astype(np.complex128), Z, 2,
+                        zones=4, max_gap_rows=n, gap_rows=gap)
+    assert gap[0] == -1
+    np.testing.assert_allclose(Z, C.T @ U.astype(np.complex128), rtol=1e-12)
+    with pytest.raises(ValueError, match="zones"):
+        _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, Z.real.copy(), 1, zones=-1)
+    with pytest.raises(ValueError, match="gap_rows"):
+        _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, np.empty(n, dtype), 1, zones=2,
+                            gap_rows=np.zeros(2, np.int64))
+
+
+def test_scatter_zones_nested_spans():
+    """A chunk whose span lies inside another's has no zone of its own; the sums stay
+    right (the zones are what no other chunk's span meets, not neighbours' gaps)."""
+    n = 4000
+    rng = np.random.default_rng(4)
+    rows = np.repeat(np.arange(n), 2)
+    cols = rows.copy()
+    cols[(rows >= 1000) & (rows < 2000)] = rng.integers(0, n, 2000)  # chunk 1: everywhere
+    cols[(rows >= 3000)] = rng.integers(3900, 4000, 2000)            # chunk 3: a narrow end
+    B = sp.csr_array((rng.standard_normal(rows.size), (rows, cols)), shape=(n, n))
+    U = rng.standard_normal(n)
+    Z = np.full(n, np.nan)
+    gap = np.zeros(1, np.int64)
+    _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, Z, 2, check_cols=True, zones=4,
+                        max_gap_rows=n, gap_rows=gap)
+    assert gap[0] > n - 50  # chunk 1 meets nearly every row: zones at the ends at most
+    np.testing.assert_allclose(Z, B.T @ U, rtol=1e-12, atol=1e-12)
+
+
+def test_one_shot_banded_csc_takes_zones(monkeypatch):
+    """A banded CSC matrix @ X (one-shot) goes through zones where the driver says so
+    (rows of 24 bytes and more), with scipy's results and the same bits for 1 and 2
+    threads."""
+    from wsesparse import _drivers
+    n = 20000
+    B = _banded(n, 30, 4, np.float64, np.int32)
+    A = sp.csc_array((B.data, B.indices, B.indptr), shape=(n, n))  # A = B.T
+    f64 = np.dtype(np.float64)
+    assert _drivers.scatter_zones(B.indptr, B.indices, B.nnz, n, 5, f64, items=2) == 2
+    assert _drivers.scatter_zones(B.indptr, B.indices, B.nnz, n, 1, f64, items=2) == 0
+    seen = []
+    real = _scatter.csr_spmm_t
+    monkeypatch.setattr(_scatter, "csr_spmm_t",
+                        lambda *a, **k: seen.append(k.get("zones")) or real(*a, **k))
+    monkeypatch.setattr(_drivers, "available_cores", lambda: 2)
+    x = np.random.default_rng(5).standard_normal(n)
+    X = np.random.default_rng(6).standard_normal((n, 5))
+    for D in (x, X):
+        one, two = sparse_matmul(A, D, n_threads=1), sparse_matmul(A, D, n_threads=2)
+        np.testing.assert_allclose(two, A @ D, rtol=1e-12, atol=1e-12)
+        assert one.tobytes() == two.tobytes()
+    assert seen == [0, 0, 2, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n_rows=st.integers(1, 300), n_out=st.integers(1, 300), band=st.integers(0, 300),
+       per_row=st.integers(0, 5), zones=st.integers(2, 9), max_gap=st.integers(0, 300),
+       n_tokens=st.sampled_from([None, 1, 2, 7]), seed=st.integers(0, 2**16))
+def test_scatter_zones_any_structure(n_rows, n_out, band, per_row, zones, max_gap, n_tokens,
+                                     seed):
+    """Zones or their fallback on any structure (empty chunks, fewer rows than zones,
+    bands of any width): the oracle's sums, every row written, the same bits on 1 and 3
+    threads."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, per_row + 1, n_rows)
+    rows = np.repeat(np.arange(n_rows), counts)
+    centre = rows * n_out // max(n_rows, 1)
+    cols = np.clip(centre + rng.integers(-band, band + 1, rows.size), 0, n_out - 1)
+    indptr = np.zeros(n_rows + 1, dtype=np.int32)
+    np.cumsum(counts, out=indptr[1:])
+    B = sp.csr_array((rng.standard_normal(rows.size), cols.astype(np.int32), indptr),
+                     shape=(n_rows, n_out))
+    U = rng.standard_normal((n_rows,) if n_tokens is None else (n_rows, n_tokens))
+    outs = []
+    for t in (1, 3):
+        Z = np.full((n_out,) + U.shape[1:], np.nan)
+        assert _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, Z, t, check_cols=True,
+                                   zones=zones, max_gap_rows=max_gap) == CSR_OK
+        outs.append(Z)
+    np.testing.assert_allclose(outs[0], B.T @ U, rtol=1e-12, atol=1e-12)
+    assert outs[0].tobytes() == outs[1].tobytes()
