@@ -327,8 +327,8 @@ cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, v
                         bint check_cols, Py_ssize_t max_gap,
                         Py_ssize_t* gap_rows) noexcept nogil:
     """_scatter_parts by value type; with ``max_gap`` >= 0, zones in the
-    ``n_chunks`` chunks of ``b`` first (real values), and where they do not pay
-    one chunk, the indices then already checked."""
+    ``n_chunks`` chunks of ``b`` first (real values), and where they do not run
+    one chunk (``gap_rows`` then -1)."""
     cdef int r = -2
     cdef int64_t whole[2]
     if max_gap >= 0:
@@ -395,9 +395,9 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     copies in chunk order. This pays where chunks write narrow, nearly disjoint
     ranges (banded matrices), at the cost of one pass over the indices (which
     is also the check). Where the gaps would hold more than ``max_gap_rows``
-    rows, one chunk (as ``zones`` 0), its indices already checked. The order of
-    every sum is fixed by B and K. ``gap_rows`` (a 1-element int64 array, if
-    given) receives the gap rows (-1 where zones were not tried).
+    rows, one chunk (as ``zones`` 0). The order of every sum is fixed by B and
+    K. ``gap_rows`` (a 1-element int64 array, if given) receives the gap rows,
+    or -1 where zones did not run.
     """
     if cnp.PyArray_NDIM(U) != cnp.PyArray_NDIM(Z) or not 1 <= cnp.PyArray_NDIM(U) <= 2:
         raise ValueError("U and Z must both be 1-D or both 2-D")

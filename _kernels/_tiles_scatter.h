@@ -49,10 +49,11 @@ WS_DEFINE_ZONE(double)
  * per 64-byte panel. A panel is a whole token row wherever one-shot products scatter
  * (SCATTER_MAX_BYTES): two 64-byte panels swept the matrix twice, and on two threads
  * they wrote the same cache lines of Z wherever its rows were not on 64-byte lines
- * (docs/tuning.md, "Transposed products (scatter) and copies"). 32-byte generic vectors there have no registers (_tiles_base.h, "Without
- * AVX"): dense @ CSR of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and
- * scipy's 5.9 (docs/tuning.md, "Portable build"). Every element of Z is summed in
- * storage order either way. */
+ * (docs/tuning.md, "Transposed products (scatter) and copies"). 32-byte generic
+ * vectors have no registers without AVX (_tiles_base.h, "Without AVX"): dense @ CSR
+ * of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and scipy's 5.9
+ * (docs/tuning.md, "Portable build"). Every element of Z is summed in storage order
+ * either way. */
 #if defined(__AVX__)
 #define WS_SV_float ws_vf
 #define WS_SV_double ws_vd
@@ -81,7 +82,7 @@ WS_DEFINE_ZONE(double)
  * loop took float32 dense @ CSR of 4 tokens 1.5-2x the time of 8 tokens
  * (docs/tuning.md, "Transposed products (scatter) and copies"). */
 #if defined(__FMA__) && defined(__AVX__)
-#define WS_SREM_DECL_float(NV)                                                        \
+#define WS_SREM_DECL_float(NV)                                                    \
     __m128 r4 = _mm_setzero_ps(), r2 = _mm_setzero_ps(); float r1 = 0;           \
     {                                                                             \
         const float *ur = u + NV * VL;                                            \
@@ -89,7 +90,7 @@ WS_DEFINE_ZONE(double)
         if (rem & 2) { r2 = _mm_castpd_ps(_mm_load_sd((const double *)ur)); ur += 2; } \
         if (rem & 1) r1 = *ur;                                                    \
     }
-#define WS_SREM_STEP_float(NV)                                                        \
+#define WS_SREM_STEP_float(NV)                                                    \
     {                                                                             \
         float *zr = z + NV * VL;                                                  \
         const __m128 d4 = _mm_set1_ps(d);                                         \
@@ -101,14 +102,14 @@ WS_DEFINE_ZONE(double)
         }                                                                         \
         if (rem & 1) *zr = WS_FMA_float(d, r1, *zr);                              \
     }
-#define WS_SREM_DECL_double(NV)                                                       \
+#define WS_SREM_DECL_double(NV)                                                   \
     __m128d r2 = _mm_setzero_pd(); double r1 = 0;                                 \
     {                                                                             \
         const double *ur = u + NV * VL;                                           \
         if (rem & 2) { r2 = _mm_loadu_pd(ur); ur += 2; }                          \
         if (rem & 1) r1 = *ur;                                                    \
     }
-#define WS_SREM_STEP_double(NV)                                                       \
+#define WS_SREM_STEP_double(NV)                                                   \
     {                                                                             \
         double *zr = z + NV * VL;                                                 \
         if (rem & 2) {                                                            \
@@ -120,9 +121,9 @@ WS_DEFINE_ZONE(double)
 #else
 #define WS_SREM_DECL_float(NV)
 #define WS_SREM_DECL_double(NV)
-#define WS_SREM_STEP_float(NV)                                                        \
+#define WS_SREM_STEP_float(NV)                                                    \
     for (ptrdiff_t r = NV * VL; r < NV * VL + rem; ++r) z[r] = WS_FMA_float(d, u[r], z[r]);
-#define WS_SREM_STEP_double(NV)                                                       \
+#define WS_SREM_STEP_double(NV)                                                   \
     for (ptrdiff_t r = NV * VL; r < NV * VL + rem; ++r) z[r] = WS_FMA_double(d, u[r], z[r]);
 #endif
 #define WS_SCATTER_VSTEP(T, VT, NV, V)                                            \
@@ -168,8 +169,9 @@ WS_DEFINE_SCATTER_NV(T, I, 1, Z_, ROW)                                          
 WS_DEFINE_SCATTER_NV(T, I, 2, Z_, ROW)                                            \
 WS_DEFINE_SCATTER_NV(T, I, 3, Z_, ROW)                                            \
 WS_DEFINE_SCATTER_NV(T, I, 4, Z_, ROW)                                            \
-static void ws_scatter1##Z_##_##T##_##I(const I *indptr, const I *indices, const T *data, \
-                                  const T *u, T *z, ptrdiff_t n_rows, ws_zone_##T zn) \
+static void ws_scatter1##Z_##_##T##_##I(const I *indptr, const I *indices,         \
+                                        const T *data, const T *u, T *z,          \
+                                        ptrdiff_t n_rows, ws_zone_##T zn)         \
 {                                                                                 \
     for (ptrdiff_t k = 0; k < n_rows; ++k) {                                      \
         const T uk = u[k];                                                        \
@@ -192,14 +194,16 @@ static void ws_scatter##Z_##_##T##_##I(const I *indptr, const I *indices,       
         if (w == 1 && ldu == 1 && ldz == 1)                                       \
             ws_scatter1##Z_##_##T##_##I(indptr, indices, data, U, Z, n_rows, zn); \
         else                                                                      \
-            ws_scatter##Z_##_##T##_##I##_0(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); \
+            WS_SCATTER_NV_CALL(T, I, Z_, 0, rem);                                 \
         break;                                                                    \
-    case 1: ws_scatter##Z_##_##T##_##I##_1(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); break; \
-    case 2: ws_scatter##Z_##_##T##_##I##_2(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); break; \
-    case 3: ws_scatter##Z_##_##T##_##I##_3(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn); break; \
-    default: ws_scatter##Z_##_##T##_##I##_4(indptr, indices, data, U, ldu, Z, ldz, n_rows, 0, zn); break; \
+    case 1: WS_SCATTER_NV_CALL(T, I, Z_, 1, rem); break;                          \
+    case 2: WS_SCATTER_NV_CALL(T, I, Z_, 2, rem); break;                          \
+    case 3: WS_SCATTER_NV_CALL(T, I, Z_, 3, rem); break;                          \
+    default: WS_SCATTER_NV_CALL(T, I, Z_, 4, 0); break;                           \
     }                                                                             \
 }
+#define WS_SCATTER_NV_CALL(T, I, Z_, NV, REM)                                     \
+    ws_scatter##Z_##_##T##_##I##_##NV(indptr, indices, data, U, ldu, Z, ldz, n_rows, REM, zn)
 #else
 #define WS_SCATTER_PANEL_BYTES 64
 #define WS_DEFINE_SCATTER(T, VT, I)                                               \
