@@ -386,9 +386,11 @@ class PreparedDispatch:
 class DenseTimesSparse:
     """Z = X @ W (activations times weights), W scipy CSR: one-shot by scatter while a
     token row takes at most SCATTER_MAX_BYTES (32 float32 tokens), by transposing W
-    beyond; prepared: the cached transpose."""
+    beyond; prepared: the cached transpose. 4 and 12 tokens end in a part vector (the
+    scatter's remainder steps), 24 and 32 take one 128-byte panel (docs/tuning.md,
+    "Transposed products (scatter) and copies")."""
 
-    params = ([1, 8, 32, 64], ["float32"])
+    params = ([1, 4, 8, 12, 24, 32, 64], ["float32"])
     param_names = ["n_tokens", "dtype"]
 
     def setup(self, n_tokens, dtype):
@@ -402,6 +404,31 @@ class DenseTimesSparse:
 
     def time_dense_times_prepared(self, n_tokens, dtype):
         sparse_matmul(self.Xt, self.P)
+
+
+class BandedCSCTimesDense:
+    """A CSC stencil matrix (Poisson 1000^2, 5 per column) times N columns, one-shot:
+    a scatter with one row chunk by the chunk rule (5 nonzeros per output row), in zones
+    from 24-byte rows (N = 3 and 8 float64; docs/tuning.md, "Transposed products")."""
+
+    params = ([1, 3, 8], ["float64"])
+    param_names = ["n_tokens", "dtype"]
+    timeout = 120
+
+    def setup(self, n_tokens, dtype):
+        self.A = _stencil_csc(dtype)
+        self.X = random_dense(self.A.shape[1], n_tokens, dtype)
+        if n_tokens == 1:
+            self.X = random_vector(self.A.shape[1], dtype)
+
+    def time_csc_times_dense(self, n_tokens, dtype):
+        sparse_matmul(self.A, self.X)
+
+
+@functools.lru_cache(maxsize=None)
+def _stencil_csc(dtype):
+    """``_stencil("2d", dtype)``'s matrix as a scipy CSC array."""
+    return _stencil("2d", dtype)[0].tocsc()
 
 
 class PrepareAndOverhead:
