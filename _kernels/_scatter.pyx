@@ -233,7 +233,8 @@ cdef int _zone_chunk(const index_t* indptr, const index_t* indices, const value_
 cdef int _scatter_zoned(const index_t* indptr, const index_t* indices, const value_t* data,
                         const value_t* U, value_t* Z, const int64_t* b, Py_ssize_t K,
                         Py_ssize_t n_out, Py_ssize_t T, int n_threads, bint check_cols,
-                        Py_ssize_t max_gap, Py_ssize_t* gap_rows) noexcept nogil:
+                        Py_ssize_t max_gap, Py_ssize_t max_scratch,
+                        Py_ssize_t* gap_rows) noexcept nogil:
     """Z = B.T @ U (one panel, real values) in K row chunks b[c]:b[c+1] of B that add
     into Z itself where no other chunk writes ("zones", csr_spmm_t).
 
@@ -241,10 +242,13 @@ cdef int _scatter_zoned(const index_t* indptr, const index_t* indices, const val
     that span no other chunk's span meets. Its other rows (and only those) are
     summed into a copy of its own; the rows outside every exclusive zone (the
     gaps) are then the sum of the copies that hold them, in chunk order (0 where
-    none does). Returns 1 if a column index is out of range (with ``check_cols``;
-    Z untouched), -1 if the gaps would hold more than ``max_gap`` rows (Z
-    untouched, the indices checked), -2 if out of memory before the check, else
-    0; ``gap_rows`` gets the gap rows."""
+    none does). The copies reserve each chunk's whole range of rows (address space:
+    only the shared rows are written), at most ``max_scratch`` bytes in all.
+    Returns 1 if a column index is out of range (checked whatever ``check_cols``
+    says; Z untouched), -1 if the gaps would hold more than ``max_gap`` rows, the
+    copies would pass ``max_scratch`` or they cannot be allocated (Z untouched, the
+    indices checked), -2 if out of memory before the check, else 0; ``gap_rows``
+    gets the gap rows."""
     cdef int64_t* lo = <int64_t*>malloc(6 * K * sizeof(int64_t))
     if lo == NULL:
         return -2
@@ -263,7 +267,7 @@ cdef int _scatter_zoned(const index_t* indptr, const index_t* indices, const val
     for c in range(K):
         if lo[c] <= hi[c] and (lo[c] < 0 or hi[c] >= n_out):
             bad = 1
-    if bad and check_cols:
+    if bad:  # (reported with check_cols or not: nothing may be written out of bounds)
         free(lo)
         return 1
     run = -1  # the greatest index of the chunks before c
@@ -283,7 +287,7 @@ cdef int _scatter_zoned(const index_t* indptr, const index_t* indices, const val
         if lo[c] <= hi[c]:
             total += (hi[c] - lo[c] + 1) * T
     gap_rows[0] = n_out - n_ex
-    if n_out - n_ex > max_gap:
+    if n_out - n_ex > max_gap or total * <Py_ssize_t>sizeof(value_t) > max_scratch:
         free(lo)
         return -1
     S = <value_t*>malloc((total if total > 0 else 1) * sizeof(value_t))
@@ -324,7 +328,7 @@ cdef int _scatter_zoned(const index_t* indptr, const index_t* indices, const val
 cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, void* u,
                         void* z, void* s, const int64_t* b, Py_ssize_t n_chunks,
                         Py_ssize_t n_rows, Py_ssize_t n_out, Py_ssize_t T, int n_threads,
-                        bint check_cols, Py_ssize_t max_gap,
+                        bint check_cols, Py_ssize_t max_gap, Py_ssize_t max_scratch,
                         Py_ssize_t* gap_rows) noexcept nogil:
     """_scatter_parts by value type; with ``max_gap`` >= 0, zones in the
     ``n_chunks`` chunks of ``b`` first (real values), and where they do not run
@@ -334,10 +338,10 @@ cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, v
     if max_gap >= 0:
         if vt == cnp.NPY_FLOAT32:
             r = _scatter_zoned(ip, ix, <float*>d, <float*>u, <float*>z, b, n_chunks, n_out, T,
-                               n_threads, check_cols, max_gap, gap_rows)
+                               n_threads, check_cols, max_gap, max_scratch, gap_rows)
         elif vt == cnp.NPY_FLOAT64:
             r = _scatter_zoned(ip, ix, <double*>d, <double*>u, <double*>z, b, n_chunks, n_out,
-                               T, n_threads, check_cols, max_gap, gap_rows)
+                               T, n_threads, check_cols, max_gap, max_scratch, gap_rows)
         if r >= 0:
             return r
         gap_rows[0] = -1
@@ -371,7 +375,7 @@ def scatter_panel_width(int itemsize):
 def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray U,
                cnp.ndarray Z, int n_threads, *, Py_ssize_t n_chunks=1, cnp.ndarray scratch=None,
                bint check_cols=False, Py_ssize_t zones=0, Py_ssize_t max_gap_rows=0,
-               cnp.ndarray gap_rows=None):
+               Py_ssize_t max_zone_bytes=1 << 26, cnp.ndarray gap_rows=None):
     """Z = B.T @ U for CSR ``B`` (n_rows x n_cols) whose ``indptr`` is valid.
 
     U is (n_rows,) or (n_rows, T), Z (n_cols,) or (n_cols, T): C-contiguous,
@@ -395,9 +399,10 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     copies in chunk order. This pays where chunks write narrow, nearly disjoint
     ranges (banded matrices), at the cost of one pass over the indices (which
     is also the check). Where the gaps would hold more than ``max_gap_rows``
-    rows, one chunk (as ``zones`` 0). The order of every sum is fixed by B and
-    K. ``gap_rows`` (a 1-element int64 array, if given) receives the gap rows,
-    or -1 where zones did not run.
+    rows, or the copies (each chunk's whole range reserved, only the shared rows
+    written) more than ``max_zone_bytes``, one chunk (as ``zones`` 0). The order of
+    every sum is fixed by B, K and whether the zones ran. ``gap_rows`` (a 1-element
+    int64 array, if given) receives the gap rows, or -1 where zones did not run.
     """
     if cnp.PyArray_NDIM(U) != cnp.PyArray_NDIM(Z) or not 1 <= cnp.PyArray_NDIM(U) <= 2:
         raise ValueError("U and Z must both be 1-D or both 2-D")
@@ -444,10 +449,12 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     with nogil:
         if it == cnp.NPY_INT32:
             bad = _scatter_typed(<int32_t*>ip, <int32_t*>ix, vt, d, u, z, sc, b, n_chunks,
-                                 n_rows, n_out, T, n_threads, check_cols, max_gap, &gap)
+                                 n_rows, n_out, T, n_threads, check_cols, max_gap,
+                                 max_zone_bytes, &gap)
         else:
             bad = _scatter_typed(<int64_t*>ip, <int64_t*>ix, vt, d, u, z, sc, b, n_chunks,
-                                 n_rows, n_out, T, n_threads, check_cols, max_gap, &gap)
+                                 n_rows, n_out, T, n_threads, check_cols, max_gap,
+                                 max_zone_bytes, &gap)
         free(b)
     if gap_rows is not None:
         (<int64_t*>cnp.PyArray_DATA(gap_rows))[0] = gap if bad == 0 and max_gap >= 0 else -1

@@ -2,7 +2,7 @@
  * Scatter: ws_scatter, Z = B.T @ U from the CSR arrays of B
  * (WS_DEFINE_SCATTER).
  * Part of _axpy_tiles.h (which includes every part and instantiates the
- * kernels); moved here verbatim.
+ * kernels).
  */
 #ifndef WSESPARSE_TILES_SCATTER_H
 #define WSESPARSE_TILES_SCATTER_H
@@ -13,22 +13,23 @@
  * Transposed products (dense @ CSR, or a CSC operand @ dense): Z = B.T @ U for
  * the CSR arrays of B, by scatter, without transposing B.
  *
- * ws_scatter_<T>_<I>_<NV>(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem):
- *     Z[j, 0:w] += data[p] * U[k, 0:w] for every nonzero p = (k, j) of B, in
- * storage order, on a panel of w = NV * VL + rem columns (NV <= WS_SCATTER_NV_MAX,
- * rem < VL, rem = 0 for NV = WS_SCATTER_NV_MAX; U and Z point at the panel's first
- * column). U's row stays in registers while its nonzeros pass; each one is one
- * vector FMA per VL columns into row j of Z.
- * Every element of Z is summed in storage order, whatever the panel or thread.
+ * ws_scatter_<T>_<I>_<NV>(indptr, indices, data, U, ldu, Z, ldz, n_rows, rem, zn):
+ *     Z[j, 0:w] += data[p] * U[k, 0:w] for every nonzero p = (k, j) of B (rows
+ * k of one chunk), in storage order, on a panel of w = NV * VL + rem columns
+ * (NV <= WS_SCATTER_NV_MAX, rem < VL, rem = 0 for NV = WS_SCATTER_NV_MAX; U and
+ * Z point at the panel's first column). U's row stays in registers while its
+ * nonzeros pass; each one is one vector FMA per VL columns into row j of Z.
  * ws_scatter1_<T>_<I>: the same for w = 1 (vector @ matrix).
- * U and Z must not overlap.
+ * ws_scatterz_*: the same kernels, row j by the zone zn (below); ws_scatter_*
+ * ignore zn. Within a chunk every element is summed in storage order, whatever
+ * the panel or thread; chunks' partial sums are added up in chunk order
+ * (_scatter.pyx). U and Z must not overlap.
  */
 /* Zones (ws_zone_<T>): a row chunk of a scatter whose output rows j with
  * (size_t)(j - ex_lo) < ex_n no other chunk writes (its exclusive zone) adds
  * into Z itself; its other rows go to its own copy s, row j at s + (j - s_lo)
- * * ldz. Without zones (ws_no_zone: every row exclusive) all rows go to Z. The
- * sums are the same chains either way; where they land is fixed by the matrix
- * and the chunks (_scatter.pyx, "zones"). */
+ * * ldz. ws_no_zone: every row exclusive. Where the rows land is fixed by the
+ * matrix and the chunks (_scatter.pyx, _scatter_zoned). */
 #define WS_DEFINE_ZONE(T)                                                         \
 typedef struct { T *s; ptrdiff_t s_lo, ex_lo; size_t ex_n; } ws_zone_##T;         \
 static inline ws_zone_##T ws_no_zone_##T(void)                                    \
@@ -53,7 +54,7 @@ WS_DEFINE_ZONE(double)
  * vectors have no registers without AVX (_tiles_base.h, "Without AVX"): dense @ CSR
  * of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and scipy's 5.9
  * (docs/tuning.md, "Portable build"). Every element of Z is summed in storage order
- * either way. */
+ * either way (within a chunk). */
 #if defined(__AVX__)
 #define WS_SV_float ws_vf
 #define WS_SV_double ws_vd
@@ -87,7 +88,7 @@ WS_DEFINE_ZONE(double)
     {                                                                             \
         const float *ur = u + NV * VL;                                            \
         if (rem & 4) { r4 = _mm_loadu_ps(ur); ur += 4; }                          \
-        if (rem & 2) { r2 = _mm_castpd_ps(_mm_load_sd((const double *)ur)); ur += 2; } \
+        if (rem & 2) { r2 = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)ur)); ur += 2; } \
         if (rem & 1) r1 = *ur;                                                    \
     }
 #define WS_SREM_STEP_float(NV)                                                    \
@@ -96,8 +97,8 @@ WS_DEFINE_ZONE(double)
         const __m128 d4 = _mm_set1_ps(d);                                         \
         if (rem & 4) { _mm_storeu_ps(zr, _mm_fmadd_ps(d4, r4, _mm_loadu_ps(zr))); zr += 4; } \
         if (rem & 2) {                                                            \
-            const __m128 z2 = _mm_castpd_ps(_mm_load_sd((const double *)zr));     \
-            _mm_store_sd((double *)zr, _mm_castps_pd(_mm_fmadd_ps(d4, r2, z2)));  \
+            const __m128 z2 = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)zr)); \
+            _mm_storel_epi64((__m128i *)zr, _mm_castps_si128(_mm_fmadd_ps(d4, r2, z2))); \
             zr += 2;                                                              \
         }                                                                         \
         if (rem & 1) *zr = WS_FMA_float(d, r1, *zr);                              \

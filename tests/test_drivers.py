@@ -119,9 +119,10 @@ def test_column_block_rule(vector_bytes, l2):
 
 
 def test_scatter_chunk_rule():
-    """Row chunks only where panels are fewer than the work items, the nonzeros
-    outweigh the copies (halved until they do) and a copy fits the L2 rule; the
-    cores and this machine's L2 by default."""
+    """Row chunks only where panels are fewer than the work items, at most as many
+    as leave 4 nonzeros per output row each and keep the copies within their bytes,
+    and none where a copy passes the L2 rule; the cores and this machine's L2 by
+    default."""
     pw32 = _scatter.scatter_panel_width(4)
     big = 1 << 40  # an L2 that fits any copy
 
@@ -132,10 +133,13 @@ def test_scatter_chunk_rule():
     assert chunks(10**6, 1000, 1, items=16) == 16
     assert chunks(10**6, 1000, pw32 + 1) == 2            # 2 panels
     assert chunks(10**6, 1000, 4 * pw32) == 1            # enough panels
-    assert chunks(4 * 1000 * 4 - 1, 1000, 1) == 2        # 2 chunks of 8 per row
+    assert chunks(4 * 1000 * 4 - 1, 1000, 1) == 3        # 3 chunks of 4 or more per row
+    assert chunks(10 * 1000, 1000, 1, items=6) == 2      # 2 chunks of 5 per row
+    assert chunks(10 * 1000, 1000, 1, items=3) == 2
     assert chunks(4 * 1000 * 2 - 1, 1000, 1) == 1        # too few nonzeros
     assert chunks(10**9, 10**7, 8) == 1                  # scratch too big
-    assert chunks(10**9, 10**6, 8, items=16) == 2        # ... above 2 chunks
+    assert chunks(10**9, 10**6, 8, items=16) == 3        # ... above 3 chunks
+    assert chunks(10**6, 0, 1) == 1                      # no output rows
     assert chunks(10**6, 1000, 0) == 1                   # no tokens (found by hypothesis)
     assert chunks(10**6, 1000, 1, items=1) == th.SCATTER_MIN_ITEMS
     copy = 1000 * 8 * 4                                   # one copy of 1000 x 8 float32

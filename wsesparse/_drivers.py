@@ -242,9 +242,9 @@ def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
     process may run on, at least ``SCATTER_MIN_ITEMS``) the rows are also cut
     into ranges, each summed into its own copy of the output and added up at
     the end, so that several threads have work: as many chunks as fill the
-    items, halved while a chunk would hold fewer than ``SCATTER_CHUNK_NNZ``
-    nonzeros per output row or the copies would exceed ``SCATTER_SCRATCH_BYTES``;
-    none where one copy would exceed ``SCATTER_COPY_L2S`` times ``l2_bytes``
+    items, but no more than leave each chunk ``SCATTER_CHUNK_NNZ`` nonzeros per
+    output row and keep the copies within ``SCATTER_SCRATCH_BYTES``; none where
+    one copy would exceed ``SCATTER_COPY_L2S`` times ``l2_bytes``
     (default: this machine's L2). The cut depends on the matrix, the token count,
     ``items`` and ``l2_bytes`` alone: results stay the same for any thread count
     (docs/tuning.md, "Transposed products (scatter) and copies").
@@ -266,15 +266,12 @@ def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
         l2_bytes = current().l2_bytes
     items = max(th.SCATTER_MIN_ITEMS, items)
     panels = -(-n_tokens // _scatter.scatter_panel_width(itemsize))
-    if (panels >= items or panels == 0  # (no tokens: nothing to cut)
+    if (panels >= items or panels == 0 or n_out == 0  # (nothing to cut)
             or n_out * n_tokens * itemsize > th.SCATTER_COPY_L2S * l2_bytes):
         return 1
-    chunks = -(-items // panels)
-    while chunks > 1 and (nnz < th.SCATTER_CHUNK_NNZ * n_out * chunks
-                          or (chunks - 1) * n_out * n_tokens * itemsize
-                          > th.SCATTER_SCRATCH_BYTES):
-        chunks //= 2
-    return chunks
+    copy = n_out * n_tokens * itemsize
+    return max(1, min(-(-items // panels), nnz // (th.SCATTER_CHUNK_NNZ * n_out),
+                      1 + th.SCATTER_SCRATCH_BYTES // max(copy, 1)))
 
 
 def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
@@ -282,7 +279,7 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
     """Zones for a one-chunk scatter (``csr_spmm_t(zones=...)``), or 0.
 
     Row chunks that sum into the output itself where no other chunk writes:
-    as many as the cores (``items``), for real values in one token panel with
+    as many as the cores (``items``, at least ``SCATTER_MIN_ITEMS``), for real values in one token panel with
     rows of at least ``SCATTER_ZONE_MIN_ROW_BYTES`` (narrower ones ran as fast
     or faster on one thread, 2-core Zen 4), from ``SCATTER_ZONE_MIN_WORK``
     multiply-adds, where 3 windows of
@@ -306,7 +303,7 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
     0
     """
     if items is None:
-        items = available_cores()
+        items = max(th.SCATTER_MIN_ITEMS, available_cores())
     n_rows = len(indptr) - 1
     if (items < 2 or dtype.kind != "f" or nnz * n_tokens < th.SCATTER_ZONE_MIN_WORK
             or n_tokens * dtype.itemsize < th.SCATTER_ZONE_MIN_ROW_BYTES
@@ -338,7 +335,8 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     threads = resolve_n_threads(n_threads, nnz * n_tokens + shape[1], idle_rule=True)
     code = _scatter.csr_spmm_t(indptr, indices, data, X, Y, threads,
                                n_chunks=chunks, scratch=scratch, check_cols=check_cols,
-                               zones=zones, max_gap_rows=shape[1] // th.SCATTER_ZONE_GAP_SHARE)
+                               zones=zones, max_gap_rows=shape[1] // th.SCATTER_ZONE_GAP_SHARE,
+                               max_zone_bytes=th.SCATTER_SCRATCH_BYTES)
     if code:
         raise ValueError(csr_error_message(code, name, shape, len(indices)))
 

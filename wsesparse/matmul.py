@@ -164,7 +164,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         last bits for ``X @ W`` with ``W`` in CSR, or a CSC operand times
         ``X``, when a token row takes at most ``SCATTER_MAX_BYTES`` = 128: the
         one-shot product then scatters from the stored arrays instead of
-        transposing them, which sums in another order.)
+        transposing them, which sums in another order; its row chunks follow the
+        cores this process may run on and the L2 size, not the thread count.)
     method : {"auto", "sparse", "dense"}, default "auto"
         "sparse" always uses the AXPY kernels; "dense" densifies the sparse
         operand and calls BLAS; "auto" uses dense BLAS only when the density

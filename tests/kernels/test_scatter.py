@@ -213,7 +213,7 @@ def test_scatter_with_no_tokens(fmt):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-@pytest.mark.parametrize("n_tokens", [2, 3, 4, 5, 6, 7, 9, 11, 13, 15, 16])
+@pytest.mark.parametrize("n_tokens", [2, 3, 4, 5, 6, 7, 9, 11, 13, 15, 16, 17, 23, 25, 31])
 def test_scatter_remainder_columns_give_the_bits_of_one_column(dtype, itype, n_tokens):
     """Each column of a panel, its last (< one vector) columns included, is the same
     chain of multiply-adds in storage order as a one-column scatter of that column
@@ -251,10 +251,10 @@ def _banded(n, band, per_row, dtype, itype, seed=0, empty_rows=()):
 def test_scatter_zones(dtype, itype, n_tokens, zones, far):
     """Zoned row chunks (csr_spmm_t(zones=K)) on banded matrices: the oracle's sums,
     the same bits for 1-4 threads, every row written (Z starts as NaN, some rows of
-    B and of Z empty), and the gaps reported (wide where some rows read far off
-    the band)."""
-    if n_tokens and n_tokens * np.dtype(dtype).itemsize > th.SCATTER_MAX_BYTES:
-        pytest.skip("beyond one panel")
+    B and of Z empty), and the gaps reported (also where some rows read far off the
+    band)."""
+    if n_tokens and n_tokens > _scatter.scatter_panel_width(np.dtype(dtype).itemsize):
+        pytest.skip("beyond one panel: no zones")
     n = 3000
     B = _banded(n, 40, 3, dtype, itype, empty_rows=range(1000, 1100))
     if far:
@@ -292,16 +292,23 @@ def test_scatter_zones_fall_back_and_check(dtype):
         assert _scatter.csr_spmm_t(R.indptr, R.indices, R.data, U, Z, 2, check_cols=True,
                                    zones=zones, max_gap_rows=max_gap, gap_rows=gap) == CSR_OK
         assert gap[0] == -1 and Z.tobytes() == plain.tobytes()
-    B = _banded(n, 10, 3, dtype, np.int32)
+    B = _banded(n, 10, 3, dtype, np.int64)
     for q in (0, B.nnz // 2, B.nnz - 1):
         bad = B.indices.copy()
-        bad[q] = n
-        Z = np.empty(n, dtype)
-        assert _scatter.csr_spmm_t(B.indptr, bad, B.data, U, Z, 2, check_cols=True, zones=4,
-                                   max_gap_rows=n) == CSR_BAD_INDEX
-        bad[q] = -1
-        assert _scatter.csr_spmm_t(B.indptr, bad, B.data, U, Z, 2, check_cols=True, zones=4,
-                                   max_gap_rows=0) == CSR_BAD_INDEX
+        for value in (n, -1, n + 10**12):
+            bad[q] = value
+            for check, max_gap in ((True, n), (True, 0), (False, n), (False, 0)):
+                # (the zones' span pass reports a bad index even unchecked: never a
+                # write out of bounds)
+                Z = np.empty(n, dtype)
+                assert _scatter.csr_spmm_t(B.indptr, bad, B.data, U, Z, 2, check_cols=check,
+                                           zones=4, max_gap_rows=max_gap) == CSR_BAD_INDEX
+    Z = np.empty(n, dtype)
+    gap = np.zeros(1, np.int64)
+    assert _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, Z, 2, zones=4, max_gap_rows=n,
+                               max_zone_bytes=0, gap_rows=gap) == CSR_OK  # copies too big
+    assert gap[0] == -1
+    np.testing.assert_allclose(Z, B.T @ U, rtol=1e-4)
     C = B.astype(np.complex128)
     Z = np.empty(n, np.complex128)
     gap = np.zeros(1, np.int64)
@@ -360,12 +367,14 @@ def test_one_shot_banded_csc_takes_zones(monkeypatch):
     assert seen == [0, 0, 2, 2]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(n_rows=st.integers(1, 300), n_out=st.integers(1, 300), band=st.integers(0, 300),
        per_row=st.integers(0, 5), zones=st.integers(2, 9), max_gap=st.integers(0, 300),
-       n_tokens=st.sampled_from([None, 1, 2, 7]), seed=st.integers(0, 2**16))
+       n_tokens=st.sampled_from([None, 1, 2, 7]), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float32, np.float64]),
+       itype=st.sampled_from([np.int32, np.int64]))
 def test_scatter_zones_any_structure(n_rows, n_out, band, per_row, zones, max_gap, n_tokens,
-                                     seed):
+                                     seed, dtype, itype):
     """Zones or their fallback on any structure (empty chunks, fewer rows than zones,
     bands of any width): the oracle's sums, every row written, the same bits on 1 and 3
     threads."""
@@ -374,16 +383,42 @@ def test_scatter_zones_any_structure(n_rows, n_out, band, per_row, zones, max_ga
     rows = np.repeat(np.arange(n_rows), counts)
     centre = rows * n_out // max(n_rows, 1)
     cols = np.clip(centre + rng.integers(-band, band + 1, rows.size), 0, n_out - 1)
-    indptr = np.zeros(n_rows + 1, dtype=np.int32)
+    indptr = np.zeros(n_rows + 1, dtype=itype)
     np.cumsum(counts, out=indptr[1:])
-    B = sp.csr_array((rng.standard_normal(rows.size), cols.astype(np.int32), indptr),
+    B = sp.csr_array((rng.standard_normal(rows.size).astype(dtype), cols.astype(itype), indptr),
                      shape=(n_rows, n_out))
-    U = rng.standard_normal((n_rows,) if n_tokens is None else (n_rows, n_tokens))
+    U = rng.standard_normal((n_rows,) if n_tokens is None else (n_rows, n_tokens)).astype(dtype)
     outs = []
-    for t in (1, 3):
-        Z = np.full((n_out,) + U.shape[1:], np.nan)
-        assert _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, Z, t, check_cols=True,
+    for t, check in ((1, True), (3, True), (2, False)):
+        Z = np.full((n_out,) + U.shape[1:], np.nan, dtype=dtype)
+        assert _scatter.csr_spmm_t(B.indptr, B.indices, B.data, U, Z, t, check_cols=check,
                                    zones=zones, max_gap_rows=max_gap) == CSR_OK
         outs.append(Z)
-    np.testing.assert_allclose(outs[0], B.T @ U, rtol=1e-12, atol=1e-12)
-    assert outs[0].tobytes() == outs[1].tobytes()
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(outs[0], B.T.astype(np.float64) @ U.astype(np.float64),
+                               rtol=tol, atol=tol)
+    assert outs[0].tobytes() == outs[1].tobytes() == outs[2].tobytes()
+
+
+def test_scatter_zones_rule():
+    """The driver asks for zones only where 3 sampled windows of rows of B are banded,
+    the matrix has enough rows to sample and the token rows are wide enough."""
+    from wsesparse._drivers import scatter_zones
+    f64 = np.dtype(np.float64)
+    n = 20000
+    B = _banded(n, 30, 4, np.float64, np.int32)
+    assert scatter_zones(B.indptr, B.indices, B.nnz, n, 4, f64, items=3) == 3
+    assert scatter_zones(B.indptr, B.indices, B.nnz, n, 4, f64, items=1) == 0
+    assert scatter_zones(B.indptr, B.indices, B.nnz, n, 4, np.dtype(np.complex128), items=2) == 0
+    assert scatter_zones(B.indptr, B.indices, B.nnz, n, 2, f64, items=2) == 0  # 16-byte rows
+    assert scatter_zones(B.indptr, B.indices, B.nnz, n, 3, np.dtype(np.float32), items=2) == 0
+    wide = _scatter.scatter_panel_width(8) + 1
+    assert scatter_zones(B.indptr, B.indices, B.nnz, n, wide, f64, items=2) == 0
+    middle = B.indices.copy()
+    middle[B.indptr[n // 2]] = n - 1  # one far index in the middle window
+    assert scatter_zones(B.indptr, middle, B.nnz, n, 4, f64, items=2) == 0
+    for rows, expected in ((4 * th.SCATTER_ZONE_SAMPLE_ROWS, 2),
+                           (4 * th.SCATTER_ZONE_SAMPLE_ROWS - 1, 0)):  # too few to sample
+        S = _banded(rows, 3, 80, np.float64, np.int32)
+        S = sp.csr_array((S.data, S.indices, S.indptr), shape=(rows, 10000))
+        assert scatter_zones(S.indptr, S.indices, S.nnz, 10000, 4, f64, items=2) == expected
