@@ -372,6 +372,38 @@ def scatter_panel_width(int itemsize):
     return WS_SCATTER_PANEL_BYTES // itemsize
 
 
+def banded_sample(cnp.ndarray indptr, cnp.ndarray indices, Py_ssize_t window,
+                  Py_ssize_t limit):
+    """Whether 3 windows of ``window`` rows of the CSR arrays (at a quarter, half and
+    three quarters of its rows; ``4 * window`` rows at least, else False) each hold
+    column indices within a span of at most ``limit`` (``_drivers.scatter_zones``).
+    ``indptr`` must be valid; reads 3 windows only (about a microsecond)."""
+    if cnp.PyArray_NDIM(indptr) != 1 or cnp.PyArray_NDIM(indices) != 1:
+        raise ValueError("indptr and indices must be 1-D")
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(indptr, 0) - 1
+    cdef int it = _index_type(indptr, indices, n_rows)
+    cdef Py_ssize_t q, r, p0, p1, n_ix = cnp.PyArray_DIM(indices, 0)
+    cdef int64_t lo, hi
+    if window < 1 or n_rows < 4 * window:
+        return False
+    for q in range(1, 4):
+        r = n_rows * q // 4
+        if it == cnp.NPY_INT32:
+            p0 = (<int32_t*>cnp.PyArray_DATA(indptr))[r]
+            p1 = (<int32_t*>cnp.PyArray_DATA(indptr))[r + window]
+        else:
+            p0 = (<int64_t*>cnp.PyArray_DATA(indptr))[r]
+            p1 = (<int64_t*>cnp.PyArray_DATA(indptr))[r + window]
+        if not 0 <= p0 <= p1 <= n_ix:
+            raise ValueError("indptr must be valid (nondecreasing, within indices)")
+        if it == cnp.NPY_INT32:
+            _index_span(<int32_t*>cnp.PyArray_DATA(indices), p0, p1, &lo, &hi)
+        else:
+            _index_span(<int64_t*>cnp.PyArray_DATA(indices), p0, p1, &lo, &hi)
+        if lo <= hi and hi - lo > limit:
+            return False
+    return True
+
 def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray U,
                cnp.ndarray Z, int n_threads, *, Py_ssize_t n_chunks=1, cnp.ndarray scratch=None,
                bint check_cols=False, Py_ssize_t zones=0, Py_ssize_t max_gap_rows=0,

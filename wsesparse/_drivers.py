@@ -304,19 +304,13 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
     """
     if items is None:
         items = max(th.SCATTER_MIN_ITEMS, available_cores())
-    n_rows = len(indptr) - 1
     if (items < 2 or dtype.kind != "f" or nnz * n_tokens < th.SCATTER_ZONE_MIN_WORK
             or n_tokens * dtype.itemsize < th.SCATTER_ZONE_MIN_ROW_BYTES
-            or n_tokens > _scatter.scatter_panel_width(dtype.itemsize)
-            or n_rows < 4 * th.SCATTER_ZONE_SAMPLE_ROWS):
+            or n_tokens > _scatter.scatter_panel_width(dtype.itemsize)):
         return 0
-    limit = n_out // th.SCATTER_ZONE_GAP_SHARE
-    for q in (1, 2, 3):
-        r = n_rows * q // 4
-        window = indices[indptr[r]:indptr[r + th.SCATTER_ZONE_SAMPLE_ROWS]]
-        if window.size and int(window.max()) - int(window.min()) > limit:
-            return 0
-    return items
+    banded = _scatter.banded_sample(indptr, indices, th.SCATTER_ZONE_SAMPLE_ROWS,
+                                    n_out // th.SCATTER_ZONE_GAP_SHARE)
+    return items if banded else 0
 
 
 def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,

@@ -422,3 +422,21 @@ def test_scatter_zones_rule():
         S = _banded(rows, 3, 80, np.float64, np.int32)
         S = sp.csr_array((S.data, S.indices, S.indptr), shape=(rows, 10000))
         assert scatter_zones(S.indptr, S.indices, S.nnz, 10000, 4, f64, items=2) == expected
+
+
+def test_banded_sample_reads_only_valid_windows():
+    """banded_sample (the zones' C-side sample): True for a band, False for random
+    columns or too few rows, and a ValueError (never a read out of bounds) for an
+    indptr past the indices."""
+    n = 4000
+    B = _banded(n, 5, 3, np.float64, np.int64)
+    R = sp.random_array((n, n), density=0.01, format="csr", rng=0)
+    assert _scatter.banded_sample(B.indptr, B.indices, 64, n // 8)
+    assert not _scatter.banded_sample(R.indptr, R.indices, 64, n // 8)
+    assert not _scatter.banded_sample(B.indptr[:200], B.indices, 64, n // 8)  # 199 rows
+    bad = B.indptr.copy()
+    bad[n // 2:] += B.nnz
+    with pytest.raises(ValueError, match="indptr must be valid"):
+        _scatter.banded_sample(bad, B.indices, 64, n // 8)
+    with pytest.raises(TypeError, match="int32 or both int64"):
+        _scatter.banded_sample(B.indptr, B.indices.astype(np.int32), 64, n // 8)
