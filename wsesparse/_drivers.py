@@ -278,16 +278,16 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
                   n_tokens: int, dtype: np.dtype, items: int | None = None) -> int:
     """Zones for a one-chunk scatter (``csr_spmm_t(zones=...)``), or 0.
 
-    Row chunks that sum into the output itself where no other chunk writes:
-    as many as the cores (``items``, at least ``SCATTER_MIN_ITEMS``), for real values in one token panel with
-    rows of at least ``SCATTER_ZONE_MIN_ROW_BYTES`` (narrower ones ran as fast
-    or faster on one thread, 2-core Zen 4), from ``SCATTER_ZONE_MIN_WORK``
-    multiply-adds, where 3 windows of
-    ``SCATTER_ZONE_SAMPLE_ROWS`` rows of B (at a quarter, half and three
-    quarters of its rows) each read column indices within a span of
-    ``n_out / SCATTER_ZONE_GAP_SHARE``: banded matrices, whose chunks write
-    nearly disjoint ranges. Depends on the matrix, the token count and ``items``
-    alone, never on the thread count.
+    Row chunks that sum into the output itself where no other chunk writes: as
+    many as the cores (``items``, at least ``SCATTER_MIN_ITEMS``), for real values
+    in one token panel with rows of at least ``SCATTER_ZONE_MIN_ROW_BYTES``
+    (narrower ones ran as fast or faster on one thread, 2-core Zen 4), from
+    ``SCATTER_ZONE_MIN_WORK`` multiply-adds, where 3 windows of
+    ``SCATTER_ZONE_SAMPLE_ROWS`` rows of B (at a quarter, half and three quarters
+    of its rows; ``_scatter.banded_sample``) each read column indices within a
+    span of ``n_out / SCATTER_ZONE_GAP_SHARE``: banded matrices, whose chunks
+    write nearly disjoint ranges. Depends on the matrix, the token count and
+    ``items`` alone, never on the thread count.
 
     Examples
     --------
