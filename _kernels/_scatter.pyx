@@ -44,11 +44,9 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
                        const value_t* U, value_t* Z, Py_ssize_t k0, Py_ssize_t k1,
                        Py_ssize_t n_out, Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w,
                        bint check_cols) noexcept nogil:
-    """Z[:, t0:t0+w] = B[k0:k1].T @ U[k0:k1, t0:t0+w] (U is n_rows x T, Z n_out x T).
-    With ``check_cols``, each block of rows has its column indices checked
-    against n_out just before it is scattered; returns 1 at the first one out
-    of range (Z then partly written), else 0."""
-    cdef Py_ssize_t j, i = k0
+    """Z[:, t0:t0+w] = B[k0:k1].T @ U[k0:k1, t0:t0+w] (U is n_rows x T, Z n_out x T),
+    checked as in ``_scatter_blocks``."""
+    cdef Py_ssize_t j
     if w == T:
         memset(Z, 0, n_out * T * sizeof(value_t))
     else:
@@ -58,15 +56,26 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
         # One complex column: ws_cscatter1, which checks each index as it goes (cheaper
         # than ws_cscatter's general loop with or without a block check; _tiles_complex.h).
         return _cscatter1(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
-    # Blocks of about CHECK_BLOCK nonzeros (64 short rows for one column, as
-    # the SpMV's: _tiles_base.h), checked or not: one copy of the scatter loop
-    # (a second, inlined for the unchecked case, ran float32 x @ W 1.3-1.6x
-    # slower; scratch A/B).
+    return _scatter_blocks(indptr, indices, data, U, Z, k0, k1, n_out, T, t0, w, check_cols)
+
+
+cdef int _scatter_blocks(const index_t* indptr, const index_t* indices, const value_t* data,
+                         const value_t* U, value_t* Z, Py_ssize_t k0, Py_ssize_t k1,
+                         Py_ssize_t n_out, Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w,
+                         bint check_cols, const _Zone* zone=NULL) noexcept nogil:
+    """Z[:, t0:t0+w] += B[k0:k1].T @ U[k0:k1, t0:t0+w] (by ``zone``, if given) in
+    blocks of about CHECK_BLOCK nonzeros (64 short rows for one column, as the
+    SpMV's: _tiles_base.h); with ``check_cols`` each block's column indices are
+    checked against n_out just before it is scattered: 1 at the first one out of
+    range (Z then partly written), else 0. One copy of the scatter loop, checked
+    or not (a second, inlined for the unchecked case, ran float32 x @ W 1.3-1.6x
+    slower; scratch A/B)."""
+    cdef Py_ssize_t j, i = k0
     while i < k1:
         j = _row_block_end(indptr, i, k1) if T == 1 else _block_end(indptr, i, k1)
         if check_cols and _out_of_range(indices, indptr[i], indptr[j], n_out):
             return 1
-        _scatter_rows(indptr, indices, data, U, Z, i, j, T, t0, w)
+        _scatter_rows(indptr, indices, data, U, Z, i, j, T, t0, w, zone)
         i = j
     return 0
 
@@ -204,11 +213,9 @@ cdef int _zone_chunk(const index_t* indptr, const index_t* indices, const value_
                      Py_ssize_t n_out, Py_ssize_t T) noexcept nogil:
     """One chunk of ``_scatter_zoned`` (rows k0:k1 of B, indices within [lo, hi],
     exclusive zone [exl, exh], its copy ``sc`` of rows lo..hi): clear the zone in Z
-    and the rest of the copy, then scatter. Returns how many of its blocks held an
-    index out of range (none, once the spans are checked)."""
+    and the rest of the copy, then scatter. Returns 1 if one of its blocks held an
+    index out of range (none, once the spans are checked), else 0."""
     cdef _Zone zone
-    cdef Py_ssize_t k = k0, k2
-    cdef int touched = 0
     if exl <= exh:
         memset(Z + exl * T, 0, (exh - exl + 1) * T * sizeof(value_t))
         memset(sc, 0, (exl - lo) * T * sizeof(value_t))
@@ -219,16 +226,10 @@ cdef int _zone_chunk(const index_t* indptr, const index_t* indices, const value_
     zone.s_lo = lo
     zone.ex_lo = exl
     zone.ex_n = exh - exl + 1 if exl <= exh else 0
-    # In blocks, each block's indices read just before it is scattered, as
-    # _scatter_item's check does: without that read one thread took 1.3x the time
-    # (Poisson 1000^2; docs/tuning.md, "Transposed products (scatter) and copies").
-    while k < k1:
-        k2 = _row_block_end(indptr, k, k1) if T == 1 else _block_end(indptr, k, k1)
-        touched += _out_of_range(indices, indptr[k], indptr[k2], n_out)
-        _scatter_rows(indptr, indices, data, U, Z, k, k2, T, 0, T, &zone)
-        k = k2
-    return touched
-
+    # Checked blocks: each block's indices read just before it is scattered. Without
+    # that read one thread took 1.3x the time (Poisson 1000^2; docs/tuning.md,
+    # "Transposed products (scatter) and copies").
+    return _scatter_blocks(indptr, indices, data, U, Z, k0, k1, n_out, T, 0, T, True, &zone)
 
 cdef int _scatter_zoned(const index_t* indptr, const index_t* indices, const value_t* data,
                         const value_t* U, value_t* Z, const int64_t* b, Py_ssize_t K,
@@ -488,6 +489,6 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
                                  n_rows, n_out, T, n_threads, check_cols, max_gap,
                                  max_zone_bytes, &gap)
         free(b)
-    if gap_rows is not None:
-        (<int64_t*>cnp.PyArray_DATA(gap_rows))[0] = gap if bad == 0 and max_gap >= 0 else -1
+    if gap_rows is not None:  # (gap: -1 unless the zones ran)
+        (<int64_t*>cnp.PyArray_DATA(gap_rows))[0] = gap if bad == 0 else -1
     return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
