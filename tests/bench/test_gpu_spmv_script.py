@@ -1,7 +1,9 @@
-"""benchmarks/gpu_spmv.py without a GPU: the variant kernels it compiles (a stand-in cupy
-records the RawModule asked for) and their swap into wsesparse.gpu; the timing itself
-needs a device."""
+"""benchmarks/gpu_spmv.py and gpu_spmv_vec.py without a GPU: the variant kernels they
+compile (a stand-in cupy records the RawModule asked for; nvcc where installed) and their
+swap into wsesparse.gpu; the timing itself needs a device."""
 
+import shutil
+import subprocess
 import sys
 import types
 
@@ -53,3 +55,21 @@ def test_kernels_are_swapped_in_and_restored_even_on_an_error():
         assert _module.kernel is len
         raise RuntimeError("a failed launch")
     assert _module.kernel is shipped
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) not installed")
+def test_vector_load_prototype_compiles_with_nvcc(tmp_path):
+    # benchmarks/gpu_spmv_vec.py's kernel, every instantiation it asks NVRTC for, for sm_90
+    from benchmarks import gpu_spmv_vec
+    lines = [gpu_spmv_vec.SOURCE]
+    for expr in gpu_spmv_vec.names():
+        t = expr.partition("<")[2].split(",")[0]
+        lines.append(f"template __global__ void {expr}(const int*, const int*, const {t}*, "
+                     f"const {t}*, {t}*, int);")
+    src = tmp_path / "vec.cu"
+    src.write_text("\n".join(lines) + "\n")
+    res = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-o",
+                          str(tmp_path / "vec.cubin"), str(src)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(gpu_spmv_vec.names()) == 2 * len(gpu_spmv_vec.UNROLLS)
