@@ -23,8 +23,8 @@ from _types cimport index_t, value_t
 cnp.import_array()
 
 # Transposed products: token panels of WS_SCATTER_PANEL_BYTES (_tiles_scatter.h: 128
-# with AVX, 64 without) per sweep over the matrix, a whole token row wherever one-shot
-# products scatter (SCATTER_MAX_BYTES).
+# with AVX, 64 without) per sweep over the matrix: one-shot products scatter one panel,
+# or two (SCATTER_MAX_PANELS, wsesparse.matmul._scatter_ok).
 cdef extern from "_axpy_tiles.h":
     const int WS_SCATTER_PANEL_BYTES
 

@@ -47,10 +47,10 @@ WS_DEFINE_ZONE(double)
 #if WS_HAVE_VEC
 /* The scatter's vectors: 32 bytes with AVX (AVX-512 builds too), up to four of them
  * per 128-byte panel; without AVX (the portable build) the 16-byte tile vectors, four
- * per 64-byte panel. A panel is a whole token row wherever one-shot products scatter
- * (SCATTER_MAX_BYTES): two 64-byte panels swept the matrix twice, and on two threads
- * they wrote the same cache lines of Z wherever its rows were not on 64-byte lines
- * (docs/tuning.md, "Transposed products (scatter) and copies"). 32-byte generic
+ * per 64-byte panel. A panel is a whole token row of 128 bytes or less: two 64-byte
+ * panels swept the matrix twice, and on two threads they wrote the same cache lines of
+ * Z wherever its rows were not on 64-byte lines (docs/tuning.md, "Transposed products
+ * (scatter) and copies"; one-shot products scatter two panels only into Z on lines). 32-byte generic
  * vectors have no registers without AVX (_tiles_base.h, "Without AVX"): dense @ CSR
  * of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and scipy's 5.9
  * (docs/tuning.md, "Portable build"). Every element of Z is summed in storage order

@@ -385,7 +385,7 @@ class PreparedDispatch:
 
 class DenseTimesSparse:
     """Z = X @ W (activations times weights), W scipy CSR: one-shot by scatter while a
-    token row takes at most SCATTER_MAX_BYTES (32 float32 tokens), by transposing W
+    token row fits one panel (32 float32 tokens: SCATTER_MAX_PANELS), by transposing W
     beyond; prepared: the cached transpose. 4 and 12 tokens end in a part vector (the
     scatter's remainder steps), 24 and 32 take one 128-byte panel (docs/tuning.md,
     "Transposed products (scatter) and copies")."""
@@ -404,6 +404,25 @@ class DenseTimesSparse:
 
     def time_dense_times_prepared(self, n_tokens, dtype):
         sparse_matmul(self.Xt, self.P)
+
+
+class DenseTimesSparseTwoPanels:
+    """Z = X @ W one-shot with token rows of two scatter panels (48 and 64 float32 tokens,
+    24 and 32 float64), W 16384^2 with about 82 nonzeros per output row: scattered
+    (``matmul._scatter_ok``) where it transposed W before session 23 (docs/tuning.md,
+    "Transposed products (scatter) and copies")."""
+
+    params = ([24, 32, 48, 64], ["float32", "float64"])
+    param_names = ["n_tokens", "dtype"]
+
+    def setup(self, n_tokens, dtype):
+        if n_tokens > 32 and dtype == "float64":
+            raise NotImplementedError   # (three panels: transposed; asv skips the point)
+        self.W = random_csr(16384, 16384, 0.005, dtype)
+        self.Xt = _transposed_dense(16384, n_tokens, dtype)
+
+    def time_dense_times_sparse(self, n_tokens, dtype):
+        sparse_matmul(self.Xt, self.W)
 
 
 class BandedCSCTimesDense:

@@ -143,3 +143,35 @@ def test_release_is_public_and_takes_no_arguments():
     with pytest.raises(TypeError):
         _runtime.empty_pooled((4,), "not a dtype")
     assert get_handler_name(np.empty(POOL_MIN // 8)) != POOL_NAME  # handler restored
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+@pytest.mark.parametrize("shape, dtype", [((7, 5), np.float32), ((33,), np.complex128),
+                                          ((0, 3), np.float64), ((3, 40, 9), np.float64)])
+def test_aligned_outputs_start_on_a_line(monkeypatch, pooled, shape, dtype):
+    """empty_output(aligned=True): a writeable C-contiguous array on a 64-byte line, from
+    the pool's allocator, or (WSESPARSE_OUTPUT_POOL=0) a view of a numpy buffer."""
+    from wsesparse import _outputs
+    monkeypatch.setattr(_outputs, "_POOLED", pooled)
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    for _ in range(4):
+        Y = _outputs.empty_output(shape, dtype, nbytes, aligned=True)
+        assert Y.shape == shape and Y.dtype == dtype and Y.flags.c_contiguous
+        assert Y.flags.writeable and Y.nbytes == nbytes
+        assert Y.__array_interface__["data"][0] % 64 == 0 or Y.size == 0
+        assert (get_handler_name(Y if Y.base is None else Y.base) == POOL_NAME) == pooled
+        Y[...] = 1
+        assert (Y == 1).all()
+
+
+def test_scatter_results_start_on_a_line():
+    """One-shot transposed products (the scatter) return results on 64-byte lines: two
+    panels of a row go to two threads (docs/tuning.md, "Transposed products")."""
+    rng = np.random.default_rng(2)
+    W = sp.random(70, 90, density=0.3, format="csr", random_state=2)
+    for n in (1, 3, 8):
+        X = rng.standard_normal((n, 70))
+        Z = sparse_matmul(X, W)
+        np.testing.assert_allclose(Z, X @ W, rtol=1e-12, atol=1e-12)
+        assert Z.__array_interface__["data"][0] % 64 == 0

@@ -16,6 +16,7 @@ from wsesparse import _thresholds as th
 from wsesparse._checks import csr_error_message
 from wsesparse._hardware import HardwareProfile, available_cores, current, l3_panel_bytes
 from wsesparse._kernels import _csr_tools, _scatter, _spmm
+from wsesparse._outputs import empty_output
 from wsesparse._threads import resolve_n_threads
 
 # Work of a row beyond its nonzeros when rows are split among threads (the
@@ -323,7 +324,9 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     Row chunks by ``scatter_chunks``; where it gives one, zones by ``scatter_zones``."""
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
     chunks = scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
-    scratch = np.empty((chunks - 1,) + Y.shape, dtype=Y.dtype) if chunks > 1 else None
+    # (on a line, as the result: two panels of one copy go to two threads)
+    scratch = (empty_output((chunks - 1,) + Y.shape, Y.dtype,
+                            (chunks - 1) * Y.nbytes, aligned=True) if chunks > 1 else None)
     zones = (scatter_zones(indptr, indices, nnz, shape[1], n_tokens, X.dtype)
              if chunks == 1 else 0)
     threads = resolve_n_threads(n_threads, nnz * n_tokens + shape[1], idle_rule=True)

@@ -17,7 +17,7 @@ from wsesparse._hardware import HardwareProfile, available_cores
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
 from wsesparse._threads import resolve_n_threads
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _scatter, _spmm
 from wsesparse.csr import CSR
 
 Method = Literal["auto", "sparse", "dense"]
@@ -162,10 +162,11 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         are bitwise identical for every thread count on the sparse path.
         (Between a one-shot and a prepared operand they may differ in the
         last bits for ``X @ W`` with ``W`` in CSR, or a CSC operand times
-        ``X``, when a token row takes at most ``SCATTER_MAX_BYTES`` = 128: the
-        one-shot product then scatters from the stored arrays instead of
-        transposing them, which sums in another order; its row chunks follow the
-        cores this process may run on and the L2 size, not the thread count.)
+        ``X``, where the one-shot product scatters from the stored arrays
+        instead of transposing them (a token row of at most 128 bytes, or 256
+        with many nonzeros per output row: docs/cpu_kernels.md), which sums in
+        another order; its row chunks follow the cores this process may run on
+        and the L2 size, not the thread count.)
     method : {"auto", "sparse", "dense"}, default "auto"
         "sparse" always uses the AXPY kernels; "dense" densifies the sparse
         operand and calls BLAS; "auto" uses dense BLAS only when the density
@@ -291,7 +292,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
     X = contiguous_operand(D.T if transpose else D, dtype, n_threads)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
-    scatter_ok = n_tokens * dtype.itemsize <= th.SCATTER_MAX_BYTES
+    scatter_ok = _scatter_ok(S, res_shape[-1] if transpose else res_shape[0], n_tokens,
+                             dtype)
     # A scipy CSR used transposed or CSC used as it is, for a scatter: its own
     # arrays, indptr checked here, the column indices by the kernel as it goes.
     plain = _scatter_arrays(S, transpose, dtype) if scatter_ok and method != "dense" else None
@@ -304,11 +306,13 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         # read back indices it had overwritten, out of bounds)
         sparse_arrays = (csr.indptr, csr.indices, csr.data) if plain is None else plain[:3]
         overlaps = any(np.may_share_memory(out, a) for a in (D, *sparse_arrays))
-        if view.flags.c_contiguous and not overlaps:
+        if (view.flags.c_contiguous and not overlaps
+                and (plain is None and not scatter or _on_lines(view, n_tokens))):
             target = view  # the kernel writes straight into out
     if target is None:
         target = empty_output(res_shape[::-1] if transpose else res_shape, dtype,
-                              array_nbytes(res_shape, dtype))
+                              array_nbytes(res_shape, dtype),
+                              aligned=plain is not None or scatter)
 
     if plain is not None:
         scatter_into(*plain, X, target, n_threads, check_cols=True, name=sparse_name)
@@ -329,6 +333,55 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
             out[...] = result
         return out
     return _wrap(result, S, dense_in)
+
+
+def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
+    """Whether a one-shot transposed product (X @ W_csr, W_csc @ X) scatters from the
+    stored arrays instead of transposing them. In one token panel, always. In two
+    128-byte panels (AVX builds; real values; docs/tuning.md, "Transposed products
+    (scatter) and copies"), where the transpose costs most next to two sweeps: at least
+    ``SCATTER2_MIN_NNZ_PER_ROW`` nonzeros per output row, a last panel of at least a
+    quarter of a panel's columns (one column took a whole second sweep) and a result of
+    at most ``SCATTER2_L3_SHARE`` of L3 (the sweeps read and write it at random). In
+    two of the portable build's 64-byte panels, always (its limit before, 128 bytes)."""
+    panels = scatter_panels(n_tokens, dtype)
+    if panels <= 1:
+        return True
+    if panels > th.SCATTER_MAX_PANELS:
+        return False
+    width = _scatter.scatter_panel_width(dtype.itemsize)
+    if width * dtype.itemsize < 128:   # the portable build's 64-byte panels: as before
+        return True
+    if dtype.kind == "c":
+        return False
+    return (_stored(S) >= th.SCATTER2_MIN_NNZ_PER_ROW * n_out
+            and 4 * (n_tokens - width) >= width
+            and n_out * n_tokens * dtype.itemsize * th.SCATTER2_L3_SHARE
+            <= _hardware.current().l3_bytes)
+
+
+def _stored(S) -> int:
+    """Entries of a compressed operand (``indptr[-1]``; its structure is checked later),
+    else 0: the scatter reads only those (``S.nnz`` of a corrupt COO raises scipy's
+    message before ours)."""
+    indptr = getattr(S, "indptr", None)
+    return int(indptr[-1]) if isinstance(indptr, np.ndarray) and indptr.size else 0
+
+
+def scatter_panels(n_tokens: int, dtype: np.dtype) -> int:
+    """Token panels (sweeps over the sparse operand) of a scatter of ``n_tokens``
+    columns of ``dtype``: one per ``_scatter.scatter_panel_width`` (128 bytes with AVX,
+    64 without)."""
+    return -(-n_tokens // _scatter.scatter_panel_width(dtype.itemsize))
+
+
+def _on_lines(Z: np.ndarray, n_tokens: int) -> bool:
+    """Whether a scatter may write straight into the C-contiguous ``Z``: it sweeps one
+    panel, or Z's rows start on 64-byte lines (else the threads of two panels write
+    the same lines; docs/tuning.md, "Transposed products (scatter) and copies")."""
+    if scatter_panels(n_tokens, Z.dtype) <= 1:
+        return True
+    return Z.__array_interface__["data"][0] % 64 == 0 and Z.strides[0] % 64 == 0
 
 
 _SCIPY_CSR_TYPES = (sp.csr_matrix, sp.csr_array)

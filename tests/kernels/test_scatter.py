@@ -14,6 +14,7 @@ from wsesparse._kernels import _scatter, _spmm
 from wsesparse._kernels._csr_tools import CSR_BAD_INDEX, CSR_OK
 from wsesparse import _thresholds as th
 from wsesparse._drivers import scatter_chunks
+from wsesparse.matmul import _scatter_ok
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -92,28 +93,64 @@ def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
     for got in (sparse_matmul(X, A), sparse_matmul(At, X.T).T):
         assert got.dtype == np.dtype(dtype) and got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
-        if (n_tokens or 1) * np.dtype(dtype).itemsize <= th.SCATTER_MAX_BYTES:
+        if _scatter_ok(A, A.shape[1], n_tokens or 1, np.dtype(dtype)):
             assert got.T.tobytes(order="A") == ref.tobytes(), "not the scatter kernel's sums"
 
 
 def test_one_shot_transposed_products_do_not_transpose(monkeypatch):
-    """While a token row takes at most SCATTER_MAX_BYTES, X @ W (W CSR) and W_csc @ X
-    never build a transpose; beyond, they do (and agree with scipy either way)."""
-    W = sp.random(60, 50, density=0.2, format="csr", random_state=3)
+    """In one token panel, X @ W (W CSR) and W_csc @ X never build a transpose; in two,
+    only where _scatter_ok says so (many nonzeros per output row, a last panel of a
+    quarter of a panel or more, real values); beyond, they do. All agree with scipy."""
     rng = np.random.default_rng(3)
     calls = []
     real_T = CSR.T
     monkeypatch.setattr(CSR, "T", property(lambda self: calls.append(1) or real_T.fget(self)))
-    n_max = th.SCATTER_MAX_BYTES // 8  # float64
-    for n in (1, 8, n_max):
-        X = rng.standard_normal((n, 60))
+    width = _scatter.scatter_panel_width(8)   # float64
+
+    def check(W, n, transposes):
+        calls.clear()
+        X = rng.standard_normal((n, W.shape[0])).astype(W.dtype)
         np.testing.assert_allclose(sparse_matmul(X, W), X @ W, rtol=1e-12, atol=1e-12)
-        Xc = rng.standard_normal((50, n))
-        np.testing.assert_allclose(sparse_matmul(W.tocsc(), Xc), W @ Xc, rtol=1e-12, atol=1e-12)
-    assert calls == []
-    X = rng.standard_normal((n_max + 1, 60))
-    np.testing.assert_allclose(sparse_matmul(X, W), X @ W, rtol=1e-12, atol=1e-12)
-    assert calls == [1]
+        Xc = rng.standard_normal((W.shape[0], n)).astype(W.dtype)
+        C = sp.csc_array((W.data, W.indices, W.indptr), shape=W.shape[::-1])   # W.T as CSC
+        np.testing.assert_allclose(sparse_matmul(C, Xc), C @ Xc, rtol=1e-12, atol=1e-12)
+        assert calls == ([1, 1] if transposes else []), (W.nnz, W.shape, n)
+
+    portable = width * 8 < 128     # 64-byte panels: two always scatter, as before
+    sparse_rows = sp.random(60, 50, density=0.2, format="csr", random_state=3)
+    for n in (1, 8, width):
+        check(sparse_rows, n, False)
+    check(sparse_rows, width + 1, not portable)            # two panels, 12 per output row
+    dense_rows = sp.random(80, 50, density=0.9, format="csr", random_state=3)  # 72 per row
+    check(dense_rows, width + width // 4, False)           # two panels: scattered
+    check(dense_rows, 2 * width, False)
+    check(dense_rows, width + 1, not portable)             # a last panel of one column
+    check(dense_rows, 2 * width + 1, True)                 # three panels
+    check(dense_rows.astype(np.complex128), width // 2 + width // 8, not portable)  # complex
+
+
+def test_two_panel_scatter_writes_out_on_lines_only(monkeypatch):
+    """A two-panel scatter writes straight into an ``out`` whose rows start on 64-byte
+    lines (its panels' threads would share lines otherwise), and through a temporary
+    into any other; the result is the same either way."""
+    import wsesparse.matmul as mm
+    W = sp.random(120, 90, density=0.9, format="csr", random_state=4)
+    n = _scatter.scatter_panel_width(8) * 2
+    X = np.random.default_rng(4).standard_normal((n, 120))
+    ref = sparse_matmul(X, W)
+    assert mm._scatter_ok(W, 90, n, np.dtype(np.float64))
+    seen = []
+    real = mm.scatter_into
+    monkeypatch.setattr(mm, "scatter_into", lambda *a, **k: seen.append(a[6]) or real(*a, **k))
+    buf = np.empty(n * 90 * 8 + 128, dtype=np.uint8)
+    start = -buf.__array_interface__["data"][0] % 64
+    for off, direct in ((0, True), (8, False), (32, False)):
+        out = np.ndarray((90, n), np.float64, buf[start + off:start + off + n * 90 * 8]).T
+        seen.clear()
+        assert sparse_matmul(X, W, out=out) is out
+        assert out.tobytes(order="F") == ref.tobytes(order="F")
+        assert np.may_share_memory(seen[0], out) == direct, off
+    assert ref.T.__array_interface__["data"][0] % 64 == 0      # its own result: on a line
 
 
 def test_scatter_kernel_rejects_bad_operands():
