@@ -12,7 +12,7 @@ from wsesparse import _thresholds as th
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, product_shape, result_dtype)
-from wsesparse._drivers import contiguous_operand, product_into, scatter_into
+from wsesparse._drivers import contiguous_operand, product_into, scatter_chunks, scatter_into
 from wsesparse._hardware import HardwareProfile, available_cores
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
@@ -342,8 +342,10 @@ def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
     (scatter) and copies"), where the transpose costs most next to two sweeps: at least
     ``SCATTER2_MIN_NNZ_PER_ROW`` nonzeros per output row, a last panel of at least a
     quarter of a panel's columns (one column took a whole second sweep) and a result of
-    at most ``SCATTER2_L3_SHARE`` of L3 (the sweeps read and write it at random). In
-    two of the portable build's 64-byte panels, always (its limit before, 128 bytes)."""
+    at most ``SCATTER2_L3_SHARE`` of L3 (the sweeps read and write it at random), and
+    only where its row chunks (``scatter_chunks``) give each core a panel to sweep: a
+    16-core machine with a result beyond two L2s would run it on two. In two of the
+    portable build's 64-byte panels, always (its limit before, 128 bytes)."""
     panels = scatter_panels(n_tokens, dtype)
     if panels <= 1:
         return True
@@ -354,10 +356,14 @@ def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
         return True
     if dtype.kind == "c":
         return False
-    return (_stored(S) >= th.SCATTER2_MIN_NNZ_PER_ROW * n_out
-            and 4 * (n_tokens - width) >= width
-            and n_out * n_tokens * dtype.itemsize * th.SCATTER2_L3_SHARE
-            <= _hardware.current().l3_bytes)
+    nnz = _stored(S)
+    if (nnz < th.SCATTER2_MIN_NNZ_PER_ROW * n_out or 4 * (n_tokens - width) < width
+            or n_out * n_tokens * dtype.itemsize * th.SCATTER2_L3_SHARE
+            > _hardware.current().l3_bytes):
+        return False
+    # Every core needs a work item (a panel of a row chunk), as in the transposed product.
+    items = max(th.SCATTER_MIN_ITEMS, available_cores())
+    return panels * scatter_chunks(nnz, n_out, n_tokens, dtype.itemsize, items) >= items
 
 
 def _stored(S) -> int:

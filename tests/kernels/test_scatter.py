@@ -477,3 +477,33 @@ def test_banded_sample_reads_only_valid_windows():
         _scatter.banded_sample(bad, B.indices, 64, n // 8)
     with pytest.raises(TypeError, match="int32 or both int64"):
         _scatter.banded_sample(B.indptr, B.indices.astype(np.int32), 64, n // 8)
+
+
+@pytest.mark.parametrize("cores, n_out, expected", [
+    (2, 4096, True),        # two panels: two work items for two cores
+    (16, 4096, True),       # a 1 MB result: 8 row chunks x 2 panels for 16 cores
+    (16, 16384, False),     # a 4 MB result (beyond two L2s): one chunk, 2 of 16 cores
+    (2, 65536, False),      # a 16 MB result: beyond a quarter of L3
+])
+def test_two_panel_scatter_rule(monkeypatch, cores, n_out, expected):
+    """_scatter_ok for two 128-byte panels on a machine described to it (1 MB L2, 32 MB
+    L3, ``cores`` cores): 64 float32 tokens, 100 nonzeros per output row."""
+    import wsesparse._drivers as drivers
+    import wsesparse.matmul as mm
+    from wsesparse._hardware import HardwareProfile
+    if _scatter.scatter_panel_width(4) * 4 < 128:
+        pytest.skip("the portable build's 64-byte panels keep the old rule")
+    hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=32 << 20, vector_bytes=64)
+    monkeypatch.setattr(drivers, "current", lambda: hw)
+    monkeypatch.setattr(mm._hardware, "current", lambda: hw)
+    monkeypatch.setattr(mm, "available_cores", lambda: cores)
+    monkeypatch.setattr(drivers, "available_cores", lambda: cores)
+
+    class Stored:   # what _scatter_ok reads of the operand: indptr[-1]
+        indptr = np.array([0, 100 * n_out])
+    f32 = np.dtype(np.float32)
+    assert mm._scatter_ok(Stored, n_out, 64, f32) is expected
+    assert mm._scatter_ok(Stored, n_out, 32, f32)                 # one panel: always
+    assert not mm._scatter_ok(Stored, n_out, 33, f32)             # a one-column last panel
+    Stored.indptr = np.array([0, 63 * n_out])
+    assert not mm._scatter_ok(Stored, n_out, 64, f32)             # 63 per output row
