@@ -359,7 +359,7 @@ def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
     nnz = _stored(S)
     if (nnz < th.SCATTER2_MIN_NNZ_PER_ROW * n_out or 4 * (n_tokens - width) < width
             or n_out * n_tokens * dtype.itemsize * th.SCATTER2_L3_SHARE
-            > _hardware.current().l3_bytes):
+            > (_hardware.current().l3_bytes or th.STREAM_DEFAULT_L3_BYTES)):
         return False
     # Every core needs a work item (a panel of a row chunk), as in the transposed product.
     items = max(th.SCATTER_MIN_ITEMS, available_cores())
@@ -371,7 +371,10 @@ def _stored(S) -> int:
     else 0: the scatter reads only those (``S.nnz`` of a corrupt COO raises scipy's
     message before ours)."""
     indptr = getattr(S, "indptr", None)
-    return int(indptr[-1]) if isinstance(indptr, np.ndarray) and indptr.size else 0
+    if (not isinstance(indptr, np.ndarray) or indptr.ndim != 1 or not indptr.size
+            or indptr.dtype.kind not in "iu"):
+        return 0    # (a malformed indptr: the checks after this name it)
+    return int(indptr[-1])
 
 
 def scatter_panels(n_tokens: int, dtype: np.dtype) -> int:
@@ -383,11 +386,12 @@ def scatter_panels(n_tokens: int, dtype: np.dtype) -> int:
 
 def _on_lines(Z: np.ndarray, n_tokens: int) -> bool:
     """Whether a scatter may write straight into the C-contiguous ``Z``: it sweeps one
-    panel, or Z's rows start on 64-byte lines (else the threads of two panels write
-    the same lines; docs/tuning.md, "Transposed products (scatter) and copies")."""
+    panel, or Z starts on a 64-byte line as the result it would make instead does (else
+    the threads of two panels write the same lines wherever rows of a line multiple
+    would; docs/tuning.md, "Transposed products (scatter) and copies")."""
     if scatter_panels(n_tokens, Z.dtype) <= 1:
         return True
-    return Z.__array_interface__["data"][0] % 64 == 0 and Z.strides[0] % 64 == 0
+    return Z.__array_interface__["data"][0] % 64 == 0
 
 
 _SCIPY_CSR_TYPES = (sp.csr_matrix, sp.csr_array)

@@ -97,10 +97,24 @@ def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
             assert got.T.tobytes(order="A") == ref.tobytes(), "not the scatter kernel's sums"
 
 
+def _describe_machine(monkeypatch, cores: int):
+    """This process as a machine of ``cores`` cores, 1 MB L2 and 32 MB L3 for the scatter
+    rules (``_scatter_ok``, ``scatter_chunks``), whatever it runs on."""
+    import wsesparse._drivers as drivers
+    import wsesparse.matmul as mm
+    from wsesparse._hardware import HardwareProfile
+    hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=32 << 20, vector_bytes=64)
+    monkeypatch.setattr(drivers, "current", lambda: hw)
+    monkeypatch.setattr(mm._hardware, "current", lambda: hw)
+    monkeypatch.setattr(mm, "available_cores", lambda: cores)
+    monkeypatch.setattr(drivers, "available_cores", lambda: cores)
+
+
 def test_one_shot_transposed_products_do_not_transpose(monkeypatch):
     """In one token panel, X @ W (W CSR) and W_csc @ X never build a transpose; in two,
     only where _scatter_ok says so (many nonzeros per output row, a last panel of a
     quarter of a panel or more, real values); beyond, they do. All agree with scipy."""
+    _describe_machine(monkeypatch, 2)
     rng = np.random.default_rng(3)
     calls = []
     real_T = CSR.T
@@ -134,6 +148,7 @@ def test_two_panel_scatter_writes_out_on_lines_only(monkeypatch):
     lines (its panels' threads would share lines otherwise), and through a temporary
     into any other; the result is the same either way."""
     import wsesparse.matmul as mm
+    _describe_machine(monkeypatch, 2)
     W = sp.random(120, 90, density=0.9, format="csr", random_state=4)
     n = _scatter.scatter_panel_width(8) * 2
     X = np.random.default_rng(4).standard_normal((n, 120))
@@ -144,7 +159,7 @@ def test_two_panel_scatter_writes_out_on_lines_only(monkeypatch):
     monkeypatch.setattr(mm, "scatter_into", lambda *a, **k: seen.append(a[6]) or real(*a, **k))
     buf = np.empty(n * 90 * 8 + 128, dtype=np.uint8)
     start = -buf.__array_interface__["data"][0] % 64
-    for off, direct in ((0, True), (8, False), (32, False)):
+    for off, direct in ((0, True), (8, False), (32, False)):   # (rows of 256 bytes)
         out = np.ndarray((90, n), np.float64, buf[start + off:start + off + n * 90 * 8]).T
         seen.clear()
         assert sparse_matmul(X, W, out=out) is out
@@ -488,16 +503,10 @@ def test_banded_sample_reads_only_valid_windows():
 def test_two_panel_scatter_rule(monkeypatch, cores, n_out, expected):
     """_scatter_ok for two 128-byte panels on a machine described to it (1 MB L2, 32 MB
     L3, ``cores`` cores): 64 float32 tokens, 100 nonzeros per output row."""
-    import wsesparse._drivers as drivers
     import wsesparse.matmul as mm
-    from wsesparse._hardware import HardwareProfile
     if _scatter.scatter_panel_width(4) * 4 < 128:
         pytest.skip("the portable build's 64-byte panels keep the old rule")
-    hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=32 << 20, vector_bytes=64)
-    monkeypatch.setattr(drivers, "current", lambda: hw)
-    monkeypatch.setattr(mm._hardware, "current", lambda: hw)
-    monkeypatch.setattr(mm, "available_cores", lambda: cores)
-    monkeypatch.setattr(drivers, "available_cores", lambda: cores)
+    _describe_machine(monkeypatch, cores)
 
     class Stored:   # what _scatter_ok reads of the operand: indptr[-1]
         indptr = np.array([0, 100 * n_out])
@@ -507,3 +516,18 @@ def test_two_panel_scatter_rule(monkeypatch, cores, n_out, expected):
     assert not mm._scatter_ok(Stored, n_out, 33, f32)             # a one-column last panel
     Stored.indptr = np.array([0, 63 * n_out])
     assert not mm._scatter_ok(Stored, n_out, 64, f32)             # 63 per output row
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_a_malformed_indptr_gets_our_message_in_two_panels(side):
+    """The two-panel rule reads indptr[-1] before the structure checks: a 2-D, empty or
+    float indptr still gets the library's message, not numpy's."""
+    n = _scatter.scatter_panel_width(8) * 2       # two panels of float64
+    for bad in (lambda p: p.reshape(1, -1), lambda p: p[:0], lambda p: p.astype(float)):
+        W = sp.random(100, 50, density=0.9, format="csr", random_state=5)
+        W.indptr = bad(W.indptr)
+        with pytest.raises((ValueError, TypeError), match="indptr"):
+            if side == "left":
+                sparse_matmul(np.ones((n, 100)), W)
+            else:
+                sparse_matmul(W, np.ones((50, n)))
