@@ -50,11 +50,11 @@ WS_DEFINE_ZONE(double)
  * per 64-byte panel. A panel is a whole token row of 128 bytes or less: two 64-byte
  * panels swept the matrix twice, and on two threads they wrote the same cache lines of
  * Z wherever its rows were not on 64-byte lines (docs/tuning.md, "Transposed products
- * (scatter) and copies"; one-shot products scatter two panels only into Z on lines). 32-byte generic
- * vectors have no registers without AVX (_tiles_base.h, "Without AVX"): dense @ CSR
- * of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and scipy's 5.9
- * (docs/tuning.md, "Portable build"). Every element of Z is summed in storage order
- * either way (within a chunk). */
+ * (scatter) and copies"; one-shot products scatter two panels only into Z on lines).
+ * 32-byte generic vectors have no registers without AVX (_tiles_base.h, "Without
+ * AVX"): dense @ CSR of 8 float64 tokens took 16.6 ns a nonzero against 3.4 native and
+ * scipy's 5.9 (docs/tuning.md, "Portable build"). Every element of Z is summed in
+ * storage order either way (within a chunk). */
 #if defined(__AVX__)
 #define WS_SV_float ws_vf
 #define WS_SV_double ws_vd

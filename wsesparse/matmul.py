@@ -346,7 +346,7 @@ def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
     only where its row chunks (``scatter_chunks``) give each core a panel to sweep: a
     16-core machine with a result beyond two L2s would run it on two. In two of the
     portable build's 64-byte panels, always (its limit before, 128 bytes)."""
-    panels = scatter_panels(n_tokens, dtype)
+    panels = _scatter_panels(n_tokens, dtype)
     if panels <= 1:
         return True
     if panels > th.SCATTER_MAX_PANELS:
@@ -377,7 +377,7 @@ def _stored(S) -> int:
     return int(indptr[-1])
 
 
-def scatter_panels(n_tokens: int, dtype: np.dtype) -> int:
+def _scatter_panels(n_tokens: int, dtype: np.dtype) -> int:
     """Token panels (sweeps over the sparse operand) of a scatter of ``n_tokens``
     columns of ``dtype``: one per ``_scatter.scatter_panel_width`` (128 bytes with AVX,
     64 without)."""
@@ -389,7 +389,7 @@ def _on_lines(Z: np.ndarray, n_tokens: int) -> bool:
     panel, or Z starts on a 64-byte line as the result it would make instead does (else
     the threads of two panels write the same lines wherever rows of a line multiple
     would; docs/tuning.md, "Transposed products (scatter) and copies")."""
-    if scatter_panels(n_tokens, Z.dtype) <= 1:
+    if _scatter_panels(n_tokens, Z.dtype) <= 1:
         return True
     return Z.__array_interface__["data"][0] % 64 == 0
 
