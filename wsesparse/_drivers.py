@@ -314,6 +314,26 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
     return items if banded else 0
 
 
+def scatter_tokens(n_tokens: int, itemsize: int) -> int:
+    """The token columns a scatter of ``n_tokens`` computes: as many, or, where they take
+    two token panels or more, a row of a multiple of 64 bytes (the panels of a row go
+    to different threads, which would otherwise write the same lines at the panel
+    boundaries; the extra columns are zeros, and the sums of the others keep their
+    bits). 16384^2 with 82-164 nonzeros per row, 2 threads: 40 float32 tokens padded to
+    48 took 0.67 the time (docs/tuning.md, "Transposed products (scatter) and copies").
+
+    Examples
+    --------
+    >>> pw = _scatter.scatter_panel_width(4)
+    >>> scatter_tokens(pw, 4) == pw, scatter_tokens(pw + 8, 4) % 16 == 0
+    (True, True)
+    """
+    row = n_tokens * itemsize
+    if n_tokens <= _scatter.scatter_panel_width(itemsize) or row % 64 == 0:
+        return n_tokens
+    return -(-row // 64) * 64 // itemsize
+
+
 def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                  shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
                  n_threads: int | None, check_cols: bool = False, name: str = "A") -> None:
@@ -321,8 +341,18 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     (n_rows,) or (n_rows, N) and Y (n_cols,) or (n_cols, N) alike, C-contiguous, of
     data's dtype, not overlapping. ``check_cols``: the column indices have not been
     checked; the kernel checks them (ValueError naming ``name`` if one is out of range).
-    Row chunks by ``scatter_chunks``; where it gives one, zones by ``scatter_zones``."""
+    Row chunks by ``scatter_chunks``; where it gives one, zones by ``scatter_zones``;
+    tokens padded by ``scatter_tokens``."""
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
+    padded = scatter_tokens(n_tokens, X.dtype.itemsize)
+    if padded != n_tokens:   # rows to a line multiple: X and Y padded, Y copied back
+        Xp = np.zeros((X.shape[0], padded), dtype=X.dtype)
+        Xp[:, :n_tokens] = X
+        Yp = empty_output((Y.shape[0], padded), Y.dtype, Y.shape[0] * padded * Y.itemsize,
+                          aligned=True)
+        scatter_into(indptr, indices, data, shape, nnz, Xp, Yp, n_threads, check_cols, name)
+        Y[...] = Yp[:, :n_tokens]
+        return
     chunks = scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
     # (on a line, as the result: two panels of one copy go to two threads)
     scratch = (empty_output((chunks - 1,) + Y.shape, Y.dtype,

@@ -12,7 +12,8 @@ from wsesparse import _thresholds as th
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, product_shape, result_dtype)
-from wsesparse._drivers import contiguous_operand, product_into, scatter_chunks, scatter_into
+from wsesparse._drivers import (contiguous_operand, product_into, scatter_chunks, scatter_into,
+                                scatter_tokens)
 from wsesparse._hardware import HardwareProfile, available_cores
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
@@ -363,7 +364,8 @@ def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
         return False
     # Every core needs a work item (a panel of a row chunk), as in the transposed product.
     items = max(th.SCATTER_MIN_ITEMS, available_cores())
-    return panels * scatter_chunks(nnz, n_out, n_tokens, dtype.itemsize, items) >= items
+    padded = scatter_tokens(n_tokens, dtype.itemsize)    # (what scatter_into computes)
+    return panels * scatter_chunks(nnz, n_out, padded, dtype.itemsize, items) >= items
 
 
 def _stored(S) -> int:

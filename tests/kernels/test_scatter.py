@@ -531,3 +531,30 @@ def test_a_malformed_indptr_gets_our_message_in_two_panels(side):
                 sparse_matmul(np.ones((n, 100)), W)
             else:
                 sparse_matmul(W, np.ones((50, n)))
+
+
+@pytest.mark.parametrize("dtype, extra", [(np.float32, 8), (np.float32, 3), (np.float64, 4),
+                                          (np.float64, 9)])
+def test_padded_tokens_keep_the_sums(monkeypatch, dtype, extra):
+    """scatter_into pads rows of two panels to a 64-byte multiple (scatter_tokens): the
+    same bytes as the kernel on the unpadded operands, out untouched on a bad index."""
+    from wsesparse._drivers import scatter_into, scatter_tokens
+    _describe_machine(monkeypatch, 2)
+    itemsize = np.dtype(dtype).itemsize
+    n = _scatter.scatter_panel_width(itemsize) + extra
+    padded = scatter_tokens(n, itemsize)
+    assert padded >= n and (padded * itemsize) % 64 == 0
+    assert (padded == n) == ((n * itemsize) % 64 == 0)
+    B = sp.random(300, 70, density=0.5, format="csr", random_state=6).astype(dtype)
+    X = np.random.default_rng(6).standard_normal((300, n)).astype(dtype)
+    ref = np.empty((70, n), dtype)
+    _scatter.csr_spmm_t(B.indptr, B.indices, B.data, X, ref, 1)
+    Y = np.full((70, n), np.nan, dtype)
+    scatter_into(B.indptr, B.indices, B.data, B.shape, B.nnz, X, Y, None, check_cols=True)
+    assert Y.tobytes() == ref.tobytes()
+    bad = B.indices.copy()
+    bad[-1] = 70
+    Y[...] = 7
+    with pytest.raises(ValueError, match="not below 70"):
+        scatter_into(B.indptr, bad, B.data, B.shape, B.nnz, X, Y, None, check_cols=True)
+    assert (Y == 7).all()
