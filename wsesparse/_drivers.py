@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from wsesparse import _thresholds as th
-from wsesparse._checks import csr_error_message
+from wsesparse._checks import check_array_allocation, csr_error_message
 from wsesparse._hardware import HardwareProfile, available_cores, current, l3_panel_bytes
 from wsesparse._kernels import _csr_tools, _scatter, _spmm
 from wsesparse._outputs import empty_output
@@ -314,22 +314,32 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
     return items if banded else 0
 
 
-def scatter_tokens(n_tokens: int, itemsize: int) -> int:
+def scatter_tokens(n_tokens: int, itemsize: int, nnz: int, n_rows: int) -> int:
     """The token columns a scatter of ``n_tokens`` computes: as many, or, where they take
-    two token panels or more, a row of a multiple of 64 bytes (the panels of a row go
-    to different threads, which would otherwise write the same lines at the panel
-    boundaries; the extra columns are zeros, and the sums of the others keep their
-    bits). 16384^2 with 82-164 nonzeros per row, 2 threads: 40 float32 tokens padded to
-    48 took 0.67 the time (docs/tuning.md, "Transposed products (scatter) and copies").
+    two 128-byte token panels or more and B's ``nnz`` nonzeros read each of X's
+    ``n_rows`` rows ``SCATTER_PAD_MIN_USES`` times on average, a row of a multiple of 64
+    bytes. The panels of a row go to different threads, which would otherwise write the
+    same lines at the panel boundaries; the extra columns are zeros, and the sums of the
+    others keep their bits. The read-count floor keeps the padded copy of X smaller than
+    the work (a tall X with few nonzeros paid 1.6x; helper review, session 23); the
+    portable build's 64-byte panels are not padded (unmeasured there). 16384^2 with
+    82-164 nonzeros per row, 2 threads: 40 float32 tokens padded to 48 took 0.67 the time
+    (docs/tuning.md, "Transposed products (scatter) and copies").
 
     Examples
     --------
     >>> pw = _scatter.scatter_panel_width(4)
-    >>> scatter_tokens(pw, 4) == pw, scatter_tokens(pw + 8, 4) % 16 == 0
-    (True, True)
+    >>> scatter_tokens(pw, 4, 10**6, 1000) == pw      # one panel: as it is
+    True
+    >>> pw * 4 < 128 or scatter_tokens(40, 4, 10**6, 1000) == 48
+    True
+    >>> scatter_tokens(40, 4, 1000, 1000)              # X's rows read once: not padded
+    40
     """
     row = n_tokens * itemsize
-    if n_tokens <= _scatter.scatter_panel_width(itemsize) or row % 64 == 0:
+    width = _scatter.scatter_panel_width(itemsize)
+    if (n_tokens <= width or row % 64 == 0 or width * itemsize < 128
+            or nnz < th.SCATTER_PAD_MIN_USES * n_rows):
         return n_tokens
     return -(-row // 64) * 64 // itemsize
 
@@ -344,8 +354,9 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     Row chunks by ``scatter_chunks``; where it gives one, zones by ``scatter_zones``;
     tokens padded by ``scatter_tokens``."""
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
-    padded = scatter_tokens(n_tokens, X.dtype.itemsize)
+    padded = scatter_tokens(n_tokens, X.dtype.itemsize, nnz, X.shape[0])
     if padded != n_tokens:   # rows to a line multiple: X and Y padded, Y copied back
+        check_array_allocation((X.shape[0], padded), X.dtype, "a padded copy of X")
         Xp = np.zeros((X.shape[0], padded), dtype=X.dtype)
         Xp[:, :n_tokens] = X
         Yp = empty_output((Y.shape[0], padded), Y.dtype, Y.shape[0] * padded * Y.itemsize,

@@ -49,7 +49,8 @@ KB_MIN_SLICE_L2 = 4            # a K x tile slice of X of this many L2s needs bl
 # -- transposed products (scatter) and copies ---------------------------------------
 SCATTER_MAX_PANELS = 2         # one-shot X @ W_csr scatters in at most this many token panels:
 SCATTER2_MIN_NNZ_PER_ROW = 64  # ... two from this many nonzeros per output row ...
-SCATTER2_L3_SHARE = 4          # ... and a result of at most 1/4 of L3 (docs/tuning.md)
+SCATTER2_L3_SHARE = 4          # ... and a result of at most 1/4 of L3 (docs/tuning.md),
+SCATTER_PAD_MIN_USES = 2       # ... rows padded to lines where X's rows are read this often
 SCATTER_MIN_ITEMS = 2          # work items a transposed product aims at: the cores, at least this
 SCATTER_CHUNK_NNZ = 4          # row chunks: at least this many nonzeros per output row per chunk
 SCATTER_SCRATCH_BYTES = 64 << 20  # ... and chunk copies of at most this many bytes

@@ -293,8 +293,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
     X = contiguous_operand(D.T if transpose else D, dtype, n_threads)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
-    scatter_ok = _scatter_ok(S, res_shape[-1] if transpose else res_shape[0], n_tokens,
-                             dtype)
+    scatter_ok = _scatter_ok(S, res_shape[-1] if transpose else res_shape[0], X.shape[0],
+                             n_tokens, dtype)
     # A scipy CSR used transposed or CSC used as it is, for a scatter: its own
     # arrays, indptr checked here, the column indices by the kernel as it goes.
     plain = _scatter_arrays(S, transpose, dtype) if scatter_ok and method != "dense" else None
@@ -336,9 +336,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     return _wrap(result, S, dense_in)
 
 
-def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
+def _scatter_ok(S, n_out: int, n_rows: int, n_tokens: int, dtype: np.dtype) -> bool:
     """Whether a one-shot transposed product (X @ W_csr, W_csc @ X) scatters from the
-    stored arrays instead of transposing them. In one token panel, always. In two
+    stored arrays instead of transposing them (``n_rows``: X's rows, the sparse
+    operand's inner dimension). In one token panel, always. In two
     128-byte panels (AVX builds; real values; docs/tuning.md, "Transposed products
     (scatter) and copies"), where the transpose costs most next to two sweeps: at least
     ``SCATTER2_MIN_NNZ_PER_ROW`` nonzeros per output row, a last panel of at least a
@@ -358,13 +359,13 @@ def _scatter_ok(S, n_out: int, n_tokens: int, dtype: np.dtype) -> bool:
     if dtype.kind == "c":
         return False
     nnz = _stored(S)
+    padded = scatter_tokens(n_tokens, dtype.itemsize, nnz, n_rows)  # (what scatter_into does)
     if (nnz < th.SCATTER2_MIN_NNZ_PER_ROW * n_out or 4 * (n_tokens - width) < width
-            or n_out * n_tokens * dtype.itemsize * th.SCATTER2_L3_SHARE
+            or n_out * padded * dtype.itemsize * th.SCATTER2_L3_SHARE
             > (_hardware.current().l3_bytes or th.STREAM_DEFAULT_L3_BYTES)):
         return False
     # Every core needs a work item (a panel of a row chunk), as in the transposed product.
     items = max(th.SCATTER_MIN_ITEMS, available_cores())
-    padded = scatter_tokens(n_tokens, dtype.itemsize)    # (what scatter_into computes)
     return panels * scatter_chunks(nnz, n_out, padded, dtype.itemsize, items) >= items
 
 

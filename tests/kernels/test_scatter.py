@@ -93,7 +93,7 @@ def test_scatter_every_row_length_and_token_width(dtype, itype, n_tokens):
     for got in (sparse_matmul(X, A), sparse_matmul(At, X.T).T):
         assert got.dtype == np.dtype(dtype) and got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
-        if _scatter_ok(A, A.shape[1], n_tokens or 1, np.dtype(dtype)):
+        if _scatter_ok(A, A.shape[1], A.shape[0], n_tokens or 1, np.dtype(dtype)):
             assert got.T.tobytes(order="A") == ref.tobytes(), "not the scatter kernel's sums"
 
 
@@ -153,7 +153,7 @@ def test_two_panel_scatter_writes_out_on_lines_only(monkeypatch):
     n = _scatter.scatter_panel_width(8) * 2
     X = np.random.default_rng(4).standard_normal((n, 120))
     ref = sparse_matmul(X, W)
-    assert mm._scatter_ok(W, 90, n, np.dtype(np.float64))
+    assert mm._scatter_ok(W, 90, 120, n, np.dtype(np.float64))
     seen = []
     real = mm.scatter_into
     monkeypatch.setattr(mm, "scatter_into", lambda *a, **k: seen.append(a[6]) or real(*a, **k))
@@ -511,11 +511,11 @@ def test_two_panel_scatter_rule(monkeypatch, cores, n_out, expected):
     class Stored:   # what _scatter_ok reads of the operand: indptr[-1]
         indptr = np.array([0, 100 * n_out])
     f32 = np.dtype(np.float32)
-    assert mm._scatter_ok(Stored, n_out, 64, f32) is expected
-    assert mm._scatter_ok(Stored, n_out, 32, f32)                 # one panel: always
-    assert not mm._scatter_ok(Stored, n_out, 33, f32)             # a one-column last panel
+    assert mm._scatter_ok(Stored, n_out, n_out, 64, f32) is expected
+    assert mm._scatter_ok(Stored, n_out, n_out, 32, f32)          # one panel: always
+    assert not mm._scatter_ok(Stored, n_out, n_out, 33, f32)      # a one-column last panel
     Stored.indptr = np.array([0, 63 * n_out])
-    assert not mm._scatter_ok(Stored, n_out, 64, f32)             # 63 per output row
+    assert not mm._scatter_ok(Stored, n_out, n_out, 64, f32)      # 63 per output row
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -537,15 +537,20 @@ def test_a_malformed_indptr_gets_our_message_in_two_panels(side):
                                           (np.float64, 9)])
 def test_padded_tokens_keep_the_sums(monkeypatch, dtype, extra):
     """scatter_into pads rows of two panels to a 64-byte multiple (scatter_tokens): the
-    same bytes as the kernel on the unpadded operands, out untouched on a bad index."""
+    same bytes as the kernel on the unpadded operands, and Y untouched on a bad index
+    (the padded result is copied back only after the kernel succeeded)."""
     from wsesparse._drivers import scatter_into, scatter_tokens
     _describe_machine(monkeypatch, 2)
     itemsize = np.dtype(dtype).itemsize
     n = _scatter.scatter_panel_width(itemsize) + extra
-    padded = scatter_tokens(n, itemsize)
-    assert padded >= n and (padded * itemsize) % 64 == 0
-    assert (padded == n) == ((n * itemsize) % 64 == 0)
     B = sp.random(300, 70, density=0.5, format="csr", random_state=6).astype(dtype)
+    padded = scatter_tokens(n, itemsize, B.nnz, 300)
+    if _scatter.scatter_panel_width(itemsize) * itemsize < 128:
+        assert padded == n                       # the portable build: never padded
+    else:
+        assert padded >= n and (padded * itemsize) % 64 == 0
+        assert (padded == n) == ((n * itemsize) % 64 == 0)
+    assert scatter_tokens(n, itemsize, 599, 300) == n      # X's rows read < 2 times: as is
     X = np.random.default_rng(6).standard_normal((300, n)).astype(dtype)
     ref = np.empty((70, n), dtype)
     _scatter.csr_spmm_t(B.indptr, B.indices, B.data, X, ref, 1)
