@@ -337,17 +337,17 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
 
 
 def _scatter_ok(S, n_out: int, n_rows: int, n_tokens: int, dtype: np.dtype) -> bool:
-    """Whether a one-shot transposed product (X @ W_csr, W_csc @ X) scatters from the
-    stored arrays instead of transposing them (``n_rows``: X's rows, the sparse
-    operand's inner dimension). In one token panel, always. In two
-    128-byte panels (AVX builds; real values; docs/tuning.md, "Transposed products
-    (scatter) and copies"), where the transpose costs most next to two sweeps: at least
-    ``SCATTER2_MIN_NNZ_PER_ROW`` nonzeros per output row, a last panel of at least a
-    quarter of a panel's columns (one column took a whole second sweep) and a result of
-    at most ``SCATTER2_L3_SHARE`` of L3 (the sweeps read and write it at random), and
-    only where its row chunks (``scatter_chunks``) give each core a panel to sweep: a
-    16-core machine with a result beyond two L2s would run it on two. In two of the
-    portable build's 64-byte panels, always (its limit before, 128 bytes)."""
+    """Whether a one-shot transposed product (X @ W_csr, W_csc @ X) scatters from the stored
+    arrays instead of transposing them (``n_rows``: X's rows, the sparse operand's inner
+    dimension). In one token panel, always. In two 128-byte panels (AVX builds; real values;
+    docs/tuning.md, "Transposed products (scatter) and copies"), where the transpose costs
+    most next to two sweeps: at least ``SCATTER2_MIN_NNZ_PER_ROW`` nonzeros per output row,
+    a last panel of at least a quarter of a panel's columns unless ``scatter_tokens`` pads
+    the rows (unpadded, one column took a whole second sweep, its lines shared with the
+    first panel's) and a result of at most ``SCATTER2_L3_SHARE`` of L3 (the sweeps read and
+    write it at random), and only where its row chunks (``scatter_chunks``) give each core a
+    panel to sweep: a 16-core machine with a result beyond two L2s would run it on two. In
+    two of the portable build's 64-byte panels, always (its limit before, 128 bytes)."""
     panels = _scatter_panels(n_tokens, dtype)
     if panels <= 1:
         return True
@@ -360,7 +360,8 @@ def _scatter_ok(S, n_out: int, n_rows: int, n_tokens: int, dtype: np.dtype) -> b
         return False
     nnz = _stored(S)
     padded = scatter_tokens(n_tokens, dtype.itemsize, nnz, n_rows)  # (what scatter_into does)
-    if (nnz < th.SCATTER2_MIN_NNZ_PER_ROW * n_out or 4 * (n_tokens - width) < width
+    if (nnz < th.SCATTER2_MIN_NNZ_PER_ROW * n_out
+            or (4 * (n_tokens - width) < width and padded == n_tokens)
             or n_out * padded * dtype.itemsize * th.SCATTER2_L3_SHARE
             > (_hardware.current().l3_bytes or th.STREAM_DEFAULT_L3_BYTES)):
         return False

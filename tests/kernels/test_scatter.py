@@ -138,7 +138,10 @@ def test_one_shot_transposed_products_do_not_transpose(monkeypatch):
     dense_rows = sp.random(80, 50, density=0.9, format="csr", random_state=3)  # 72 per row
     check(dense_rows, width + width // 4, False)           # two panels: scattered
     check(dense_rows, 2 * width, False)
-    check(dense_rows, width + 1, not portable)             # a last panel of one column
+    check(dense_rows, width + 1, False)                    # a one-column panel, padded
+    tall = sp.random(2000, 10, density=0.04, format="csr", random_state=3)   # 80 per row
+    check(tall, width + 1, not portable)                   # ... unpadded: X read 0.4 times
+    check(tall, width + width // 4, False)
     check(dense_rows, 2 * width + 1, True)                 # three panels
     check(dense_rows.astype(np.complex128), width // 2 + width // 8, not portable)  # complex
 
@@ -513,7 +516,8 @@ def test_two_panel_scatter_rule(monkeypatch, cores, n_out, expected):
     f32 = np.dtype(np.float32)
     assert mm._scatter_ok(Stored, n_out, n_out, 64, f32) is expected
     assert mm._scatter_ok(Stored, n_out, n_out, 32, f32)          # one panel: always
-    assert not mm._scatter_ok(Stored, n_out, n_out, 33, f32)      # a one-column last panel
+    assert mm._scatter_ok(Stored, n_out, n_out, 33, f32) is expected   # padded to 48
+    assert not mm._scatter_ok(Stored, n_out, 1000 * n_out, 33, f32)    # one column, unpadded
     Stored.indptr = np.array([0, 63 * n_out])
     assert not mm._scatter_ok(Stored, n_out, n_out, 64, f32)      # 63 per output row
 
