@@ -542,7 +542,8 @@ def test_a_malformed_indptr_gets_our_message_in_two_panels(side):
 def test_padded_tokens_keep_the_sums(monkeypatch, dtype, extra):
     """scatter_into pads rows of two panels to a 64-byte multiple (scatter_tokens): the
     same bytes as the kernel on the unpadded operands, and Y untouched on a bad index
-    (the padded result is copied back only after the kernel succeeded)."""
+    where padded (the padded result is copied back only after the kernel succeeded; the
+    portable build never pads)."""
     from wsesparse._drivers import scatter_into, scatter_tokens
     _describe_machine(monkeypatch, 2)
     itemsize = np.dtype(dtype).itemsize
@@ -566,4 +567,5 @@ def test_padded_tokens_keep_the_sums(monkeypatch, dtype, extra):
     Y[...] = 7
     with pytest.raises(ValueError, match="not below 70"):
         scatter_into(B.indptr, bad, B.data, B.shape, B.nnz, X, Y, None, check_cols=True)
-    assert (Y == 7).all()
+    if padded != n:       # (unpadded, the kernel writes Y as it goes)
+        assert (Y == 7).all()
