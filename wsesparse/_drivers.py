@@ -235,6 +235,19 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         raise ValueError(csr_error_message(code, "A", shape, len(indices)))
 
 
+def scatter_panels(n_tokens: int, itemsize: int) -> int:
+    """Token panels (sweeps over the sparse operand) of a scatter of ``n_tokens``
+    columns of ``itemsize`` bytes: one per ``_scatter.scatter_panel_width`` (128 bytes
+    with AVX, 64 without).
+
+    Examples
+    --------
+    >>> scatter_panels(1, 8), scatter_panels(_scatter.scatter_panel_width(8) + 1, 8)
+    (1, 2)
+    """
+    return -(-n_tokens // _scatter.scatter_panel_width(itemsize))
+
+
 def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
                    items: int | None = None, l2_bytes: int | None = None) -> int:
     """Row chunks of a transposed product (scatter) with ``n_out`` output rows.
@@ -266,7 +279,7 @@ def scatter_chunks(nnz: int, n_out: int, n_tokens: int, itemsize: int,
     if l2_bytes is None:
         l2_bytes = current().l2_bytes
     items = max(th.SCATTER_MIN_ITEMS, items)
-    panels = -(-n_tokens // _scatter.scatter_panel_width(itemsize))
+    panels = scatter_panels(n_tokens, itemsize)
     if (panels >= items or panels == 0 or n_out == 0  # (nothing to cut)
             or n_out * n_tokens * itemsize > th.SCATTER_COPY_L2S * l2_bytes):
         return 1

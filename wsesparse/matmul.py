@@ -13,7 +13,7 @@ from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_
                                check_array_allocation, check_numeric_dtype, describe,
                                fits_in_memory, product_shape, result_dtype)
 from wsesparse._drivers import (contiguous_operand, product_into, scatter_chunks, scatter_into,
-                                scatter_tokens)
+                                scatter_panels, scatter_tokens)
 from wsesparse._hardware import HardwareProfile, available_cores
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
@@ -348,7 +348,7 @@ def _scatter_ok(S, n_out: int, n_rows: int, n_tokens: int, dtype: np.dtype) -> b
     write it at random), and only where its row chunks (``scatter_chunks``) give each core a
     panel to sweep: a 16-core machine with a result beyond two L2s would run it on two. In
     two of the portable build's 64-byte panels, always (its limit before, 128 bytes)."""
-    panels = _scatter_panels(n_tokens, dtype)
+    panels = scatter_panels(n_tokens, dtype.itemsize)
     if panels <= 1:
         return True
     if panels > th.SCATTER_MAX_PANELS:
@@ -381,19 +381,12 @@ def _stored(S) -> int:
     return int(indptr[-1])
 
 
-def _scatter_panels(n_tokens: int, dtype: np.dtype) -> int:
-    """Token panels (sweeps over the sparse operand) of a scatter of ``n_tokens``
-    columns of ``dtype``: one per ``_scatter.scatter_panel_width`` (128 bytes with AVX,
-    64 without)."""
-    return -(-n_tokens // _scatter.scatter_panel_width(dtype.itemsize))
-
-
 def _on_lines(Z: np.ndarray, n_tokens: int) -> bool:
     """Whether a scatter may write straight into the C-contiguous ``Z``: it sweeps one
     panel, or Z starts on a 64-byte line as the result it would make instead does (else
     the threads of two panels write the same lines wherever rows of a line multiple
     would; docs/tuning.md, "Transposed products (scatter) and copies")."""
-    if _scatter_panels(n_tokens, Z.dtype) <= 1:
+    if scatter_panels(n_tokens, Z.itemsize) <= 1:
         return True
     return Z.__array_interface__["data"][0] % 64 == 0
 
