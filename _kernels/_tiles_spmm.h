@@ -235,7 +235,9 @@ static inline void ws_rest_##T##_##I##_##W(const I *indices, const T *data,     
  * 89, 77 / 94 / 89; K = 16384 mean 164: 2245 / 2465 / 2246; mean 48: 518 /
  * 567 / 497; float64 N = 4 K = 4096 mean 410: 842 / 982 / 845, 729 / 916 /
  * 688; N = 8 mean 41: 115 / 123 / 126, 90 / 97 / 93. Other widths keep the
- * block pass: a check in ws_span_rows' tiles would run once per tile. */
+ * block pass: a check in ws_span_rows' tiles would run once per tile. Rows of
+ * one 32-byte vector in 64-byte-tile builds (float32 N = 8, float64 N = 4 with
+ * AVX-512) check in the half tile's loop (docs/tuning.md, "Checks"). */
 #ifndef WS_SPMM_CHK_LOOP_NNZ
 #define WS_SPMM_CHK_LOOP_NNZ 32
 #endif
@@ -311,6 +313,7 @@ done:                                                                           
 }                                                                                 \
 WS_DEFINE_TILES(T, WS_TV_##T, I, _chk, 0, 1)                                      \
 WS_DEFINE_TILES(T, WS_TV_##T, I, _pf_chk, 1, 1)                                   \
+WS_DEFINE_TILE_PF(T, WS_V_##T, , I, 1, _half_chk, 0, 1)                           \
 /* ws_spmm_rows_chk_<T>_<I>(..., n_cols): ws_spmm_rows for rows one tile wide */ \
 /* averaging at least WS_SPMM_CHK_LOOP_NNZ nonzeros, each index compared with */ \
 /* n_cols first: 0, or 1 at the first out of range; -1 (nothing done) for */     \
@@ -331,6 +334,14 @@ static int ws_spmm_rows_chk_##T##_##I(const I *indptr, const I *indices,        
     WS_TILE_ROWS(T, I, 2, _chk, return 1)                                         \
     WS_TILE_ROWS(T, I, 4, _chk, return 1)                                         \
     WS_TILE_ROWS(T, I, 8, _chk, return 1)                                         \
+    /* Rows one 32-byte vector wide in 64-byte-tile builds: ws_span_rows' */      \
+    /* half tile, checked (the same sums as unchecked). */                        \
+    if (WS_TILE_VBYTES > 32 && nt == WS_VL_##T) {                                 \
+        for (ptrdiff_t i = r0; i < r1; ++i)                                       \
+            if (ws_tile_half_chk_##T##_##I##_1(indices, data, indptr[i],          \
+                    indptr[i + 1], X, ldx, Y + i * ldy, nts, lim)) return 1;      \
+        goto done;                                                                \
+    }                                                                             \
     return -1;                                                                    \
 done:                                                                             \
     if (nts)                                                                      \

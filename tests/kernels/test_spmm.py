@@ -464,20 +464,21 @@ def test_kernel_check_cols(dtype, n_threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-@pytest.mark.parametrize("n_vectors", [1, 2, 4, 8])
+@pytest.mark.parametrize("n_vectors", [0.5, 1, 2, 4, 8])
 @pytest.mark.parametrize("prefetch", [False, True])
 def test_tile_loop_index_check(dtype, itype, n_vectors, prefetch):
-    """One-shot rows one tile wide, averaging at least 32 nonzeros, compare each index
-    in the tile loop: a bad one anywhere in a row (each accumulator set's slot, the
-    last partial set, the prefetch distance's end), too large, negative or at the
-    type's extremes, gives 4; valid indices give bitwise the unchecked product."""
+    """One-shot rows one tile wide (or half a tile: one 32-byte vector where tiles
+    are 64 bytes), averaging at least 32 nonzeros, compare each index in the tile
+    loop: a bad one anywhere in a row (each accumulator set's slot, the last partial
+    set, the prefetch distance's end), too large, negative or at the type's extremes,
+    gives 4; valid indices give bitwise the unchecked product."""
     rng = np.random.default_rng(11)
     n_cols = 64
     lengths = rng.integers(33, 48, size=12)
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
     indices = np.concatenate([rng.choice(n_cols, n, replace=False) for n in lengths]).astype(itype)
     data = rng.standard_normal(indptr[-1]).astype(dtype)
-    w = n_vectors * _spmm.TILE_VECTOR_BYTES // np.dtype(dtype).itemsize
+    w = int(n_vectors * _spmm.TILE_VECTOR_BYTES) // np.dtype(dtype).itemsize
     X = rng.standard_normal((n_cols, w)).astype(dtype)
     bounds = np.array([0, 5, 12], dtype=np.int64)
 
