@@ -329,15 +329,28 @@ def product_shape(sparse_shape: tuple[int, int], dense_shape: tuple[int, ...],
     return (m,) if len(dense_shape) == 1 else (m, dense_shape[1])
 
 
-def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int) -> str:
-    """Explain a nonzero return code of the kernels' ``csr_check`` (``CSR_*``, _codes.h)."""
+def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int,
+                      csc: bool = False) -> str:
+    """Explain a nonzero return code of the kernels' ``csr_check`` (``CSR_*``, _codes.h).
+
+    ``shape`` is that of the CSR arrays checked; with ``csc`` they are the arrays of a
+    CSC operand of shape ``shape[::-1]``, and the message gives that shape and speaks of
+    row indices.
+
+    Examples
+    --------
+    >>> print(csr_error_message(CSR_BAD_INDEX, "A", (50, 30), 7, csc=True))
+    A has a corrupt compressed structure (30x50, CSC): a stored row index is negative or not below 30
+    """
+    what = "row" if csc else "column"
     reasons = {
         CSR_BAD_START: "indptr[0] is not 0",
         CSR_DECREASING: "indptr decreases somewhere",
         CSR_SHORT: f"indptr[-1] exceeds the number of stored indices ({nnz})",
-        CSR_BAD_INDEX: f"a stored index is negative or not below {shape[1]}",
+        CSR_BAD_INDEX: f"a stored {what} index is negative or not below {shape[1]}",
     }
-    return f"{name} has a corrupt compressed structure ({shape[0]}x{shape[1]}): {reasons[code]}"
+    where = f"{shape[1]}x{shape[0]}, CSC" if csc else f"{shape[0]}x{shape[1]}"
+    return f"{name} has a corrupt compressed structure ({where}): {reasons[code]}"
 
 
 # -- memory -----------------------------------------------------------------

@@ -359,11 +359,13 @@ def scatter_tokens(n_tokens: int, itemsize: int, nnz: int, n_rows: int) -> int:
 
 def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                  shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
-                 n_threads: int | None, check_cols: bool = False, name: str = "A") -> None:
+                 n_threads: int | None, check_cols: bool = False, name: str = "A",
+                 csc: bool = False) -> None:
     """Y = B.T @ X by scatter, for the CSR arrays of B (``shape``, valid indptr): X
     (n_rows,) or (n_rows, N) and Y (n_cols,) or (n_cols, N) alike, C-contiguous, of
     data's dtype, not overlapping. ``check_cols``: the column indices have not been
-    checked; the kernel checks them (ValueError naming ``name`` if one is out of range).
+    checked; the kernel checks them (ValueError naming ``name`` if one is out of range,
+    worded for a CSC operand ``B.T`` with ``csc``).
     Row chunks by ``scatter_chunks``; where it gives one, zones by ``scatter_zones``;
     tokens padded by ``scatter_tokens``."""
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
@@ -374,7 +376,8 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         Xp[:, :n_tokens] = X
         Yp = empty_output((Y.shape[0], padded), Y.dtype, Y.shape[0] * padded * Y.itemsize,
                           aligned=True)
-        scatter_into(indptr, indices, data, shape, nnz, Xp, Yp, n_threads, check_cols, name)
+        scatter_into(indptr, indices, data, shape, nnz, Xp, Yp, n_threads, check_cols, name,
+                     csc)
         Y[...] = Yp[:, :n_tokens]
         return
     chunks = scatter_chunks(nnz, shape[1], n_tokens, X.dtype.itemsize)
@@ -389,7 +392,7 @@ def scatter_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                                zones=zones, max_gap_rows=shape[1] // th.SCATTER_ZONE_GAP_SHARE,
                                max_zone_bytes=th.SCATTER_SCRATCH_BYTES)
     if code:
-        raise ValueError(csr_error_message(code, name, shape, len(indices)))
+        raise ValueError(csr_error_message(code, name, shape, len(indices), csc=csc))
 
 
 def contiguous_operand(D: np.ndarray, dtype: np.dtype, n_threads: int | None) -> np.ndarray:

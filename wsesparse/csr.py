@@ -106,8 +106,8 @@ class CSR(LinearOperator):
             raise ValueError(f"A must be 2-D, got a sparse operand of shape {A.shape}")
         if A.format == "csc":
             # The CSC arrays are the CSR arrays of A.T: check them, then transpose.
-            check_sparse_structure(A, "A")  # (the index types, before scipy builds A.T)
-            S = CSR(A.T).T
+            check_sparse_structure(A, "A")  # (the index types)
+            S = CSR._csc_view(A).T
             self._set(S.indptr, S.indices, S.data, S.shape, check=False, copy=False)
             return
         check_sparse_structure(A, "A")  # COO/BSR/DIA/LIL/DOK: before scipy converts it
@@ -129,7 +129,16 @@ class CSR(LinearOperator):
                  check=True, copy=copy)
         return obj
 
-    def _set(self, indptr, indices, data, shape, *, check: bool, copy: bool) -> None:
+    @classmethod
+    def _csc_view(cls, A) -> "CSR":
+        """The CSR operand of ``A.T`` from the arrays of scipy CSC ``A`` (index types
+        already checked), structure checked, errors worded for ``A`` as a CSC operand."""
+        obj = cls.__new__(cls)
+        obj._set(A.indptr, A.indices, A.data, A.shape[::-1], check=True, copy=False, csc=True)
+        return obj
+
+    def _set(self, indptr, indices, data, shape, *, check: bool, copy: bool,
+             csc: bool = False) -> None:
         try:
             n_rows, n_cols = (operator.index(s) for s in shape)  # no floats
         except (TypeError, ValueError):
@@ -148,7 +157,8 @@ class CSR(LinearOperator):
         if len(indptr) != n_rows + 1:
             raise ValueError(
                 f"A has a corrupt compressed structure: indptr has {len(indptr)} entries, "
-                f"expected {n_rows + 1} for shape {(n_rows, n_cols)}")
+                f"expected {n_rows + 1} for shape "
+                + (f"{(n_cols, n_rows)} (CSC)" if csc else f"{(n_rows, n_cols)}"))
         # One index type for both arrays, and one the kernels are compiled for: int64
         # here, narrowed below where the values allow it.
         # (uint64 values beyond int64 wrap negative and fail the check below.)
@@ -167,7 +177,8 @@ class CSR(LinearOperator):
             code = _csr_tools.csr_check(self.indptr, self.indices, n_cols,
                                         resolve_n_threads(None, nnz // 16))
             if code:
-                raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices)))
+                raise ValueError(csr_error_message(code, "A", self.shape, len(self.indices),
+                                                   csc=csc))
             if len(self.data) < nnz:
                 raise ValueError(
                     f"A has a corrupt compressed structure: indptr[-1] = {nnz} but data "

@@ -51,7 +51,7 @@ def _compressed(S, name: str) -> tuple[CSR, bool] | None:
         if S.format == "csr":
             return CSR(S), False
         # The CSC arrays of S are the CSR arrays of S.T.
-        return CSR(S.T), True
+        return CSR._csc_view(S), True
     except (TypeError, ValueError) as exc:
         raise _renamed(exc, name) from None
 
@@ -316,7 +316,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
                               aligned=plain is not None or scatter)
 
     if plain is not None:
-        scatter_into(*plain, X, target, n_threads, check_cols=True, name=sparse_name)
+        scatter_into(*plain, X, target, n_threads, check_cols=True, name=sparse_name,
+                     csc=S.format == "csc")
     elif csr.nnz == 0 or target.size == 0:
         target[...] = 0
     elif _use_dense(csr, X, method, n_tokens, isinstance(S, CSR), _hardware.current()):

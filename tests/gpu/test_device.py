@@ -203,7 +203,7 @@ def test_bad_structure_is_rejected(cp, rng):
 
     bad_idx = W.indices.copy()
     bad_idx[7] = 40
-    with pytest.raises(ValueError, match="a stored index is negative or not below 40"):
+    with pytest.raises(ValueError, match="a stored column index is negative or not below 40"):
         make(indices=bad_idx)
     neg = W.indices.copy()
     neg[-1] = -1

@@ -245,8 +245,8 @@ def test_unsorted_duplicates_and_dense_copies(env, rng):
 
 
 @pytest.mark.parametrize("fault, message", [
-    ("index", "a stored index is negative or not below 20"),
-    ("negative", "a stored index is negative"),
+    ("index", "a stored column index is negative or not below 20"),
+    ("negative", "a stored column index is negative"),
     ("decreasing", "indptr decreases somewhere"),
     ("short", "indptr\\[-1\\] exceeds the number of stored indices"),
     ("start", "indptr\\[0\\] is not 0"),

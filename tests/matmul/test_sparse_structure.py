@@ -173,7 +173,7 @@ def test_int64_index_beyond_int32(rng, where):
     A.indices = A.indices.astype(np.int64)
     if where == "indices":
         A.indices[0] = 2**40
-        match = "a stored index is negative or not below 8"
+        match = "a stored column index is negative or not below 8"
     else:
         A.indptr[-1] = 2**40
         match = r"indptr\[-1\] exceeds"
@@ -299,8 +299,8 @@ def test_corrupt_structure(rng, how, fmt, side, dtype, method, n):
 @pytest.mark.parametrize("how,reason", [
     ("indptr_decreasing", "indptr decreases somewhere"),
     ("indptr_start", r"indptr\[0\] is not 0"),
-    ("index_too_large", "a stored index is negative or not below 30"),
-    ("index_negative", "a stored index is negative or not below 30"),
+    ("index_too_large", "a stored column index is negative or not below 30"),
+    ("index_negative", "a stored column index is negative or not below 30"),
     ("indptr_last_too_large", r"indptr\[-1\] exceeds the number of stored indices"),
     ("data_short", "data has only"),
     ("indptr_short", "indptr has 40 entries, expected 41"),
@@ -313,6 +313,35 @@ def test_corrupt_csr_message_names_operand(rng, how, reason, side):
     name = "A" if side == "left" else "B"
     with pytest.raises(ValueError, match=rf"^{name} has a corrupt compressed structure.*{reason}"):
         sparse_matmul(*args)
+
+
+@pytest.mark.parametrize("how,reason", [
+    ("indptr_decreasing", "indptr decreases somewhere"),
+    ("index_too_large", "a stored row index is negative or not below 40"),
+    ("index_at_bound", "a stored row index is negative or not below 40"),
+    ("index_negative", "a stored row index is negative or not below 40"),
+    ("indptr_last_too_large", r"indptr\[-1\] exceeds the number of stored indices"),
+    ("data_short", "data has only"),
+    ("indptr_short", r"indptr has 30 entries, expected 31 for shape \(40, 30\) \(CSC\)"),
+])
+@pytest.mark.parametrize("n", [None, 2, 40])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_corrupt_csc_message_speaks_of_the_csc_operand(rng, how, reason, n, side):
+    """A corrupt CSC operand (40 x 30) is described as it is, not as the CSR arrays of its
+    transpose: its own shape and row indices, on the scatter path (few columns), the
+    transposing path and ``CSR(A)``."""
+    A = corrupt(random_sparse(rng, 40, 30, 0.2).asformat("csc"), how)
+    if side == "left":
+        args = (A, np.ones((30,) if n is None else (30, n)))
+    else:
+        args = (np.ones((40,) if n is None else (n, 40)), A)
+    name = "A" if side == "left" else "B"
+    where = r"\(40x30, CSC\)" if how.startswith("index") else ""
+    with pytest.raises(ValueError,
+                       match=rf"^{name} has a corrupt compressed structure.*{where}.*{reason}"):
+        sparse_matmul(*args)
+    with pytest.raises(ValueError, match=rf"^A has a corrupt compressed structure.*{reason}"):
+        CSR(A)
 
 
 @pytest.mark.parametrize("how", ["indptr_decreasing", "index_too_large", "index_negative",
