@@ -3,6 +3,7 @@
 # machine, in one go (a lent GPU's time is short). Logs and JSON under $OUT (default gpu-out;
 # at most 7 files, since a lent machine returns 8).
 #   TESTS=0 / BENCH=0 skip a part; BENCH_ARGS adds options to the bench (e.g. --gpu-skip-tlr).
+#   VEC=1 also runs benchmarks/gpu_spmv_vec.py (issue #23's 16-byte-load SpMV prototype).
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
 #   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
 #   transposed, or 1 for the first five; CPU_TIMEOUT bounds each. With the GPU parts off
@@ -36,6 +37,12 @@ if [ "${BENCH:-1}" != 0 ]; then
         ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
     echo "bench rc $? after $(( $(date +%s) - start )) s"
     cat "$OUT/bench.log"
+fi
+if [ "${VEC:-0}" != 0 ]; then
+    timeout "${VEC_TIMEOUT:-180}" env PYTHONPATH=. "$PY" benchmarks/gpu_spmv_vec.py \
+        > "$OUT/vec.log" 2>&1
+    echo "vec rc $? after $(( $(date +%s) - start )) s"
+    cat "$OUT/vec.log"
 fi
 parts=${CPU_BENCH:-0}
 [ "$parts" = 1 ] && parts="grid scaling workflows tlr cold"
