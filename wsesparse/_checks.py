@@ -339,8 +339,11 @@ def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int,
 
     Examples
     --------
-    >>> print(csr_error_message(CSR_BAD_INDEX, "A", (50, 30), 7, csc=True))
-    A has a corrupt compressed structure (30x50, CSC): a stored row index is negative or not below 30
+    >>> msg = csr_error_message(CSR_BAD_INDEX, "A", (50, 30), 7, csc=True)
+    >>> for part in msg.split(": "):
+    ...     print(part)
+    A has a corrupt compressed structure (30x50, CSC)
+    a stored row index is negative or not below 30
     """
     what = "row" if csc else "column"
     reasons = {
