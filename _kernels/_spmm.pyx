@@ -171,8 +171,9 @@ cdef inline int _spmm_rows_chk(const index_t* indptr, const index_t* indices,
                                const value_t* data, const value_t* X, Py_ssize_t ldx,
                                value_t* Y, Py_ssize_t ldy, Py_ssize_t r0, Py_ssize_t r1,
                                Py_ssize_t nt, int pf, Py_ssize_t n_cols) noexcept nogil:
-    """``ws_spmm_rows_chk``: rows of one tile, long on average, checked in the
-    tile loop (0, or 1 for an index out of range); -1 for any other rows."""
+    """``ws_spmm_rows_chk``: rows of one tile (or of one 32-byte vector where tiles
+    are 64 bytes), long on average, checked in the tile loop (0, or 1 for an index
+    out of range); -1 for any other rows."""
     if value_t is float:
         if index_t is int32_t:
             return ws_spmm_rows_chk_float_int32_t(indptr, indices, data, X, ldx, Y, ldy, r0,
@@ -198,8 +199,8 @@ cdef int _spmm_rows_checked(const index_t* indptr, const index_t* indices,
                             Py_ssize_t n_cols, Py_ssize_t kb) noexcept nogil:
     """``_spmm_rows``; with ``check_cols`` > 0, first checks every block of rows'
     column indices against it and returns 1 (rows from that block on left
-    undone) on the first one out of range, or (rows one tile wide, long on
-    average) checks each index in the tile loop. ``kb`` > 0 asks for
+    undone) on the first one out of range, or (rows one tile or one 32-byte vector
+    wide, long on average) checks each index in the tile loop. ``kb`` > 0 asks for
     ``_spmm_rows_kb`` for real rows one tile of its width wide (their indices
     all checked first, once).
     ``indptr`` must already be valid."""
@@ -352,8 +353,8 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
 
     With ``check_cols`` > 0 (the column count of A, whose ``indptr`` has been
     checked but whose ``indices`` have not), each block of rows has its column
-    indices checked just before it is multiplied (rows one tile wide and long
-    on average: each index in the tile loop); returns ``CSR_BAD_INDEX`` (4,
+    indices checked just before it is multiplied (rows one tile or one 32-byte
+    vector wide and long on average: each index in the tile loop); returns ``CSR_BAD_INDEX`` (4,
     ``csr_check``'s code) if one is out of range, Y then being partly written,
     else 0.
     """

@@ -315,9 +315,9 @@ WS_DEFINE_TILES(T, WS_TV_##T, I, _chk, 0, 1)                                    
 WS_DEFINE_TILES(T, WS_TV_##T, I, _pf_chk, 1, 1)                                   \
 WS_DEFINE_TILE_PF(T, WS_V_##T, , I, 1, _half_chk, 0, 1)                           \
 /* ws_spmm_rows_chk_<T>_<I>(..., n_cols): ws_spmm_rows for rows one tile wide */ \
-/* averaging at least WS_SPMM_CHK_LOOP_NNZ nonzeros, each index compared with */ \
-/* n_cols first: 0, or 1 at the first out of range; -1 (nothing done) for */     \
-/* other rows or widths. */                                                       \
+/* (or one 32-byte vector in 64-byte-tile builds) averaging at least */          \
+/* WS_SPMM_CHK_LOOP_NNZ nonzeros, each index compared with n_cols first: 0, */   \
+/* or 1 at the first out of range; -1 (nothing done) for other rows or widths. */ \
 static int ws_spmm_rows_chk_##T##_##I(const I *indptr, const I *indices,          \
                                       const T *data, const T *X, ptrdiff_t ldx,   \
                                       T *Y, ptrdiff_t ldy, ptrdiff_t r0,          \

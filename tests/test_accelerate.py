@@ -391,6 +391,23 @@ def test_corrupt_structure_raises_instead_of_reading_out_of_bounds():
             A.T @ np.ones(4)  # CSC
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_corrupt_structure_message_claims_no_format(fmt):
+    """For ``x @ A`` scipy hands the hook ``A.T``, a matrix in the other format: the
+    message names no shape, format, rows or columns that the user's matrix lacks."""
+    A = sp.random(30, 40, density=0.2, format=fmt, random_state=0)
+    A.indices[0] = A.shape[1] if fmt == "csr" else A.shape[0]
+    bound = A.indices[0]
+    calls = (lambda: A @ np.ones(40), lambda: A @ np.ones((40, 3)),
+             lambda: np.ones(30) @ A, lambda: np.ones((2, 30)) @ A)
+    with wsesparse.accelerated():
+        for call in calls:
+            with pytest.raises(ValueError) as exc:
+                call()
+            assert str(exc.value) == ("a sparse operand has a corrupt compressed structure: "
+                                      f"a stored index is negative or not below {bound}")
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_index_arrays_of_the_wrong_type_raise_scipys_valueerror(fmt):
     """(a review: float indices of a CSC were truncated by scipy's S.T and gave a result,

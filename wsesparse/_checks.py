@@ -329,6 +329,20 @@ def product_shape(sparse_shape: tuple[int, int], dense_shape: tuple[int, ...],
     return (m,) if len(dense_shape) == 1 else (m, dense_shape[1])
 
 
+def renamed(exc: Exception, name: str) -> Exception:
+    """``exc`` from ``CSR(...)`` (whose messages say "A") naming operand ``name``.
+
+    Examples
+    --------
+    >>> renamed(ValueError("A.data must be 1-D"), "B")
+    ValueError('B.data must be 1-D')
+    """
+    msg = str(exc)
+    if name != "A" and (msg.startswith("A ") or msg.startswith("A.")):
+        msg = name + msg[1:]
+    return type(exc)(msg)
+
+
 def csr_error_message(code: int, name: str, shape: tuple[int, int], nnz: int,
                       csc: bool = False) -> str:
     """Explain a nonzero return code of the kernels' ``csr_check`` (``CSR_*``, _codes.h).

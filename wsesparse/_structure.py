@@ -109,9 +109,9 @@ def _check_dok(S, name: str) -> None:
 
 
 def _check_csc(S, name: str) -> None:
-    # Only the index types: the rest is checked as the CSR arrays of S.T, but scipy builds
-    # S.T with its constructor, which truncated float indices (0.6, 1.6 -> 0, 1) where
-    # scipy's own product raises (a review found it).
+    # Only the index types: the rest is checked as the CSR arrays of S.T (CSR._csc_view),
+    # whose integer copies would truncate float indices (0.6, 1.6 -> 0, 1) where scipy's
+    # own product raises (a review found it, when scipy's S.T made those copies).
     _index_array(S.indptr, name, "csc", "indptr")
     _index_array(S.indices, name, "csc", "indices")
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 from typing import Iterator
 
@@ -92,6 +93,29 @@ def _targets() -> list[tuple[type, str]]:
                        "its CSR/CSC classes have no _matmul_vector/_matmul_multivector")
 
 
+_CORRUPT = re.compile(r"^A( has a corrupt compressed structure)(?: \([^)]*\))?:")
+
+
+def _hook_message(msg: str) -> str:
+    """``sparse_matmul``'s message about a corrupt operand, worded for the hook: for
+    ``x @ A`` scipy hands the hook ``A.T``, a matrix of the other format that the user
+    never saw, so the message gives neither a shape nor a format nor rows or columns.
+
+    Examples
+    --------
+    >>> msg = _hook_message("A has a corrupt compressed structure (40x30, CSC): a stored "
+    ...                     "row index is negative or not below 40")
+    >>> for part in msg.split(": "):
+    ...     print(part)
+    a sparse operand has a corrupt compressed structure
+    a stored index is negative or not below 40
+    """
+    if not _CORRUPT.match(msg):
+        return msg
+    msg = _CORRUPT.sub(r"a sparse operand\1:", msg)
+    return re.sub(r"a stored (row|column) index", "a stored index", msg)
+
+
 def _hook(original):
     """The method replacing ``original`` (``_matmul_vector`` or ``_matmul_multivector``).
 
@@ -114,7 +138,9 @@ def _hook(original):
                 except TypeError as exc:
                     # Only a corrupt structure gets here (index arrays of the wrong type,
                     # or None): scipy raises ValueError for those, so the switch does too.
-                    raise ValueError(str(exc)) from exc
+                    raise ValueError(_hook_message(str(exc))) from exc
+                except ValueError as exc:
+                    raise ValueError(_hook_message(str(exc))) from exc
                 except MemoryError:
                     # (sparse_matmul refuses a result larger than the free memory, which
                     # its kernels write whole; scipy's zeroed result may touch few pages)

@@ -11,7 +11,7 @@ from wsesparse import _blas, _cupy_backend, _hardware
 from wsesparse import _thresholds as th
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, array_nbytes, as_dense_operand,
                                check_array_allocation, check_numeric_dtype, describe,
-                               fits_in_memory, product_shape, result_dtype)
+                               fits_in_memory, product_shape, renamed, result_dtype)
 from wsesparse._drivers import (contiguous_operand, product_into, scatter_chunks, scatter_into,
                                 scatter_panels, scatter_tokens)
 from wsesparse._hardware import HardwareProfile, available_cores
@@ -28,14 +28,6 @@ def _is_sparse(x) -> bool:
     return isinstance(x, CSR) or sp.issparse(x)
 
 
-def _renamed(exc: Exception, name: str) -> Exception:
-    """``exc`` from ``CSR(...)`` (whose messages say "A") naming operand ``name``."""
-    msg = str(exc)
-    if name != "A" and (msg.startswith("A ") or msg.startswith("A.")):
-        msg = name + msg[1:]
-    return type(exc)(msg)
-
-
 def _compressed(S, name: str) -> tuple[CSR, bool] | None:
     """Validated CSR view of a scipy CSR/CSC operand: ``(op, transposed)``, else None.
 
@@ -45,7 +37,7 @@ def _compressed(S, name: str) -> tuple[CSR, bool] | None:
     """
     if S.format != "csr":
         check_sparse_structure(S, name)  # COO/BSR/DIA/LIL/DOK arrays, before scipy uses them
-        if S.format != "csc":            # (of a CSC, the index types, before scipy's S.T)
+        if S.format != "csc":            # (of a CSC, the index types: CSR._csc_view below)
             return None
     try:
         if S.format == "csr":
@@ -53,7 +45,7 @@ def _compressed(S, name: str) -> tuple[CSR, bool] | None:
         # The CSC arrays of S are the CSR arrays of S.T.
         return CSR._csc_view(S), True
     except (TypeError, ValueError) as exc:
-        raise _renamed(exc, name) from None
+        raise renamed(exc, name) from None
 
 
 def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]:
@@ -77,7 +69,7 @@ def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]
     try:
         return CSR(tocsr_keeping_duplicates(S.T if transpose else S)), False
     except (TypeError, ValueError) as exc:
-        raise _renamed(exc, name) from None
+        raise renamed(exc, name) from None
 
 
 def _as_checked_scipy(S, name: str):

@@ -282,6 +282,30 @@ def test_corrupt_structures_raise_the_cpu_message(env, rng, fault, message):
         sparse_matmul(gpu_helpers.dev(np.ones((2, 30))), bad)           # transposed
 
 
+@pytest.mark.parametrize("fault, message", [
+    ("index", r"\(30x20, CSC\): a stored row index is negative or not below 30"),
+    ("negative", "a stored row index is negative"),
+    ("decreasing", "indptr decreases somewhere"),
+    ("short", r"indptr\[-1\] exceeds the number of stored indices"),
+])
+def test_corrupt_scipy_csc_raises_before_scipy_converts_it(env, rng, fault, message):
+    """A scipy CSC bound for the device is checked whole before scipy's tocsr, which
+    writes where the row indices point (a bad one crashed the process)."""
+    from wsesparse.gpu import DeviceCSR
+    A = sp.random(30, 20, density=0.3, format="csc", random_state=rng)
+    np.testing.assert_array_equal(np.asarray(DeviceCSR(A).toarray()), A.toarray())
+    if fault == "index":
+        A.indices[4] = 30
+    elif fault == "negative":
+        A.indices[-1] = -3
+    elif fault == "decreasing":
+        A.indptr[5] = A.indptr[6] + 1
+    else:
+        A.indptr[-1] += 2
+    with pytest.raises(ValueError, match="^A has a corrupt compressed structure.*" + message):
+        DeviceCSR(A)
+
+
 def test_out_overlapping_an_operand(env, rng):
     W = sp.random(40, 40, density=0.2, format="csr", random_state=rng)
     for shape in ((40, 3), (40,)):

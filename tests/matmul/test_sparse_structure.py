@@ -317,6 +317,7 @@ def test_corrupt_csr_message_names_operand(rng, how, reason, side):
 
 @pytest.mark.parametrize("how,reason", [
     ("indptr_decreasing", "indptr decreases somewhere"),
+    ("indptr_start", r"indptr\[0\] is not 0"),
     ("index_too_large", "a stored row index is negative or not below 40"),
     ("index_at_bound", "a stored row index is negative or not below 40"),
     ("index_negative", "a stored row index is negative or not below 40"),

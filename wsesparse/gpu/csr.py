@@ -16,7 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from wsesparse._checks import KERNEL_DTYPES, csr_error_message, describe, result_dtype
+from wsesparse._checks import (KERNEL_DTYPES, csr_error_message, describe, renamed,
+                               result_dtype)
 from wsesparse._kernels._csr_tools import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
                                            CSR_SHORT)
 from wsesparse.gpu import _machine, _module
@@ -249,6 +250,14 @@ def _arrays(A, shape, name, cupy):
         # (checked before scipy converts it; COO duplicates kept, as the CPU path keeps them)
         from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
         check_sparse_structure(A, name)
+        if A.format == "csc":
+            # Of a CSC only the index types are checked above, and scipy's tocsr writes
+            # where its row indices point (a segfault for a bad one): the whole structure
+            # first, as the CPU path checks it.
+            try:
+                CSR._csc_view(A)
+            except (TypeError, ValueError) as exc:
+                raise renamed(exc, name) from None
         A = tocsr_keeping_duplicates(A)
         data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
         shape = tuple(A.shape)
