@@ -292,11 +292,17 @@ def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes:
         def toarray(self):
             return dev(sp.csr_matrix(self).toarray())
 
+    class csc_matrix(sp.csc_matrix):  # noqa: N801 - cupyx's name
+        __module__ = "cupyx.scipy.sparse._csc"
+
+        def tocsr(self):
+            return csr_matrix(sp.csc_matrix(self).tocsr())
+
     cupyx = types.ModuleType("cupyx")
     cupyx_scipy = types.ModuleType("cupyx.scipy")
     csp = types.ModuleType("cupyx.scipy.sparse")
-    csp.csr_matrix = csr_matrix
-    csp.issparse = lambda x: isinstance(x, csr_matrix)
+    csp.csr_matrix, csp.csc_matrix = csr_matrix, csc_matrix
+    csp.issparse = lambda x: isinstance(x, (csr_matrix, csc_matrix))
     cupyx.scipy, cupyx_scipy.sparse = cupyx_scipy, csp
     linalg = types.ModuleType("cupyx.scipy.sparse.linalg")
     linalg.LinearOperator = FakeLinearOperator
@@ -310,4 +316,5 @@ def install(monkeypatch, device_name: str = "NVIDIA H100 80GB HBM3", free_bytes:
         else _module.name(family, p[0]), launches))
     from wsesparse.gpu import csr
     csr._rates.cache_clear()
-    return types.SimpleNamespace(cupy=cupy, csr_matrix=csr_matrix, launches=launches)
+    return types.SimpleNamespace(cupy=cupy, csr_matrix=csr_matrix, csc_matrix=csc_matrix,
+                                 launches=launches)

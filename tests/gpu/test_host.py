@@ -290,20 +290,26 @@ def test_corrupt_structures_raise_the_cpu_message(env, rng, fault, message):
 ])
 def test_corrupt_scipy_csc_raises_before_scipy_converts_it(env, rng, fault, message):
     """A scipy CSC bound for the device is checked whole before scipy's tocsr, which
-    writes where the row indices point (a bad one crashed the process)."""
+    writes where the row indices point (a bad one crashed the process); a cupyx CSC on
+    the device before cupyx's tocsr (csr_check launched on its arrays)."""
     from wsesparse.gpu import DeviceCSR
     A = sp.random(30, 20, density=0.3, format="csc", random_state=rng)
-    np.testing.assert_array_equal(np.asarray(DeviceCSR(A).toarray()), A.toarray())
-    if fault == "index":
-        A.indices[4] = 30
-    elif fault == "negative":
-        A.indices[-1] = -3
-    elif fault == "decreasing":
-        A.indptr[5] = A.indptr[6] + 1
-    else:
-        A.indptr[-1] += 2
-    with pytest.raises(ValueError, match="^A has a corrupt compressed structure.*" + message):
-        DeviceCSR(A)
+    C = env.csc_matrix(A)                                # (a cupyx CSC)
+    for ok in (A, C):
+        np.testing.assert_array_equal(np.asarray(DeviceCSR(ok).toarray()), A.toarray())
+    for M in (A, C):                                     # (constructors would refuse)
+        indptr, indices = M.indptr.copy(), M.indices.copy()
+        if fault == "index":
+            indices[4] = 30
+        elif fault == "negative":
+            indices[-1] = -3
+        elif fault == "decreasing":
+            indptr[5] = indptr[6] + 1
+        else:
+            indptr[-1] += 2
+        M.indptr, M.indices = indptr, indices
+        with pytest.raises(ValueError, match="^A has a corrupt compressed structure.*" + message):
+            DeviceCSR(M)
 
 
 def test_out_overlapping_an_operand(env, rng):

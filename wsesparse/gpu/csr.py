@@ -233,6 +233,14 @@ def _arrays(A, shape, name, cupy):
             raise ValueError(f"{name}: shape must be two nonnegative ints, got {shape!r}")
         shape = sizes
     elif csp.issparse(A):
+        if A.format == "csc":
+            # cupyx's tocsr writes where the row indices point: the CSC arrays are checked
+            # first, as the CSR arrays of A.T (as the CPU path checks a scipy CSC).
+            ip, ix = A.indptr, A.indices
+            if ip.dtype != ix.dtype or np.dtype(ix.dtype) not in _module.INDEX_TYPES:
+                ip, ix = ip.astype(np.int64), ix.astype(np.int64)
+            check_structure(cupy.ascontiguousarray(ip), cupy.ascontiguousarray(ix),
+                            tuple(A.shape[::-1]), name, csc=True)
         A = A if A.format == "csr" else A.tocsr()
         data, indices, indptr, shape = A.data, A.indices, A.indptr, tuple(A.shape)
     else:
@@ -295,9 +303,10 @@ def _check_value_dtype(dtype, name: str) -> np.dtype:
     return kernel
 
 
-def check_structure(indptr, indices, shape, name: str) -> None:
+def check_structure(indptr, indices, shape, name: str, csc: bool = False) -> None:
     """Raise the CPU path's ValueError if the CSR structure is corrupt (one kernel launch,
-    one 4-byte read back)."""
+    one 4-byte read back); with ``csc``, the arrays are those of a CSC operand of shape
+    ``shape[::-1]`` (the message speaks of it)."""
     cupy = _cupy()
     flags = cupy.zeros(1, dtype=np.int32)
     work = max(shape[0], indices.size, 1)
@@ -308,7 +317,7 @@ def check_structure(indptr, indices, shape, name: str) -> None:
     f = int(flags.get()[0])
     for bit, code in _FLAG_CODES:
         if f & bit:
-            raise ValueError(csr_error_message(code, name, shape, indices.size))
+            raise ValueError(csr_error_message(code, name, shape, indices.size, csc=csc))
 
 
 def _expand_rows(indptr, nnz, cupy):
