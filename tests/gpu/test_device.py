@@ -191,6 +191,22 @@ def test_bitwise_reproducible(cp, rng, dtype):
         assert np.array_equal((Z @ S).get(), z0)
 
 
+def test_bad_cupyx_csc_is_rejected_before_tocsr(cp, rng):
+    """A cupyx CSC with a bad row index is a ValueError before cupyx's tocsr (which
+    would write where the index points), worded for the CSC; a valid one gives W."""
+    import cupyx.scipy.sparse as csp
+    from wsesparse.gpu import DeviceCSR
+    W = sp.csc_matrix(_matrix(rng, 50, 40, 0.2, "float64"))
+    np.testing.assert_array_equal(DeviceCSR(csp.csc_matrix(W)).toarray().get(), W.toarray())
+    for value in (50, -1, 10**6):
+        C = csp.csc_matrix(W)
+        indices = C.indices.copy()
+        indices[7] = value
+        C.indices = indices
+        with pytest.raises(ValueError, match=r"\(50x40, CSC\): a stored row index"):
+            DeviceCSR(C)
+
+
 def test_bad_structure_is_rejected(cp, rng):
     from wsesparse.gpu import DeviceCSR
     W = _matrix(rng, 50, 40, 0.2, "float64")
