@@ -238,8 +238,11 @@ def compare_numpy(T: TLRMatrix, rounds: int = ROUNDS, n_threads: int | None = No
         read = read_kernel_pass(n_threads, T.nbytes)
         if read is not None:
             calls["read"], check_read, _ = read
-        times = interleaved(calls, rounds, inner,
-                            pause_after={"wsesparse": settle, "numpy": settle})
+        # A pause after every call, so that each is timed after its warm-up: without one
+        # after the read, T @ x was timed straight after it with no warm-up of its own
+        # (numpy's samples had theirs) and took about 1.5x its time in a loop, with the
+        # load rule on or off (docs/tuning.md, "TLR tiles").
+        times = interleaved(calls, rounds, inner, pause_after=dict.fromkeys(calls, settle))
         if read is not None:
             check_read()
     return NumpyComparison(T.shape, T.nbytes, times["wsesparse"], times["numpy"], diff, bound,
