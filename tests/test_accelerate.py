@@ -406,6 +406,13 @@ def test_corrupt_structure_message_claims_no_format(fmt):
                 call()
             assert str(exc.value) == ("a sparse operand has a corrupt compressed structure: "
                                       f"a stored index is negative or not below {bound}")
+    A.indices[0] = 0
+    A.indptr = A.indptr[:-1]
+    with wsesparse.accelerated():
+        for call in calls:
+            with pytest.raises(ValueError) as exc:
+                call()
+            assert "CSC" not in str(exc.value) and "shape" not in str(exc.value), exc.value
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

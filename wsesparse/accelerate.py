@@ -113,6 +113,7 @@ def _hook_message(msg: str) -> str:
     if not _CORRUPT.match(msg):
         return msg
     msg = _CORRUPT.sub(r"a sparse operand\1:", msg)
+    msg = re.sub(r" for shape \([^)]*\)(?: \(CSC\))?", "", msg)
     return re.sub(r"a stored (row|column) index", "a stored index", msg)
 
 
@@ -140,7 +141,10 @@ def _hook(original):
                     # or None): scipy raises ValueError for those, so the switch does too.
                     raise ValueError(_hook_message(str(exc))) from exc
                 except ValueError as exc:
-                    raise ValueError(_hook_message(str(exc))) from exc
+                    msg = _hook_message(str(exc))
+                    if msg == str(exc):
+                        raise
+                    raise ValueError(msg) from exc
                 except MemoryError:
                     # (sparse_matmul refuses a result larger than the free memory, which
                     # its kernels write whole; scipy's zeroed result may touch few pages)
