@@ -244,6 +244,24 @@ def test_unsorted_duplicates_and_dense_copies(env, rng):
         DeviceCSR(W, keep_dense="yes")
 
 
+def _corrupted(M, fault: str, bound: int):
+    """Copies of the ``indptr`` and ``indices`` of compressed ``M`` with ``fault``: an
+    index equal to ``bound``, a negative one, a decreasing, short or nonzero-start
+    ``indptr``."""
+    indptr, indices = M.indptr.copy(), M.indices.copy()
+    if fault == "index":
+        indices[4] = bound
+    elif fault == "negative":
+        indices[-1] = -3
+    elif fault == "decreasing":
+        indptr[5] = indptr[6] + 1
+    elif fault == "short":
+        indptr[-1] += 2
+    else:
+        indptr[0] = 1
+    return indptr, indices
+
+
 @pytest.mark.parametrize("fault, message", [
     ("index", "a stored column index is negative or not below 20"),
     ("negative", "a stored column index is negative"),
@@ -254,17 +272,7 @@ def test_unsorted_duplicates_and_dense_copies(env, rng):
 def test_corrupt_structures_raise_the_cpu_message(env, rng, fault, message):
     from wsesparse.gpu import DeviceCSR
     W = sp.random(30, 20, density=0.3, format="csr", random_state=rng)
-    indptr, indices = W.indptr.copy(), W.indices.copy()
-    if fault == "index":
-        indices[4] = 20
-    elif fault == "negative":
-        indices[-1] = -3
-    elif fault == "decreasing":
-        indptr[5] = indptr[6] + 1
-    elif fault == "short":
-        indptr[-1] += 2
-    else:
-        indptr[0] = 1
+    indptr, indices = _corrupted(W, fault, 20)
     arrays = (gpu_helpers.dev(W.data), gpu_helpers.dev(indices), gpu_helpers.dev(indptr))
     with pytest.raises(ValueError, match=message):
         DeviceCSR(arrays, shape=W.shape)
@@ -298,16 +306,7 @@ def test_corrupt_scipy_csc_raises_before_scipy_converts_it(env, rng, fault, mess
     for ok in (A, C):
         np.testing.assert_array_equal(np.asarray(DeviceCSR(ok).toarray()), A.toarray())
     for M in (A, C):                                     # (constructors would refuse)
-        indptr, indices = M.indptr.copy(), M.indices.copy()
-        if fault == "index":
-            indices[4] = 30
-        elif fault == "negative":
-            indices[-1] = -3
-        elif fault == "decreasing":
-            indptr[5] = indptr[6] + 1
-        else:
-            indptr[-1] += 2
-        M.indptr, M.indices = indptr, indices
+        M.indptr, M.indices = _corrupted(M, fault, 30)
         with pytest.raises(ValueError, match="^A has a corrupt compressed structure.*" + message):
             DeviceCSR(M)
 
