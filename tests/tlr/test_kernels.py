@@ -287,8 +287,35 @@ def test_kernel_entry_points_reject_bad_arrays():
         (dict(yu=np.empty((2, K), np.complex128)), "yu must be a C-contiguous 2-D array of"),
         (dict(first=first[:, :2].copy()), "the first phase's items must have 3 columns"),
         (dict(second=second.astype(np.float64)), "the last phase's items must be"),
+        (dict(yv=None), "yv and yu must both be arrays or both be None"),
     ]:
         with pytest.raises(ValueError, match=match):
             _tlrmvm.tlr_matmat(*args(**kw))
     with pytest.raises(TypeError):
         _tlrmvm.tlr_rmatmat(*args(U=list(U)))
+    for name in ("U", "perm", "X", "Y", "first"):  # (None is no array: no pointer read)
+        with pytest.raises(TypeError):
+            _tlrmvm.tlr_matmat(*args(**{name: None}))
+
+
+@pytest.mark.parametrize("adjoint", [False, True])
+@pytest.mark.parametrize("s", [1, 3])
+def test_kernel_work_arrays_allocated_inside(adjoint, s):
+    """yv and yu None (what ``TLRMatrix`` passes): the kernel allocates the work arrays
+    and gives the bits of the call with arrays of its caller's."""
+    from wsesparse._kernels import _tlrmvm
+
+    T = _random_tlr(np.float64, m=70, n=50, nb=16)
+    m, n = T.shape
+    K = int(T.kcol_ptr[-1])
+    X = np.random.default_rng(s).standard_normal((s, m if adjoint else n))
+    outs = []
+    for work in ((np.empty((s, K)), np.empty((s, K))), (None, None)):
+        out = np.full((s, n if adjoint else m), np.nan)
+        (_tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat)(
+            T.U, T.V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr, T.perm,
+            X, out, *work, *T._items(2, adjoint), 2, 1)
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
+    dense = T.toarray()
+    assert np.allclose(outs[1], X @ (dense.conj() if adjoint else dense.T))

@@ -138,7 +138,7 @@ class TLRMatrix:
         # yu_start[i, j] in tile-row order.
         self._yv_start = self.kcol_ptr[:-1][None, :] + np.cumsum(R, axis=0) - R
         self._yu_start = self.krow_ptr[:-1][:, None] + np.cumsum(R, axis=1) - R
-        K = int(self.kcol_ptr[-1])
+        K = self._K = int(self.kcol_ptr[-1])
         perm = np.empty(K, dtype=np.int64)
         flat = R.ravel()
         starts_u = np.repeat(self._yu_start.ravel(), flat)
@@ -361,10 +361,12 @@ class TLRMatrix:
     # __init__ guarantees is restored: read-only ranks and 64-byte aligned,
     # C-contiguous bases (pickle protocols below 5 and deepcopy lost both; a review found it).
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_cast_cache": {}, "_item_cache": {}}
+        return {**self.__dict__, "_cast_cache": {}, "_item_cache": {}, "_plan_cache": {}}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        if "_K" not in state:  # (a pickle of an older version)
+            self._K = int(self.kcol_ptr[-1])
         self.ranks.setflags(write=False)
         for name in ("U", "V"):
             a = getattr(self, name)
@@ -398,10 +400,10 @@ class TLRMatrix:
         m, n = self.shape
         n_in, n_out = (m, n) if adjoint else (n, m)
         if (type(x) is np.ndarray and x.ndim == 1 and x.shape[0] == n_in and x.dtype == self.dtype
-                and (n_in + n_out + 2 * int(self.kcol_ptr[-1])) * x.itemsize < CHECK_MIN_BYTES):
+                and (n_in + n_out + 2 * self._K) * x.itemsize < CHECK_MIN_BYTES):
             # A vector of T's dtype, what solver loops pass: none of the checks and
             # conversions below applies (3-4 us of a 15 us call on a small operator).
-            return self._run(x.reshape(n_in, 1), adjoint, self.dtype, n_threads)[:, 0]
+            return self._run(x.reshape(n_in, 1), adjoint, self.dtype, n_threads).reshape(n_out)
         name = "y" if adjoint else "x"
         if x is None or np.isscalar(x):
             raise TypeError(f"{name} must be a 1-D or 2-D array, got {describe(x)}")
@@ -421,7 +423,7 @@ class TLRMatrix:
         s = X.shape[1]
         # The kernel's copy of x, its output and two work arrays of K per rhs
         # (the message only where checked: formatting it cost 10 us a call).
-        nbytes = s * (n_in + n_out + 2 * int(self.kcol_ptr[-1])) * rt.itemsize
+        nbytes = s * (n_in + n_out + 2 * self._K) * rt.itemsize
         if nbytes >= CHECK_MIN_BYTES:
             check_allocation(nbytes,
                              f"{'T.H' if adjoint else 'T'} @ {name} for {name} of shape "
@@ -443,22 +445,30 @@ class TLRMatrix:
 
     def _run(self, X: np.ndarray, adjoint: bool, dtype: np.dtype, n_threads) -> np.ndarray:
         U, V = self._bases(dtype)
-        m, n = self.shape
         s = X.shape[1]
         XT = np.ascontiguousarray(X.T)
-        K = int(self.kcol_ptr[-1])
-        YT = np.empty((s, n if adjoint else m), dtype=dtype)
-        yv = np.empty((s, K), dtype=dtype)
-        yu = np.empty((s, K), dtype=dtype)
-        work = (self._u_size + self._v_size) * s
-        nt = resolve_n_threads(n_threads, work, idle_rule=True)
-        first, second = self._items(nt, adjoint)
-        # (both entry points take the input, the output and the two phases' items in order)
+        YT = np.empty((s, self.shape[1] if adjoint else self.shape[0]), dtype=dtype)
+        nt = resolve_n_threads(n_threads, (self._u_size + self._v_size) * s, idle_rule=True)
+        first, second, prefetch = self._plan(nt, adjoint, dtype)
+        # (both entry points take the input, the output and the two phases' items in order;
+        # the work arrays yv, yu (None) are allocated by the kernel)
         kernel = _tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat
         kernel(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
-               self.kcol_ptr, self.perm, XT, YT, yv, yu, first, second, nt,
-               _prefetch_bases(U.nbytes + V.nbytes))
+               self.kcol_ptr, self.perm, XT, YT, None, None, first, second, nt, prefetch)
         return YT.T
+
+    def _plan(self, n_threads: int, adjoint: bool, dtype: np.dtype) -> tuple:
+        """The work items of :meth:`_items` and the prefetch level of the bases of
+        ``dtype``, kept per thread count, direction and dtype: a call looks them up once
+        (docs/tuning.md, "The call")."""
+        cache = self.__dict__.setdefault("_plan_cache", {})  # (absent in old pickles)
+        key = (n_threads, adjoint, dtype)
+        plan = cache.get(key)
+        if plan is None:
+            U, V = self._bases(dtype)
+            plan = cache[key] = (*self._items(n_threads, adjoint),
+                                 _prefetch_bases(U.nbytes + V.nbytes))
+        return plan
 
     def _items(self, n_threads: int, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
         """Work items of the first and last phase for ``n_threads`` (kept per count).
