@@ -461,6 +461,19 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
 #ifndef WS_SPMV_FAR_X_BYTES
 #define WS_SPMV_FAR_X_BYTES (512 * 1024)
 #endif
+/* WS_FAR_CHK_INLINE_I64: checked products of short rows with int64 indices and x beyond
+ * WS_SPMV_FAR_X_BYTES compare each index in the scalar chain (ws_spmv_srow_chk) instead of
+ * a block pass first: without AVX-512 there is no unsigned 64-bit vector max, so that pass
+ * cost more than it saved. 2-core AMD EPYC (AVX2), in-process A/B, the same bits: 0.80-0.95x
+ * the time; int32 indices kept the block pass (it prefetches a banded matrix's indices:
+ * float32 Poisson 1.3-1.45x slower without it). docs/tuning.md, "Checks". */
+#ifndef WS_FAR_CHK_INLINE_I64
+#if defined(__AVX512F__)
+#define WS_FAR_CHK_INLINE_I64 0
+#else
+#define WS_FAR_CHK_INLINE_I64 1
+#endif
+#endif
 #ifndef WS_SPMV_FAR_VEC_NNZ
 #define WS_SPMV_FAR_VEC_NNZ 64
 #endif
@@ -526,6 +539,8 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
     if (!CHK && !blocks)                                                          \
         return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
+    if (CHK && far && !vec && sizeof(I) == 8 && WS_FAR_CHK_INLINE_I64)            \
+        return ws_spmv_far_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
     /* Short rows in blocks of rows, each block's indices read just before its    \
      * product: by the check (see WS_SPMV_CHK_LOOP_NNZ_<T>) or, unchecked, by a   \
      * prefetch of their lines (blocks; a lone long row: its first                \

@@ -718,14 +718,18 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
 
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype):
+@pytest.mark.parametrize("far", [False, True])
+def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far):
     """Short rows are checked block by block: CHECK_ROWS rows where they hold at most
     CHECK_BLOCK nonzeros, else about CHECK_BLOCK nonzeros (found by galloping from the
     block's first row). A bad index anywhere is found, at the edges of both kinds of
-    block too, and valid input gives the unchecked kernel's bits."""
+    block too, and valid input gives the unchecked kernel's bits. With x beyond
+    SPMV_FAR_X_BYTES (``far``) builds without AVX-512 check int64 indices in the scalar
+    chain instead (WS_FAR_CHK_INLINE_I64): the same positions are found there."""
     rng = np.random.default_rng(0)
     rows_per_block, block_nnz = _spmm.CHECK_ROWS, _spmm.CHECK_BLOCK
-    n_rows, per_row, n_cols = 20_000, 5, 3000
+    n_rows, per_row = 20_000, 5
+    n_cols = _spmm.SPMV_FAR_X_BYTES // np.dtype(dtype).itemsize + 1 if far else 3000
     lengths = np.full(n_rows, per_row)
     # A run of long rows: CHECK_ROWS of them hold more than CHECK_BLOCK nonzeros.
     long0 = 10 * rows_per_block
