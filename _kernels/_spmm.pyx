@@ -423,6 +423,7 @@ cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
 cdef enum:  # _spmv_rows's modes
     _CHECKED = 1
     _BLOCKS = 2
+    _CHECKED_STREAMED = 3
 
 
 cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
@@ -431,39 +432,40 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
                            int check) noexcept nogil:
     """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries). ``check``: 1 (_CHECKED),
     the column indices are checked against ``n_cols`` on the way (returns 1 on
-    the first one out of range, leaving later rows undone); 2 (_BLOCKS), not
+    the first one out of range, leaving later rows undone); 3 (_CHECKED_STREAMED), the
+    same for a matrix streamed from DRAM (WS_CHK_INLINE_I64); 2 (_BLOCKS), not
     checked, short rows in blocks (ws_spmv_rows' blocks; real values only); 0 plain.
     ``indptr`` must already be valid. (The unchecked kernels get ``n_cols`` too: it
     picks how rows are summed, which must not depend on whether they were checked.)"""
     cdef Py_ssize_t i = r0, j
     if value_t is float:
         if index_t is int32_t:
-            if check == _CHECKED:
+            if check == _CHECKED or check == _CHECKED_STREAMED:
                 return ws_spmv_rows_chk_float_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols, 0)
+                                                      n_cols, check == _CHECKED_STREAMED)
             return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
                                               check == _BLOCKS)
         else:
-            if check == _CHECKED:
+            if check == _CHECKED or check == _CHECKED_STREAMED:
                 return ws_spmv_rows_chk_float_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols, 0)
+                                                      n_cols, check == _CHECKED_STREAMED)
             return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
                                               check == _BLOCKS)
     elif value_t is double:
         if index_t is int32_t:
-            if check == _CHECKED:
+            if check == _CHECKED or check == _CHECKED_STREAMED:
                 return ws_spmv_rows_chk_double_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols, 0)
+                                                       n_cols, check == _CHECKED_STREAMED)
             return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
                                                check == _BLOCKS)
         else:
-            if check == _CHECKED:
+            if check == _CHECKED or check == _CHECKED_STREAMED:
                 return ws_spmv_rows_chk_double_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols, 0)
+                                                       n_cols, check == _CHECKED_STREAMED)
             return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
                                                check == _BLOCKS)
     else:
-        if check != _CHECKED:
+        if check == 0 or check == _BLOCKS:
             _complex_dots(indptr, indices, data, x, y, r0, r1)
             return 0
         # Complex: each block of rows checked just before it is used.
@@ -509,12 +511,15 @@ cdef int _spmv_typed(const index_t* ip, const index_t* ix, int vt, void* d, void
 
 def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
              cnp.ndarray y, object row_bounds, int n_threads, *, Py_ssize_t check_cols=0,
-             bint blocks=False):
+             bint blocks=False, bint streamed=False):
     """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries.
 
     ``row_bounds``, ``check_cols`` and the return value as in ``csr_spmm``.
     ``blocks`` (unchecked products only): short rows go in blocks of rows, each
     block's indices prefetched first (``ws_spmv_rows``' ``blocks``; the same sums).
+    ``streamed`` (checked products only): the matrix is read from DRAM, so builds without
+    AVX-512 check int64 indices of short rows in the row loops (``WS_CHK_INLINE_I64``;
+    the same sums, the same errors).
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")
@@ -529,7 +534,8 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef Py_ssize_t n_x = cnp.PyArray_DIM(x, 0)
     if check_cols > 0 and n_x != check_cols:
         raise ValueError("check_cols must be the length of x")
-    cdef int mode = _CHECKED if check_cols > 0 else (_BLOCKS if blocks else 0)
+    cdef int mode = ((_CHECKED_STREAMED if streamed else _CHECKED) if check_cols > 0
+                     else (_BLOCKS if blocks else 0))
     cdef int64_t* owned = NULL
     cdef Py_ssize_t n_parts
     cdef const int64_t* b = _parts(row_bounds, it, ip, cnp.PyArray_DIM(y, 0), &n_parts, &owned)

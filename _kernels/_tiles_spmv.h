@@ -172,9 +172,10 @@ out_of_range:                                                                   
  * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols, blocks):
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
- * range, y then being partly written. Rows of at least WS_SPMV_VEC_NNZ_<T>
- * nonzeros (three float32 vectors' worth) take VL of them per step: their values
- * loaded as one vector, the x[indices[p]] put together lane by lane (scalar
+ * range, y then being partly written. blocks: see below (plain) and
+ * WS_CHK_INLINE_I64 (_chk: the matrix streams from DRAM); the same sums either way.
+ * Rows of at least WS_SPMV_VEC_NNZ_<T> nonzeros (three float32 vectors' worth)
+ * take VL of them per step: their values loaded as one vector, the x[indices[p]] put together lane by lane (scalar
  * loads inserted into a vector, not a gather instruction: gathers are slower
  * on Zen), one vector FMA into one of two accumulators; about 2 loads per
  * nonzero instead of 3 (K = 4096, density 0.1, float32: 1.3x the scalar loop
@@ -461,17 +462,17 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
 #ifndef WS_SPMV_FAR_X_BYTES
 #define WS_SPMV_FAR_X_BYTES (512 * 1024)
 #endif
-/* WS_FAR_CHK_INLINE_I64: checked products of short rows with int64 indices and x beyond
- * WS_SPMV_FAR_X_BYTES compare each index in the scalar chain (ws_spmv_srow_chk) instead of
- * a block pass first: without AVX-512 there is no unsigned 64-bit vector max, so that pass
- * cost more than it saved. 2-core AMD EPYC (AVX2), in-process A/B, the same bits: 0.80-0.95x
- * the time; int32 indices kept the block pass (it prefetches a banded matrix's indices:
- * float32 Poisson 1.3-1.45x slower without it). docs/tuning.md, "Checks". */
-#ifndef WS_FAR_CHK_INLINE_I64
+/* WS_CHK_INLINE_I64: checked products (the _chk functions) of a matrix streamed from DRAM
+ * (their caller says so: blocks = 1) with int64 indices compare each index of short rows
+ * in the row loops instead of a block pass first. Without AVX-512 there is no unsigned
+ * 64-bit vector max, so the pass cost more than it saved on such matrices; on cache-resident
+ * ones it cost less (docs/tuning.md, "Checks"). int32 indices keep the pass (vector max): it
+ * also prefetches a banded matrix's indices. */
+#ifndef WS_CHK_INLINE_I64
 #if defined(__AVX512F__)
-#define WS_FAR_CHK_INLINE_I64 0
+#define WS_CHK_INLINE_I64 0
 #else
-#define WS_FAR_CHK_INLINE_I64 1
+#define WS_CHK_INLINE_I64 1
 #endif
 #endif
 #ifndef WS_SPMV_FAR_VEC_NNZ
@@ -539,8 +540,9 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
     if (!CHK && !blocks)                                                          \
         return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
-    if (CHK && far && !vec && sizeof(I) == 8 && WS_FAR_CHK_INLINE_I64)            \
-        return ws_spmv_far_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
+    if (CHK && blocks && !vec && sizeof(I) == 8 && WS_CHK_INLINE_I64)              \
+        return (far ? ws_spmv_far_rows##SFX##_##T##_##I : ws_spmv_scalar_rows##SFX##_##T##_##I)( \
+            indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
     /* Short rows in blocks of rows, each block's indices read just before its    \
      * product: by the check (see WS_SPMV_CHK_LOOP_NNZ_<T>) or, unchecked, by a   \
      * prefetch of their lines (blocks; a lone long row: its first                \

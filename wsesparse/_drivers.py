@@ -204,14 +204,18 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         X, Y = X.reshape(-1), Y.reshape(-1)
     if X.ndim == 1:
         threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows), idle_rule=True)
-        blocks = False
+        blocks = streamed = False
         if bounds is not None:
             key = ("blocks", X.itemsize)
             blocks = bounds.get(key)
             if blocks is None:
                 blocks = bounds[key] = spmv_blocks(indptr, indices, shape, nnz, X.itemsize, hw)
+        elif indices.itemsize == 8:
+            # A one-shot product whose int64 indices and values stream from DRAM: some builds
+            # check those indices in the row loops (_spmm.csr_spmv's streamed).
+            streamed = nnz * (X.itemsize + 8) >= (hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES)
         code = _spmm.csr_spmv(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
-                              threads, check_cols=check_cols, blocks=blocks)
+                              threads, check_cols=check_cols, blocks=blocks, streamed=streamed)
     else:
         N = X.shape[1]
         itemsize = X.dtype.itemsize

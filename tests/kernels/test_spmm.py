@@ -193,6 +193,37 @@ def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
     assert asked == [True, True, False, False]
 
 
+def test_one_shot_spmv_says_streamed_for_int64_beyond_l3(monkeypatch):
+    """One-shot SpMV passes ``streamed`` where the int64 indices and values exceed L3 (then
+    builds without AVX-512 check those indices in the row loops), never for int32 indices
+    or a prepared ``CSR``; results and errors are the same either way."""
+    rng = np.random.default_rng(3)
+    A = sp.random_array((3000, 2000), density=0.004, format="csr", rng=rng)
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
+                       shape=A.shape)
+    x = rng.standard_normal(2000)
+    expected = sparse_matmul(A, x)
+    asked = []
+    real = _spmm.csr_spmv
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["streamed"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_spmm, "csr_spmv", spy)
+    small = A.nnz * 16  # the int64 matrix's indices and values
+    for l3, want in ((small, True), (small + 1, False)):
+        monkeypatch.setattr(_hardware, "_current", _profile(l3_bytes=l3))
+        asked.clear()
+        for S in (A64, A, CSR(A64)):
+            assert sparse_matmul(S, x).tobytes() == expected.tobytes()
+        assert asked == [want, False, False]
+        bad = A64.copy()
+        bad.indices[A64.nnz // 2] = 2000
+        with pytest.raises(ValueError, match="not below 2000"):
+            sparse_matmul(bad, x)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_every_panel_choice_against_oracle(monkeypatch, dtype):
     """One line, several lines and one sweep: what the L3 probe can pick."""
@@ -719,13 +750,15 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 @pytest.mark.parametrize("far", [False, True])
-def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, streamed):
     """Short rows are checked block by block: CHECK_ROWS rows where they hold at most
     CHECK_BLOCK nonzeros, else about CHECK_BLOCK nonzeros (found by galloping from the
     block's first row). A bad index anywhere is found, at the edges of both kinds of
-    block too, and valid input gives the unchecked kernel's bits. With x beyond
-    SPMV_FAR_X_BYTES (``far``) builds without AVX-512 check int64 indices in the scalar
-    chain instead (WS_FAR_CHK_INLINE_I64): the same positions are found there."""
+    block too, and valid input gives the unchecked kernel's bits. ``streamed`` (a matrix
+    read from DRAM): builds without AVX-512 check int64 indices in the row loops instead
+    (WS_CHK_INLINE_I64), with x within or beyond SPMV_FAR_X_BYTES (``far``: one scalar
+    chain per row); the same positions are found there."""
     rng = np.random.default_rng(0)
     rows_per_block, block_nnz = _spmm.CHECK_ROWS, _spmm.CHECK_BLOCK
     n_rows, per_row = 20_000, 5
@@ -747,11 +780,11 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far):
     for parts, threads in ((1, 1), (8, 2)):
         assert _spmm.csr_spmv(indptr, indices, data, x, y0, parts, threads) == 0
         assert _spmm.csr_spmv(indptr, indices, data, x, y1, parts, threads,
-                              check_cols=n_cols) == 0
+                              check_cols=n_cols, streamed=streamed) == 0
         assert y0.tobytes() == y1.tobytes()
         for q in [0, 50_001, nnz - 1] + edges:
             for bad in (n_cols, -1):
                 spoilt = indices.copy()
                 spoilt[q] = bad
                 assert _spmm.csr_spmv(indptr, spoilt, data, x, y1, parts, threads,
-                                      check_cols=n_cols) != 0, (q, bad)
+                                      check_cols=n_cols, streamed=streamed) != 0, (q, bad)
