@@ -27,6 +27,7 @@ cnp.import_array()
 # or two (SCATTER_MAX_PANELS, wsesparse.matmul._scatter_ok).
 cdef extern from "_axpy_tiles.h":
     const int WS_SCATTER_PANEL_BYTES
+    const int WS_CHK_IN_LOOPS
 
 cdef enum:
     _REDUCE_BLOCK = 8192  # elements per work item when the row chunks are added up
@@ -56,6 +57,9 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
         # One complex column: ws_cscatter1, which checks each index as it goes (cheaper
         # than ws_cscatter's general loop with or without a block check; _tiles_complex.h).
         return _cscatter1(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
+    if T == 1 and check_cols and WS_CHK_IN_LOOPS:
+        # One real column, checked: each index compared in the loop (_tiles_base.h).
+        return _rscatter1_chk(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
     return _scatter_blocks(indptr, indices, data, U, Z, k0, k1, n_out, T, t0, w, check_cols)
 
 
@@ -78,6 +82,26 @@ cdef int _scatter_blocks(const index_t* indptr, const index_t* indices, const va
         _scatter_rows(indptr, indices, data, U, Z, i, j, T, t0, w, zone)
         i = j
     return 0
+
+
+cdef int _rscatter1_chk(const index_t* indptr, const index_t* indices, const value_t* data,
+                        const value_t* u, value_t* z, Py_ssize_t n_rows,
+                        Py_ssize_t n_out) noexcept nogil:
+    """z += B[rows].T @ u[rows] for one real column (``indptr`` at the first row), each
+    column index checked before its update: 1 at the first one out of range, else 0 (the
+    bits of ``ws_scatter1``). (Complex value types: unused, returns 1.)"""
+    if value_t is float:
+        if index_t is int32_t:
+            return ws_rscatter1_chk_float_int32_t(indptr, indices, data, u, z, n_rows, n_out)
+        else:
+            return ws_rscatter1_chk_float_int64_t(indptr, indices, data, u, z, n_rows, n_out)
+    elif value_t is double:
+        if index_t is int32_t:
+            return ws_rscatter1_chk_double_int32_t(indptr, indices, data, u, z, n_rows, n_out)
+        else:
+            return ws_rscatter1_chk_double_int64_t(indptr, indices, data, u, z, n_rows, n_out)
+    else:
+        return 1
 
 
 cdef int _cscatter1(const index_t* indptr, const index_t* indices, const value_t* data,

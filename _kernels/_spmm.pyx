@@ -433,7 +433,7 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
     """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries). ``check``: 1 (_CHECKED),
     the column indices are checked against ``n_cols`` on the way (returns 1 on
     the first one out of range, leaving later rows undone); 3 (_CHECKED_STREAMED), the
-    same for a matrix streamed from DRAM (WS_CHK_INLINE_I64); 2 (_BLOCKS), not
+    same for a matrix streamed from DRAM (WS_CHK_IN_LOOPS); 2 (_BLOCKS), not
     checked, short rows in blocks (ws_spmv_rows' blocks; real values only); 0 plain.
     ``indptr`` must already be valid. (The unchecked kernels get ``n_cols`` too: it
     picks how rows are summed, which must not depend on whether they were checked.)"""
@@ -518,7 +518,7 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     ``blocks`` (unchecked products only): short rows go in blocks of rows, each
     block's indices prefetched first (``ws_spmv_rows``' ``blocks``; the same sums).
     ``streamed`` (checked products only): the matrix is read from DRAM, so builds without
-    AVX-512 check int64 indices of short rows in the row loops (``WS_CHK_INLINE_I64``;
+    AVX-512 check int64 indices of short rows in the row loops (``WS_CHK_IN_LOOPS``;
     the same sums, the same errors).
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:

@@ -111,6 +111,14 @@ cdef extern from "_axpy_tiles.h" nogil:
                                     const double*, Py_ssize_t, double*, Py_ssize_t, Py_ssize_t,
                                     Py_ssize_t)
 
+    int ws_rscatter1_chk_float_int32_t(const int32_t*, const int32_t*, const float*,
+                                       const float*, float*, Py_ssize_t, Py_ssize_t)
+    int ws_rscatter1_chk_double_int32_t(const int32_t*, const int32_t*, const double*,
+                                        const double*, double*, Py_ssize_t, Py_ssize_t)
+    int ws_rscatter1_chk_float_int64_t(const int64_t*, const int64_t*, const float*,
+                                       const float*, float*, Py_ssize_t, Py_ssize_t)
+    int ws_rscatter1_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
+                                        const double*, double*, Py_ssize_t, Py_ssize_t)
     int ws_cscatter1_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
                                    float*, Py_ssize_t, Py_ssize_t)
     int ws_cscatter1_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,

@@ -135,6 +135,31 @@ static int ws_cscatter1_##T##_##I(const I *indptr, const I *indices,            
     }                                                                             \
     return 0;                                                                     \
 }
+/* ws_rscatter1_chk_<T>_<I>: the same for one real column, with ws_scatter1's FMA per
+ * nonzero (so the bits agree): the checked one-column real scatter where WS_CHK_IN_LOOPS
+ * (_tiles_base.h) says so. */
+#define WS_DEFINE_RSCATTER1_CHK(T, I, U)                                          \
+static int ws_rscatter1_chk_##T##_##I(const I *indptr, const I *indices,          \
+                                      const T *data, const T *u, T *z,            \
+                                      ptrdiff_t n_rows, ptrdiff_t n_out)          \
+{                                                                                 \
+    const U lim = ws_col_limit_##I(n_out);                                        \
+    for (ptrdiff_t k = 0; k < n_rows; ++k) {                                      \
+        const T uk = u[k];                                                        \
+        const ptrdiff_t p1 = indptr[k + 1];                                       \
+        for (ptrdiff_t p = indptr[k]; p < p1; ++p) {                              \
+            const U j = (U)indices[p];                                            \
+            if (j >= lim)                                                         \
+                return 1;                                                         \
+            z[j] = WS_FMA_##T(data[p], uk, z[j]);                                 \
+        }                                                                         \
+    }                                                                             \
+    return 0;                                                                     \
+}
+WS_DEFINE_RSCATTER1_CHK(float, int32_t, uint32_t)
+WS_DEFINE_RSCATTER1_CHK(double, int32_t, uint32_t)
+WS_DEFINE_RSCATTER1_CHK(float, int64_t, uint64_t)
+WS_DEFINE_RSCATTER1_CHK(double, int64_t, uint64_t)
 WS_DEFINE_CSCATTER1(float, int32_t, uint32_t)
 WS_DEFINE_CSCATTER1(float, int64_t, uint64_t)
 WS_DEFINE_CSCATTER1(double, int32_t, uint32_t)

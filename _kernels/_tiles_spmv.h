@@ -173,7 +173,7 @@ out_of_range:                                                                   
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
  * range, y then being partly written. blocks: see below (plain) and
- * WS_CHK_INLINE_I64 (_chk: the matrix streams from DRAM); the same sums either way.
+ * WS_CHK_IN_LOOPS (_chk: the matrix streams from DRAM); the same sums either way.
  * Rows of at least WS_SPMV_VEC_NNZ_<T> nonzeros (three float32 vectors' worth)
  * take VL of them per step: their values loaded as one vector, the x[indices[p]] put together lane by lane (scalar
  * loads inserted into a vector, not a gather instruction: gathers are slower
@@ -462,19 +462,12 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
 #ifndef WS_SPMV_FAR_X_BYTES
 #define WS_SPMV_FAR_X_BYTES (512 * 1024)
 #endif
-/* WS_CHK_INLINE_I64: checked products (the _chk functions) of a matrix streamed from DRAM
- * (their caller says so: blocks = 1) with int64 indices compare each index of short rows
- * in the row loops instead of a block pass first. Without AVX-512 there is no unsigned
- * 64-bit vector max, so the pass cost more than it saved on such matrices; on cache-resident
+/* Checked products (the _chk functions) of a matrix streamed from DRAM (their caller says
+ * so: blocks = 1) with int64 indices compare each index of short rows in the row loops
+ * where WS_CHK_IN_LOOPS (_tiles_base.h) says so. Without AVX-512 there is no unsigned 64-bit
+ * vector max, and the block pass cost more than it saved on such matrices; on cache-resident
  * ones it cost less (docs/tuning.md, "Checks"). int32 indices keep the pass (vector max): it
  * also prefetches a banded matrix's indices. */
-#ifndef WS_CHK_INLINE_I64
-#if defined(__AVX512F__)
-#define WS_CHK_INLINE_I64 0
-#else
-#define WS_CHK_INLINE_I64 1
-#endif
-#endif
 #ifndef WS_SPMV_FAR_VEC_NNZ
 #define WS_SPMV_FAR_VEC_NNZ 64
 #endif
@@ -540,7 +533,7 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
     if (!CHK && !blocks)                                                          \
         return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
-    if (CHK && blocks && !vec && sizeof(I) == 8 && WS_CHK_INLINE_I64)              \
+    if (CHK && blocks && !vec && sizeof(I) == 8 && WS_CHK_IN_LOOPS)                \
         return (far ? ws_spmv_far_rows##SFX##_##T##_##I : ws_spmv_scalar_rows##SFX##_##T##_##I)( \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
     /* Short rows in blocks of rows, each block's indices read just before its    \
