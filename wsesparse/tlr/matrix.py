@@ -27,6 +27,11 @@ from wsesparse.tlr.compression import compress_tiles
 __all__ = ["TLRMatrix"]
 
 
+# Per-matrix caches, left out of pickles (empty there): cast copies of the bases, work items,
+# plans (items and prefetch level).
+_CACHES = ("_cast_cache", "_item_cache", "_plan_cache")
+
+
 def _prefetch_bases(nbytes: int) -> int:
     """How the kernels prefetch bases of ``nbytes`` (``_tlrmvm.tlr_matmat``'s ``prefetch``):
     0 within one core's L2, where it gains nothing; 1 beyond it (from L3), the one-vector
@@ -361,7 +366,10 @@ class TLRMatrix:
     # __init__ guarantees is restored: read-only ranks and 64-byte aligned,
     # C-contiguous bases (pickle protocols below 5 and deepcopy lost both; a review found it).
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_cast_cache": {}, "_item_cache": {}, "_plan_cache": {}}
+        # (the caches last, in one order: a used matrix adds them to __dict__ in the order
+        # of its first product, and dask's key of a pickle must not change with it)
+        state = {k: v for k, v in self.__dict__.items() if k not in _CACHES}
+        return {**state, **{k: {} for k in _CACHES}}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
