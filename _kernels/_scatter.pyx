@@ -27,7 +27,10 @@ cnp.import_array()
 # or two (SCATTER_MAX_PANELS, wsesparse.matmul._scatter_ok).
 cdef extern from "_axpy_tiles.h":
     const int WS_SCATTER_PANEL_BYTES
-    const int WS_CHK_IN_LOOPS
+
+# Whether checked one-column real scatters compare each index in their loop (builds
+# without AVX-512) instead of checking blocks of indices first (_tiles_base.h).
+CHECK_IN_LOOPS = bool(_CHK_IN_LOOPS)
 
 cdef enum:
     _REDUCE_BLOCK = 8192  # elements per work item when the row chunks are added up
@@ -46,7 +49,8 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
                        Py_ssize_t n_out, Py_ssize_t T, Py_ssize_t t0, Py_ssize_t w,
                        bint check_cols) noexcept nogil:
     """Z[:, t0:t0+w] = B[k0:k1].T @ U[k0:k1, t0:t0+w] (U is n_rows x T, Z n_out x T),
-    checked as in ``_scatter_blocks``."""
+    checked as in ``_scatter_blocks``, or for one column index by index (complex values;
+    real ones where ``WS_CHK_IN_LOOPS``)."""
     cdef Py_ssize_t j
     if w == T:
         memset(Z, 0, n_out * T * sizeof(value_t))
@@ -57,7 +61,7 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
         # One complex column: ws_cscatter1, which checks each index as it goes (cheaper
         # than ws_cscatter's general loop with or without a block check; _tiles_complex.h).
         return _cscatter1(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
-    if T == 1 and check_cols and WS_CHK_IN_LOOPS:
+    if T == 1 and check_cols and _CHK_IN_LOOPS:
         # One real column, checked: each index compared in the loop (_tiles_base.h).
         return _rscatter1_chk(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
     return _scatter_blocks(indptr, indices, data, U, Z, k0, k1, n_out, T, t0, w, check_cols)
@@ -375,7 +379,9 @@ cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, v
         b = whole
         n_chunks = 1
         # (check_cols stays: the checked loop reads each block's indices just before
-        # it scatters them, which made it faster than the unchecked one)
+        # it scatters them, which made it faster than the unchecked one; one real
+        # column without AVX-512 compares each index instead (WS_CHK_IN_LOOPS), not
+        # measured against the unchecked loop on this path)
     if vt == cnp.NPY_FLOAT32:
         return _scatter_parts(ip, ix, <float*>d, <float*>u, <float*>z, <float*>s, b, n_chunks,
                               n_out, T, n_threads, check_cols)
@@ -438,9 +444,10 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     U is (n_rows,) or (n_rows, T), Z (n_cols,) or (n_cols, T): C-contiguous,
     of the dtype of ``data``, not overlapping. Every column index of B must be
     below Z's length: checked by the caller, or, with ``check_cols``, here,
-    each block of rows just before it is scattered (returns
-    ``CSR_BAD_INDEX``, ``csr_check``'s code 4, if one is out of range, Z then
-    being garbage; else 0). Each
+    each block of rows just before it is scattered (one column: each index as
+    it is used, for complex values and, in builds without AVX-512, real ones;
+    ``WS_CHK_IN_LOOPS``). It returns ``CSR_BAD_INDEX``, ``csr_check``'s code 4,
+    if one is out of range, Z then being garbage; else 0. Each
     nonzero (k, j) adds ``data * U[k]`` to ``Z[j]`` (a scatter), in storage
     order. Work items are panels of ``scatter_panel_width`` token columns
     times ``n_chunks`` ranges of rows of B (balanced by nonzeros); chunk c > 0

@@ -69,6 +69,9 @@ CHECK_ROWS = _CHECK_ROWS
 SPMV_FAR_X_BYTES = _SPMV_FAR_X_BYTES
 SPMV_FAR_VEC_NNZ = _SPMV_FAR_VEC_NNZ
 SPMV_GATHER = bool(_SPMV_GATHER)
+# Whether checked SpMV of int64 matrices streamed from DRAM (csr_spmv's streamed) compares
+# each index in the row loops (builds without AVX-512; _tiles_base.h, WS_CHK_IN_LOOPS).
+CHECK_IN_LOOPS = bool(_CHK_IN_LOOPS)
 
 
 cdef inline void _row_tile(const index_t* indices, const value_t* data,

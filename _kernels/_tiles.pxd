@@ -144,6 +144,7 @@ cdef extern from "_axpy_tiles.h" nogil:
     enum: _SPMV_FAR_X_BYTES "WS_SPMV_FAR_X_BYTES"
     enum: _SPMV_FAR_VEC_NNZ "WS_SPMV_FAR_VEC_NNZ"
     enum: _SPMV_GATHER "WS_SPMV_GATHER"
+    enum: _CHK_IN_LOOPS "WS_CHK_IN_LOOPS"
     enum: _TILE_VBYTES "WS_TILE_VBYTES"
     enum: _STREAM_Y "WS_STREAM_Y"
     enum: _KB_NV "WS_KB_NV"

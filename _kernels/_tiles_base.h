@@ -190,11 +190,12 @@ typedef double ws_tvd __attribute__((vector_size(16), aligned(8)));
 
 /* WS_CHK_IN_LOOPS: where a checked one-vector product compares each column index in its
  * row loop instead of checking a block of indices first (a vector max) and then using them.
- * On a 2-core AMD EPYC with AVX2 only (session 25) the loop's compare was the faster at
- * every size for the real one-column scatter (0.74-0.94x the time) and for SpMV of int64
- * matrices streamed from DRAM (0.75-0.88x); on the AVX-512 Zen 4 (session 22) the block
- * check won the scatter (the loop's compare 1.15-1.5x the time). So: builds without
- * AVX-512 (docs/tuning.md, "Checks" and "Transposed SpMV"). Intel not measured. */
+ * On a 2-core AMD EPYC with AVX2 only (session 25) the loop's compare was the faster for the
+ * real one-column scatter (int64 0.73-0.94x the time, int32 0.87-1.01x) and for SpMV of
+ * int64 matrices streamed from DRAM (0.75-0.95x); on the AVX-512 Zen 4 (session 22) the
+ * block check won the scatter (the loop's compare 1.15-1.5x the time). So: builds without
+ * AVX-512, the portable SSE2 build too (not measured there); Intel not measured
+ * (docs/tuning.md, "Checks" and "Transposed SpMV"). */
 #ifndef WS_CHK_IN_LOOPS
 #if defined(__AVX512F__)
 #define WS_CHK_IN_LOOPS 0

@@ -173,9 +173,10 @@ out_of_range:                                                                   
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
  * range, y then being partly written. blocks: see below (plain) and
- * WS_CHK_IN_LOOPS (_chk: the matrix streams from DRAM); the same sums either way.
- * Rows of at least WS_SPMV_VEC_NNZ_<T> nonzeros (three float32 vectors' worth)
- * take VL of them per step: their values loaded as one vector, the x[indices[p]] put together lane by lane (scalar
+ * WS_CHK_IN_LOOPS (_chk: the matrix streams from DRAM); the same sums either
+ * way. Rows of at least WS_SPMV_VEC_NNZ_<T> nonzeros (three float32 vectors'
+ * worth) take VL of them per step: their values loaded as one vector, the
+ * x[indices[p]] put together lane by lane (scalar
  * loads inserted into a vector, not a gather instruction: gathers are slower
  * on Zen), one vector FMA into one of two accumulators; about 2 loads per
  * nonzero instead of 3 (K = 4096, density 0.1, float32: 1.3x the scalar loop
@@ -462,12 +463,6 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
 #ifndef WS_SPMV_FAR_X_BYTES
 #define WS_SPMV_FAR_X_BYTES (512 * 1024)
 #endif
-/* Checked products (the _chk functions) of a matrix streamed from DRAM (their caller says
- * so: blocks = 1) with int64 indices compare each index of short rows in the row loops
- * where WS_CHK_IN_LOOPS (_tiles_base.h) says so. Without AVX-512 there is no unsigned 64-bit
- * vector max, and the block pass cost more than it saved on such matrices; on cache-resident
- * ones it cost less (docs/tuning.md, "Checks"). int32 indices keep the pass (vector max): it
- * also prefetches a banded matrix's indices. */
 #ifndef WS_SPMV_FAR_VEC_NNZ
 #define WS_SPMV_FAR_VEC_NNZ 64
 #endif
@@ -488,7 +483,7 @@ WS_SCALAR_LOOP static inline T ws_spmv_srow##SFX##_##T##_##I(                   
     }                                                                             \
     return s;                                                                     \
 }
-/* ws_spmv_rows_<T>_<I>(..., blocks) with blocks (unchecked only): parts of
+/* ws_spmv_rows_<T>_<I>(..., blocks) with blocks (unchecked; for _chk see below): parts of
  * short rows go in blocks of ws_row_block_end rows, each block's index lines
  * prefetched just before its product, as the checked version reads them for its
  * check; the same sums. For prepared matrices streamed from DRAM whose rows read
@@ -533,8 +528,16 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
     if (!CHK && !blocks)                                                          \
         return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
+    /* _chk with blocks = 1: the caller says the matrix streams from DRAM. Short    \
+     * rows with int64 indices then compare each index in the row loops, where    \
+     * WS_CHK_IN_LOOPS (_tiles_base.h) says so: without AVX-512 there is no       \
+     * unsigned 64-bit vector max, and the block pass below cost more than it     \
+     * saved on such matrices (less on cache-resident ones). int32 indices keep   \
+     * the pass: it also prefetches a banded matrix's indices (docs/tuning.md,    \
+     * "Checks"). */                                                              \
     if (CHK && blocks && !vec && sizeof(I) == 8 && WS_CHK_IN_LOOPS)                \
-        return (far ? ws_spmv_far_rows##SFX##_##T##_##I : ws_spmv_scalar_rows##SFX##_##T##_##I)( \
+        return (far ? ws_spmv_far_rows##SFX##_##T##_##I                           \
+                    : ws_spmv_scalar_rows##SFX##_##T##_##I)(                      \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
     /* Short rows in blocks of rows, each block's indices read just before its    \
      * product: by the check (see WS_SPMV_CHK_LOOP_NNZ_<T>) or, unchecked, by a   \

@@ -40,6 +40,7 @@ fixed order, so results are bitwise identical for any thread count.
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport parallel, prange
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
@@ -293,12 +294,16 @@ cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays
     cdef void* wv = NULL
     cdef void* wu = NULL
     cdef char* owned = NULL
-    cdef size_t work = <size_t>(s * K * cnp.PyArray_ITEMSIZE(U))
+    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(U)
+    cdef size_t work = 0
     for q, a in enumerate(index_arrays + (items1, items3)):
         ptrs[q] = _i64(a)
     if s == 0:
         return
     if yv is None:
+        if K and s > (PY_SSIZE_T_MAX // 2) // (K * itemsize):
+            raise MemoryError(f"the two work arrays of {s} x {K} values are too large")
+        work = <size_t>(s * K * itemsize)
         owned = <char*>malloc(2 * work if work else 1)
         if owned == NULL:
             raise MemoryError(f"no memory for the two work arrays of {s} x {K} values")
@@ -341,9 +346,10 @@ def tlr_matmat(cnp.ndarray U not None, cnp.ndarray V not None,
 
     U, V: the bases (1-D, one kernel dtype); the pointer and offset arrays and ``perm``:
     1-D int64; X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays (or both
-    None: allocated here), all C-contiguous of U's dtype. col_items / row_items: (tile, start, stop) int64 rows, the
-    ranges of the outputs of each tile column's phase-1 block (of its kc) and each tile
-    row's phase-3 block (of its h), covering them all (wsesparse/tlr/_split.py). Types,
+    None: allocated here), all C-contiguous of U's dtype. col_items / row_items: (tile,
+    start, stop) int64 rows, the ranges of the outputs of each tile column's phase-1 block
+    (of its kc) and each tile row's phase-3 block (of its h), covering them all
+    (wsesparse/tlr/_split.py). Types,
     layouts and writeability are checked here (ValueError); shapes, offsets and items
     were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
     (0 none; 1 for bases from L3: the one-vector kernels; 2 for bases from DRAM: also the
@@ -362,8 +368,8 @@ def tlr_rmatmat(cnp.ndarray U not None, cnp.ndarray V not None,
                 cnp.ndarray col_items not None, int n_threads, int prefetch=1):
     """X = A^H Y for s right-hand sides, reading the same bases in the same order.
 
-    Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays or both None; the other
-    arrays and the checks as in ``tlr_matmat``. row_items / col_items: (tile, start,
+    Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays or both None; the
+    other arrays and the checks as in ``tlr_matmat``. row_items / col_items: (tile, start,
     stop) ranges of the rows of each tile row's phase-1 block (of its kc) and each tile
     column's phase-3 block (of its w), covering them all; they do not change the result.
     prefetch: as in ``tlr_matmat``; it does not change the result.

@@ -227,12 +227,43 @@ def test_scatter_kernel_check_cols(dtype, n_threads):
                                np.empty((50, 0), dtype), 1, check_cols=True) == CSR_BAD_INDEX
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_checked_one_column_scatter_finds_every_bad_index(dtype, itype):
+    """A checked one-column real scatter (the block check, or in builds without AVX-512
+    the compare in the loop: _scatter.CHECK_IN_LOOPS) returns CSR_BAD_INDEX for -1, the
+    column count, and the index type's least and greatest values, first, in the middle or
+    last, in any of 1 or 3 row chunks; valid indices give the unchecked bits."""
+    A = long_csr(dtype, itype, per_row=12, seed=4)   # 300 x 50
+    u = np.random.default_rng(4).standard_normal(300).astype(dtype)
+    info = np.iinfo(itype)
+    for chunks, threads in ((1, 1), (3, 2)):
+        z = np.empty(50, dtype)
+        S = np.empty((chunks - 1, 50), dtype) if chunks > 1 else None
+
+        def call(ind, check=True):
+            return _scatter.csr_spmm_t(A.indptr, ind, A.data, u, z, threads, n_chunks=chunks,
+                                       scratch=S, check_cols=check)
+
+        assert call(A.indices, check=False) == CSR_OK
+        unchecked = z.copy()
+        assert call(A.indices) == CSR_OK
+        assert z.tobytes() == unchecked.tobytes()
+        for pos in (0, A.nnz // 3, A.nnz // 2, A.nnz - 1):
+            for value in (-1, 50, info.min, info.max):
+                bad = A.indices.copy()
+                bad[pos] = value
+                assert call(bad) == CSR_BAD_INDEX, (pos, value)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 def test_one_column_scatter_is_a_column_of_a_wider_one(dtype, itype):
     """One column (vector @ W, W_csc @ vector) takes its own loop for complex values
-    (ws_cscatter1, which checks each index as it goes): bit for bit the first column of
-    a 3-column product, checked or not, for 1 and 3 row chunks and 1 and 2 threads."""
+    (ws_cscatter1, which checks each index as it goes), and checked real ones too in builds
+    without AVX-512 (ws_rscatter1_chk, _scatter.CHECK_IN_LOOPS): bit for bit the first
+    column of a 3-column product, checked or not, for 1 and 3 row chunks and 1 and 2
+    threads."""
     A = with_duplicates(long_csr(dtype, itype, per_row=12, seed=7))
     rng = np.random.default_rng(7)
     U = rng.standard_normal((A.shape[0], 3)).astype(dtype)

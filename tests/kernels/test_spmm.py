@@ -757,7 +757,7 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
     block's first row). A bad index anywhere is found, at the edges of both kinds of
     block too, and valid input gives the unchecked kernel's bits. ``streamed`` (a matrix
     read from DRAM): builds without AVX-512 check int64 indices in the row loops instead
-    (WS_CHK_INLINE_I64), with x within or beyond SPMV_FAR_X_BYTES (``far``: one scalar
+    (WS_CHK_IN_LOOPS), with x within or beyond SPMV_FAR_X_BYTES (``far``: one scalar
     chain per row); the same positions are found there."""
     rng = np.random.default_rng(0)
     rows_per_block, block_nnz = _spmm.CHECK_ROWS, _spmm.CHECK_BLOCK

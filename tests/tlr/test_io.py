@@ -189,3 +189,4 @@ def test_pickle_of_an_older_version_still_multiplies():
     Q.__setstate__(pickle.loads(pickle.dumps(state)))
     np.testing.assert_array_equal(Q @ x, want)
     np.testing.assert_array_equal(Q.H @ want, T.H @ want)
+    assert pickle.dumps(Q) == pickle.dumps(T)  # (the same dask key as a fresh matrix's)

@@ -366,10 +366,13 @@ class TLRMatrix:
     # __init__ guarantees is restored: read-only ranks and 64-byte aligned,
     # C-contiguous bases (pickle protocols below 5 and deepcopy lost both; a review found it).
     def __getstate__(self) -> dict:
-        # (the caches last, in one order: a used matrix adds them to __dict__ in the order
-        # of its first product, and dask's key of a pickle must not change with it)
-        state = {k: v for k, v in self.__dict__.items() if k not in _CACHES}
-        return {**state, **{k: {} for k in _CACHES}}
+        # (in sorted order, the caches empty: a used matrix adds them to __dict__ in the
+        # order of its first product, an older pickle's _K comes last, and dask's key of
+        # a pickle must not change with either; copied in one C call first, as a first
+        # product on another thread may add a cache meanwhile)
+        state = self.__dict__.copy()
+        state.update((k, {}) for k in _CACHES)
+        return dict(sorted(state.items()))
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
