@@ -423,52 +423,52 @@ cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
                                     <double*>y, r0, r1)
 
 
-cdef enum:  # _spmv_rows's modes
+cdef enum:  # _spmv_rows's mode bits
     _CHECKED = 1
-    _BLOCKS = 2
-    _CHECKED_STREAMED = 3
+    _HINT = 2  # unchecked: short rows in blocks; checked: the matrix streams from DRAM
 
 
 cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
                            const value_t* data, const value_t* x, value_t* y,
                            Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t n_cols,
                            int check) noexcept nogil:
-    """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries). ``check``: 1 (_CHECKED),
+    """y[r0:r1] = rows r0:r1 of A @ x (x of ``n_cols`` entries). ``check``: bit _CHECKED,
     the column indices are checked against ``n_cols`` on the way (returns 1 on
-    the first one out of range, leaving later rows undone); 3 (_CHECKED_STREAMED), the
-    same for a matrix streamed from DRAM (WS_CHK_IN_LOOPS); 2 (_BLOCKS), not
-    checked, short rows in blocks (ws_spmv_rows' blocks; real values only); 0 plain.
+    the first one out of range, leaving later rows undone); bit _HINT, ws_spmv_rows'
+    ``blocks`` (unchecked: short rows in blocks; checked: a matrix streamed from DRAM,
+    WS_CHK_IN_LOOPS; real values only); 0 plain.
     ``indptr`` must already be valid. (The unchecked kernels get ``n_cols`` too: it
     picks how rows are summed, which must not depend on whether they were checked.)"""
     cdef Py_ssize_t i = r0, j
+    cdef bint hint = (check & _HINT) != 0
     if value_t is float:
         if index_t is int32_t:
-            if check == _CHECKED or check == _CHECKED_STREAMED:
+            if check & _CHECKED:
                 return ws_spmv_rows_chk_float_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols, check == _CHECKED_STREAMED)
+                                                      n_cols, hint)
             return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                              check == _BLOCKS)
+                                              hint)
         else:
-            if check == _CHECKED or check == _CHECKED_STREAMED:
+            if check & _CHECKED:
                 return ws_spmv_rows_chk_float_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols, check == _CHECKED_STREAMED)
+                                                      n_cols, hint)
             return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                              check == _BLOCKS)
+                                              hint)
     elif value_t is double:
         if index_t is int32_t:
-            if check == _CHECKED or check == _CHECKED_STREAMED:
+            if check & _CHECKED:
                 return ws_spmv_rows_chk_double_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols, check == _CHECKED_STREAMED)
+                                                       n_cols, hint)
             return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                               check == _BLOCKS)
+                                               hint)
         else:
-            if check == _CHECKED or check == _CHECKED_STREAMED:
+            if check & _CHECKED:
                 return ws_spmv_rows_chk_double_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols, check == _CHECKED_STREAMED)
+                                                       n_cols, hint)
             return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                               check == _BLOCKS)
+                                               hint)
     else:
-        if check == 0 or check == _BLOCKS:
+        if not check & _CHECKED:
             _complex_dots(indptr, indices, data, x, y, r0, r1)
             return 0
         # Complex: each block of rows checked just before it is used.
@@ -537,8 +537,8 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef Py_ssize_t n_x = cnp.PyArray_DIM(x, 0)
     if check_cols > 0 and n_x != check_cols:
         raise ValueError("check_cols must be the length of x")
-    cdef int mode = ((_CHECKED_STREAMED if streamed else _CHECKED) if check_cols > 0
-                     else (_BLOCKS if blocks else 0))
+    cdef int mode = (_CHECKED | (_HINT if streamed else 0) if check_cols > 0
+                     else (_HINT if blocks else 0))
     cdef int64_t* owned = NULL
     cdef Py_ssize_t n_parts
     cdef const int64_t* b = _parts(row_bounds, it, ip, cnp.PyArray_DIM(y, 0), &n_parts, &owned)
