@@ -149,10 +149,8 @@ cdef int _need(cnp.ndarray a, int typenum, int ndim, bint out, str name) except 
 
 
 cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarray X,
-                     cnp.ndarray Y, object yv, object yu, cnp.ndarray items1,
-                     cnp.ndarray items3) except -1:
-    """The checks of both entry points; returns the value typenum. ``yv`` and ``yu``: both
-    None (the kernel allocates them) or both arrays."""
+                     cnp.ndarray Y, cnp.ndarray items1, cnp.ndarray items3) except -1:
+    """The checks of both entry points; returns the value typenum."""
     cdef int vt = cnp.PyArray_TYPE(U)
     if vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_COMPLEX64, cnp.NPY_COMPLEX128):
         raise ValueError(f"U must be float32, float64, complex64 or complex128, got {U.dtype}")
@@ -163,11 +161,6 @@ cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarr
         _need(a, cnp.NPY_INT64, 1, False, name)
     _need(X, vt, 2, False, "the input")
     _need(Y, vt, 2, True, "the output")
-    if (yv is None) != (yu is None):
-        raise ValueError("yv and yu must both be arrays or both be None")
-    if yv is not None:
-        _need(yv, vt, 2, True, "yv")
-        _need(yu, vt, 2, True, "yu")
     for name, a in (("the first phase's items", items1), ("the last phase's items", items3)):
         _need(a, cnp.NPY_INT64, 2, False, name)
         if cnp.PyArray_DIM(a, 1) != 3:
@@ -275,13 +268,13 @@ cdef void _product(bint adjoint, const value_t* U, const value_t* V, const int64
 
 
 cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
-                  cnp.ndarray inp, cnp.ndarray outp, object yv, object yu,
-                  cnp.ndarray items1, cnp.ndarray items3, int n_threads, int pf):
+                  cnp.ndarray inp, cnp.ndarray outp, cnp.ndarray items1,
+                  cnp.ndarray items3, int n_threads, int pf):
     """Both entry points: the checks, the data pointers and the dispatch on the dtype.
     ``inp`` (s, n_in) and ``outp`` (s, n_out); ``items1``/``items3`` the first and last
-    phase's work items; ``yv``/``yu`` None: the two (s, K) work arrays come from malloc
-    (two numpy arrays cost about 1 us of a 60 us call: docs/tuning.md, "The call")."""
-    cdef int vt = _check_args(U, V, index_arrays, inp, outp, yv, yu, items1, items3)
+    phase's work items. The two (s, K) work arrays yv, yu come from malloc (two numpy
+    arrays cost about 1 us of a 60 us call: docs/tuning.md, "The call")."""
+    cdef int vt = _check_args(U, V, index_arrays, inp, outp, items1, items3)
     cdef Py_ssize_t s = cnp.PyArray_DIM(inp, 0)
     cdef Py_ssize_t n_in = cnp.PyArray_DIM(inp, 1), n_out = cnp.PyArray_DIM(outp, 1)
     cdef Py_ssize_t K = cnp.PyArray_DIM(index_arrays[6], 0)
@@ -291,8 +284,6 @@ cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays
     cdef void* v = cnp.PyArray_DATA(V)
     cdef void* x = cnp.PyArray_DATA(inp)
     cdef void* y = cnp.PyArray_DATA(outp)
-    cdef void* wv = NULL
-    cdef void* wu = NULL
     cdef char* owned = NULL
     cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(U)
     cdef size_t work = 0
@@ -300,16 +291,14 @@ cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays
         ptrs[q] = _i64(a)
     if s == 0:
         return
-    if yv is None:
-        if K and s > (PY_SSIZE_T_MAX // 2) // (K * itemsize):
-            raise MemoryError(f"the two work arrays of {s} x {K} values are too large")
-        work = <size_t>(s * K * itemsize)
-        owned = <char*>malloc(2 * work if work else 1)
-        if owned == NULL:
-            raise MemoryError(f"no memory for the two work arrays of {s} x {K} values")
-        wv, wu = owned, owned + work
-    else:
-        wv, wu = cnp.PyArray_DATA(<cnp.ndarray>yv), cnp.PyArray_DATA(<cnp.ndarray>yu)
+    if K and s > (PY_SSIZE_T_MAX // 2) // (K * itemsize):
+        raise MemoryError(f"the two work arrays of {s} x {K} values are too large")
+    work = <size_t>(s * K * itemsize)
+    owned = <char*>malloc(2 * work if work else 1)
+    if owned == NULL:
+        raise MemoryError(f"no memory for the two work arrays of {s} x {K} values")
+    cdef void* wv = owned
+    cdef void* wu = owned + work
     with nogil:
         if vt == cnp.NPY_FLOAT32:
             _product(adjoint, <const float*>u, <const float*>v, ptrs, K, <const float*>x,
@@ -340,15 +329,15 @@ def tlr_matmat(cnp.ndarray U not None, cnp.ndarray V not None,
                cnp.ndarray u_off not None, cnp.ndarray v_off not None,
                cnp.ndarray krow_ptr not None, cnp.ndarray kcol_ptr not None,
                cnp.ndarray perm not None, cnp.ndarray X not None, cnp.ndarray Y not None,
-               cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray col_items not None,
-               cnp.ndarray row_items not None, int n_threads, int prefetch=1):
+               cnp.ndarray col_items not None, cnp.ndarray row_items not None,
+               int n_threads, int prefetch=1):
     """Y = A X for s right-hand sides.
 
     U, V: the bases (1-D, one kernel dtype); the pointer and offset arrays and ``perm``:
-    1-D int64; X: (s, n), Y: (s, m) output (overwritten), yv/yu: (s, K) work arrays (or both
-    None: allocated here), all C-contiguous of U's dtype. col_items / row_items: (tile,
-    start, stop) int64 rows, the ranges of the outputs of each tile column's phase-1 block
-    (of its kc) and each tile row's phase-3 block (of its h), covering them all
+    1-D int64; X: (s, n), Y: (s, m) output (overwritten), all C-contiguous of U's dtype
+    (the (s, K) work arrays are allocated here). col_items / row_items: (tile, start, stop)
+    int64 rows, the ranges of the outputs of each tile column's phase-1 block (of its kc)
+    and each tile row's phase-3 block (of its h), covering them all
     (wsesparse/tlr/_split.py). Types,
     layouts and writeability are checked here (ValueError); shapes, offsets and items
     were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
@@ -356,7 +345,7 @@ def tlr_matmat(cnp.ndarray U not None, cnp.ndarray V not None,
     adjoint's tiles of several vectors). Neither the items nor prefetch changes the result.
     """
     _call(False, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), X, Y,
-          yv, yu, col_items, row_items, n_threads, _level(prefetch))
+          col_items, row_items, n_threads, _level(prefetch))
 
 
 def tlr_rmatmat(cnp.ndarray U not None, cnp.ndarray V not None,
@@ -364,18 +353,18 @@ def tlr_rmatmat(cnp.ndarray U not None, cnp.ndarray V not None,
                 cnp.ndarray u_off not None, cnp.ndarray v_off not None,
                 cnp.ndarray krow_ptr not None, cnp.ndarray kcol_ptr not None,
                 cnp.ndarray perm not None, cnp.ndarray Y not None, cnp.ndarray X not None,
-                cnp.ndarray yv, cnp.ndarray yu, cnp.ndarray row_items not None,
-                cnp.ndarray col_items not None, int n_threads, int prefetch=1):
+                cnp.ndarray row_items not None, cnp.ndarray col_items not None,
+                int n_threads, int prefetch=1):
     """X = A^H Y for s right-hand sides, reading the same bases in the same order.
 
-    Y: (s, m), X: (s, n) output (overwritten), yv/yu: (s, K) work arrays or both None; the
-    other arrays and the checks as in ``tlr_matmat``. row_items / col_items: (tile, start,
+    Y: (s, m), X: (s, n) output (overwritten); the other arrays, the work arrays and the
+    checks as in ``tlr_matmat``. row_items / col_items: (tile, start,
     stop) ranges of the rows of each tile row's phase-1 block (of its kc) and each tile
     column's phase-3 block (of its w), covering them all; they do not change the result.
     prefetch: as in ``tlr_matmat``; it does not change the result.
     """
     _call(True, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), Y, X,
-          yv, yu, row_items, col_items, n_threads, _level(prefetch))
+          row_items, col_items, n_threads, _level(prefetch))
 
 
 @cython.boundscheck(False)

@@ -32,11 +32,9 @@ def kernel_product(T, X, adjoint=False, items=None, prefetch=2, n_threads=2):
 
     U, V = T._bases(T.dtype)
     XT = np.ascontiguousarray(X.T)
-    K = int(T.kcol_ptr[-1])
     out = np.empty((XT.shape[0], T.shape[1] if adjoint else T.shape[0]), T.dtype)
-    yv, yu = np.empty((XT.shape[0], K), T.dtype), np.empty((XT.shape[0], K), T.dtype)
     items = T._items(n_threads, adjoint) if items is None else items
     args = (U, V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr, T.perm, XT,
-            out, yv, yu, *items, n_threads)
+            out, *items, n_threads)
     (_tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat)(*args, prefetch)
     return out.T

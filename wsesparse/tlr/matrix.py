@@ -462,10 +462,10 @@ class TLRMatrix:
         nt = resolve_n_threads(n_threads, (self._u_size + self._v_size) * s, idle_rule=True)
         first, second, prefetch = self._plan(nt, adjoint, dtype)
         # (both entry points take the input, the output and the two phases' items in order;
-        # the work arrays yv, yu (None) are allocated by the kernel)
+        # the kernel allocates its work arrays)
         kernel = _tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat
         kernel(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
-               self.kcol_ptr, self.perm, XT, YT, None, None, first, second, nt, prefetch)
+               self.kcol_ptr, self.perm, XT, YT, first, second, nt, prefetch)
         return YT.T
 
     def _plan(self, n_threads: int, adjoint: bool, dtype: np.dtype) -> tuple:
