@@ -748,7 +748,7 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
 
 
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("far", [False, True])
 @pytest.mark.parametrize("streamed", [False, True])
 def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, streamed):
@@ -783,7 +783,8 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
                               check_cols=n_cols, streamed=streamed) == 0
         assert y0.tobytes() == y1.tobytes()
         for q in [0, 50_001, nnz - 1] + edges:
-            for bad in (n_cols, -1):
+            # The index type's extremes too (and float32: eight lanes per AVX2 step).
+            for bad in (n_cols, -1, np.iinfo(itype).min, np.iinfo(itype).max):
                 spoilt = indices.copy()
                 spoilt[q] = bad
                 assert _spmm.csr_spmv(indptr, spoilt, data, x, y1, parts, threads,
