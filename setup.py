@@ -57,6 +57,13 @@ def _compile_and_link_args() -> tuple[list[str], list[str]]:
     return compile_args, link_args
 
 
+def _jobs() -> int:
+    """The cores this build may use (the affinity mask, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def _headers(pyx: str) -> set[str]:
     """The _kernels/ headers a module's C file includes: its own ``cdef extern
     from`` blocks and those of the .pxd files it cimports (and they cimport)."""
@@ -109,7 +116,7 @@ def _extensions() -> list[Extension]:
             "initializedcheck": False,
             "cdivision": True,
         },
-        nthreads=os.cpu_count() or 1,
+        nthreads=_jobs(),
     )
 
 
@@ -118,5 +125,5 @@ setup(
     # Compile the extension modules side by side (as ``build_ext -j``; an explicit ``-j`` on the
     # command line wins): pip builds them on every install, 109 s one by one against 59 s on
     # two cores (docs/development.md, "Build time").
-    options={"build_ext": {"parallel": os.cpu_count() or 1}},
+    options={"build_ext": {"parallel": _jobs()}},
 )
