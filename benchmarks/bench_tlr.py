@@ -46,12 +46,12 @@ def stream_triad_bytes_per_s(n: int = 1 << 26, repeats: int = 10) -> float:
     return gbs * 1e9
 
 
-# asv_runner (0.3 and later) runs setup again before every timed call: the operands are built
-# once per process and only looked up there (compressing the slice took far longer than the
-# products timed). Benchmarks must not modify them.
 _NX = 50  # the slice is _NX**2 x _NX**2
 
 
+# asv_runner (0.3 and later) runs setup again before every timed call: the operands are built
+# once per process and only looked up there (compressing the slice took far longer than the
+# products timed). Benchmarks must not modify them.
 @functools.lru_cache(maxsize=None)
 def _slice(dtype):
     return seismic_slice(nx=_NX, ny=_NX, frequency=15.0, dtype=dtype)
@@ -79,7 +79,8 @@ class TLRMVM:
     def setup_cache(self):
         # asv runs every parameter combination of every method in a process of its own:
         # compressing once per dtype here (asv pickles the result; unpickling restores the
-        # bases' alignment) instead of 36 times cut the suite's smoke run by about 50 s.
+        # bases' alignment) instead of 36 times took about 30 s off the suite's smoke run
+        # (2 cores).
         return {dtype: _tlr_case(dtype, 1)[0] for dtype in self.params[0]}
 
     def setup(self, operators, dtype, n_rhs):
