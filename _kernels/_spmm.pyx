@@ -72,6 +72,11 @@ SPMV_GATHER = bool(_SPMV_GATHER)
 # Whether checked SpMV of int64 matrices streamed from DRAM (csr_spmv's streamed) compares
 # each index in the row loops (builds without AVX-512; _tiles_base.h, WS_CHK_IN_LOOPS).
 CHECK_IN_LOOPS = bool(_CHK_IN_LOOPS)
+# Checked SpMV of matrices streamed from DRAM compares each index in the row loops, whatever
+# the index width, where rows average SPMV_CHK_LOOP_ROWS_MIN to _MAX nonzeros (AVX-512
+# builds on AMD; MIN 0: never by row length; _tiles_spmv.h).
+SPMV_CHK_LOOP_ROWS_MIN = _SPMV_CHK_LOOP_ROWS_MIN
+SPMV_CHK_LOOP_ROWS_MAX = _SPMV_CHK_LOOP_ROWS_MAX
 
 
 cdef inline void _row_tile(const index_t* indices, const value_t* data,
@@ -436,7 +441,7 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
     the column indices are checked against ``n_cols`` on the way (returns 1 on
     the first one out of range, leaving later rows undone); bit _HINT, ws_spmv_rows'
     ``blocks`` (unchecked: short rows in blocks; checked: a matrix streamed from DRAM,
-    WS_CHK_IN_LOOPS; real values only); 0 plain.
+    WS_CHK_IN_LOOPS and WS_SPMV_CHK_LOOP_ROWS_MIN; real values only); 0 plain.
     ``indptr`` must already be valid. (The unchecked kernels get ``n_cols`` too: it
     picks how rows are summed, which must not depend on whether they were checked.)"""
     cdef Py_ssize_t i = r0, j
@@ -521,8 +526,9 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     ``blocks`` (unchecked products only): short rows go in blocks of rows, each
     block's indices prefetched first (``ws_spmv_rows``' ``blocks``; the same sums).
     ``streamed`` (checked products only): the matrix is read from DRAM, so builds without
-    AVX-512 check int64 indices of short rows in the row loops (``WS_CHK_IN_LOOPS``;
-    the same sums, the same errors).
+    AVX-512 check int64 indices of short rows in the row loops (``WS_CHK_IN_LOOPS``), and
+    AVX-512 builds on AMD those of rows averaging ``SPMV_CHK_LOOP_ROWS_MIN`` to ``_MAX``
+    nonzeros (the same sums, the same errors).
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")

@@ -145,6 +145,8 @@ cdef extern from "_axpy_tiles.h" nogil:
     enum: _SPMV_FAR_VEC_NNZ "WS_SPMV_FAR_VEC_NNZ"
     enum: _SPMV_GATHER "WS_SPMV_GATHER"
     enum: _CHK_IN_LOOPS "WS_CHK_IN_LOOPS"
+    enum: _SPMV_CHK_LOOP_ROWS_MIN "WS_SPMV_CHK_LOOP_ROWS_MIN"
+    enum: _SPMV_CHK_LOOP_ROWS_MAX "WS_SPMV_CHK_LOOP_ROWS_MAX"
     enum: _TILE_VBYTES "WS_TILE_VBYTES"
     enum: _STREAM_Y "WS_STREAM_Y"
     enum: _KB_NV "WS_KB_NV"

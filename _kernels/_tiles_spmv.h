@@ -173,7 +173,8 @@ out_of_range:                                                                   
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
  * range, y then being partly written. blocks: see below (plain) and
- * WS_CHK_IN_LOOPS (_chk: the matrix streams from DRAM); the same sums either
+ * WS_CHK_IN_LOOPS, WS_SPMV_CHK_LOOP_ROWS_MIN (_chk: the matrix streams from
+ * DRAM); the same sums either
  * way. Rows of at least WS_SPMV_VEC_NNZ_<T> nonzeros (three float32 vectors'
  * worth) take VL of them per step: their values loaded as one vector, the
  * x[indices[p]] put together lane by lane (scalar
@@ -429,6 +430,27 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
 #ifndef WS_SPMV_CHK_LOOP_NNZ_double
 #define WS_SPMV_CHK_LOOP_NNZ_double 24
 #endif
+/* WS_SPMV_CHK_LOOP_ROWS_MIN, _MAX (AVX-512 builds without gathers, i.e. AMD Zen): a
+ * checked part of short rows that streams from DRAM (ws_spmv_rows_chk's blocks) and
+ * averages MIN <= nnz/row < MAX compares each index in its row loop, for either index
+ * width (MIN 0: never by row length; other builds decide by index width alone,
+ * WS_CHK_IN_LOOPS). 2-core AMD Zen 4, old and new _spmm side by side in one process,
+ * new / old time, 1 and 2 threads: lsqr's 200000 x 50000 (11 per row) 0.78-0.89,
+ * other rows of 11 (x of 400 kB to 8 MB) 0.73-0.97. Rows of 5-9 whose x runs along a
+ * band (Poisson 2-D and 3-D, stencils) took mostly 1.1-1.6x the time that way, float64
+ * rows of 21-32 with x beyond L2 (the workflows' Laplacian) 1.03-1.22x, rows of 16
+ * about the same: they keep the block check (docs/tuning.md, "Checks in the row loops
+ * with AVX-512"). */
+#ifndef WS_SPMV_CHK_LOOP_ROWS_MIN
+#if defined(__AVX512F__) && !WS_SPMV_GATHER
+#define WS_SPMV_CHK_LOOP_ROWS_MIN 10
+#else
+#define WS_SPMV_CHK_LOOP_ROWS_MIN 0
+#endif
+#endif
+#ifndef WS_SPMV_CHK_LOOP_ROWS_MAX
+#define WS_SPMV_CHK_LOOP_ROWS_MAX 16
+#endif
 /* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
  * VROW if it has at least vmin nonzeros, else ROW. */
 #define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW)                          \
@@ -533,9 +555,14 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
      * WS_CHK_IN_LOOPS (_tiles_base.h) says so: without AVX-512 there is no       \
      * unsigned 64-bit vector max, and the block pass below cost more than it     \
      * saved on such matrices (less on cache-resident ones). int32 indices keep   \
-     * the pass: it also prefetches a banded matrix's indices (docs/tuning.md,    \
-     * "Checks"). */                                                              \
-    if (CHK && blocks && !vec && sizeof(I) == 8 && WS_CHK_IN_LOOPS)                \
+     * the pass there: it also prefetches a banded matrix's indices               \
+     * (docs/tuning.md, "Checks"). AVX-512 builds on AMD compare in the loops      \
+     * where the rows average WS_SPMV_CHK_LOOP_ROWS_MIN to _MAX nonzeros. */       \
+    if (CHK && blocks && !vec                                                     \
+        && ((sizeof(I) == 8 && WS_CHK_IN_LOOPS)                                   \
+            || (WS_SPMV_CHK_LOOP_ROWS_MIN > 0                                     \
+                && nnz >= (ptrdiff_t)WS_SPMV_CHK_LOOP_ROWS_MIN * (r1 - r0)        \
+                && nnz < (ptrdiff_t)WS_SPMV_CHK_LOOP_ROWS_MAX * (r1 - r0))))      \
         return (far ? ws_spmv_far_rows##SFX##_##T##_##I                           \
                     : ws_spmv_scalar_rows##SFX##_##T##_##I)(                      \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \

@@ -210,10 +210,11 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
             blocks = bounds.get(key)
             if blocks is None:
                 blocks = bounds[key] = spmv_blocks(indptr, indices, shape, nnz, X.itemsize, hw)
-        elif indices.itemsize == 8:
-            # A one-shot product whose int64 indices and values stream from DRAM: some builds
+        else:
+            # A one-shot product whose indices and values stream from DRAM: the kernel may
             # check those indices in the row loops (_spmm.csr_spmv's streamed).
-            streamed = nnz * (X.itemsize + 8) >= (hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES)
+            streamed = (nnz * (X.itemsize + indices.itemsize)
+                        >= (hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES))
         code = _spmm.csr_spmv(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
                               threads, check_cols=check_cols, blocks=blocks, streamed=streamed)
     else:

@@ -193,12 +193,14 @@ def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
     assert asked == [True, True, False, False]
 
 
-def test_one_shot_spmv_says_streamed_for_int64_beyond_l3(monkeypatch):
-    """One-shot SpMV passes ``streamed`` where the int64 indices and values exceed L3 (then
-    builds without AVX-512 check those indices in the row loops), never for int32 indices
-    or a prepared ``CSR``; results and errors are the same either way."""
+def test_one_shot_spmv_says_streamed_beyond_l3(monkeypatch):
+    """One-shot SpMV passes ``streamed`` where the indices and values exceed L3 (then the
+    kernels may check those indices in the row loops: int64 ones without AVX-512, those
+    of rows averaging SPMV_CHK_LOOP_ROWS_MIN to _MAX on AMD with it), never for a
+    prepared ``CSR``; results and errors are the same either way."""
     rng = np.random.default_rng(3)
     A = sp.random_array((3000, 2000), density=0.004, format="csr", rng=rng)
+    assert A.indices.dtype == np.int32
     A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
                        shape=A.shape)
     x = rng.standard_normal(2000)
@@ -211,17 +213,19 @@ def test_one_shot_spmv_says_streamed_for_int64_beyond_l3(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_spmm, "csr_spmv", spy)
-    small = A.nnz * 16  # the int64 matrix's indices and values
-    for l3, want in ((small, True), (small + 1, False)):
+    bytes32, bytes64 = A.nnz * 12, A.nnz * 16  # the indices and values of A, A64
+    for l3, want64, want32 in ((bytes32, True, True), (bytes32 + 1, True, False),
+                               (bytes64 + 1, False, False)):
         monkeypatch.setattr(_hardware, "_current", _profile(l3_bytes=l3))
         asked.clear()
         for S in (A64, A, CSR(A64)):
             assert sparse_matmul(S, x).tobytes() == expected.tobytes()
-        assert asked == [want, False, False]
-        bad = A64.copy()
-        bad.indices[A64.nnz // 2] = 2000
-        with pytest.raises(ValueError, match="not below 2000"):
-            sparse_matmul(bad, x)
+        assert asked == [want64, want32, False]
+        for S in (A64, A):
+            bad = S.copy()
+            bad.indices[S.nnz // 2] = 2000
+            with pytest.raises(ValueError, match="not below 2000"):
+                sparse_matmul(bad, x)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
@@ -751,17 +755,19 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("far", [False, True])
 @pytest.mark.parametrize("streamed", [False, True])
-def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, streamed):
+@pytest.mark.parametrize("per_row", [5, 12])
+def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, streamed, per_row):
     """Short rows are checked block by block: CHECK_ROWS rows where they hold at most
     CHECK_BLOCK nonzeros, else about CHECK_BLOCK nonzeros (found by galloping from the
     block's first row). A bad index anywhere is found, at the edges of both kinds of
     block too, and valid input gives the unchecked kernel's bits. ``streamed`` (a matrix
     read from DRAM): builds without AVX-512 check int64 indices in the row loops instead
-    (WS_CHK_IN_LOOPS), with x within or beyond SPMV_FAR_X_BYTES (``far``: one scalar
-    chain per row); the same positions are found there."""
+    (WS_CHK_IN_LOOPS), AVX-512 builds on AMD rows of 12 (SPMV_CHK_LOOP_ROWS_MIN to _MAX),
+    with x within or beyond SPMV_FAR_X_BYTES (``far``: one scalar chain per row); the
+    same positions are found there."""
     rng = np.random.default_rng(0)
     rows_per_block, block_nnz = _spmm.CHECK_ROWS, _spmm.CHECK_BLOCK
-    n_rows, per_row = 20_000, 5
+    n_rows = 20_000
     n_cols = _spmm.SPMV_FAR_X_BYTES // np.dtype(dtype).itemsize + 1 if far else 3000
     lengths = np.full(n_rows, per_row)
     # A run of long rows: CHECK_ROWS of them hold more than CHECK_BLOCK nonzeros.
@@ -769,7 +775,7 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
     lengths[long0:long0 + 3 * rows_per_block] = 2 * block_nnz // rows_per_block + 1
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
     nnz = int(indptr[-1])
-    assert nnz / n_rows < 8  # short rows on average: the block checks
+    assert nnz / n_rows < 16  # short rows on average (SpMV's vector steps start at 16)
     indices = rng.integers(0, n_cols, nnz).astype(itype)
     data = rng.standard_normal(nnz).astype(dtype)
     x = rng.standard_normal(n_cols).astype(dtype)
