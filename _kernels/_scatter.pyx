@@ -28,9 +28,10 @@ cnp.import_array()
 cdef extern from "_axpy_tiles.h":
     const int WS_SCATTER_PANEL_BYTES
 
-# Whether checked one-column real scatters compare each index in their loop (builds
-# without AVX-512) instead of checking blocks of indices first (_tiles_base.h).
-CHECK_IN_LOOPS = bool(_CHK_IN_LOOPS)
+# Checked one-column real scatters compare each index in their loop for row chunks averaging
+# at least this many nonzeros per row, and check blocks of indices first for the others
+# (_tiles_base.h, WS_SCATTER1_CHK_LOOP_ROWS_MIN).
+CHECK_LOOP_ROWS_MIN = _SCATTER1_CHK_LOOP_ROWS_MIN
 
 cdef enum:
     _REDUCE_BLOCK = 8192  # elements per work item when the row chunks are added up
@@ -50,7 +51,7 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
                        bint check_cols) noexcept nogil:
     """Z[:, t0:t0+w] = B[k0:k1].T @ U[k0:k1, t0:t0+w] (U is n_rows x T, Z n_out x T),
     checked as in ``_scatter_blocks``, or for one column index by index (complex values;
-    real ones where ``WS_CHK_IN_LOOPS``)."""
+    real ones of rows averaging ``WS_SCATTER1_CHK_LOOP_ROWS_MIN`` or more)."""
     cdef Py_ssize_t j
     if w == T:
         memset(Z, 0, n_out * T * sizeof(value_t))
@@ -61,8 +62,10 @@ cdef int _scatter_item(const index_t* indptr, const index_t* indices, const valu
         # One complex column: ws_cscatter1, which checks each index as it goes (cheaper
         # than ws_cscatter's general loop with or without a block check; _tiles_complex.h).
         return _cscatter1(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
-    if T == 1 and check_cols and _CHK_IN_LOOPS:
-        # One real column, checked: each index compared in the loop (_tiles_base.h).
+    if (T == 1 and check_cols
+            and indptr[k1] - indptr[k0] >= <Py_ssize_t>_SCATTER1_CHK_LOOP_ROWS_MIN * (k1 - k0)):
+        # One real column, checked, rows long enough: each index compared in the loop
+        # (_tiles_base.h).
         return _rscatter1_chk(indptr + k0, indices, data, U + k0, Z, k1 - k0, n_out)
     return _scatter_blocks(indptr, indices, data, U, Z, k0, k1, n_out, T, t0, w, check_cols)
 
@@ -380,8 +383,8 @@ cdef int _scatter_typed(const index_t* ip, const index_t* ix, int vt, void* d, v
         n_chunks = 1
         # (check_cols stays: the checked loop reads each block's indices just before
         # it scatters them, which made it faster than the unchecked one; one real
-        # column without AVX-512 compares each index instead (WS_CHK_IN_LOOPS), not
-        # measured against the unchecked loop on this path)
+        # column of long enough rows compares each index instead
+        # (WS_SCATTER1_CHK_LOOP_ROWS_MIN), not measured against the unchecked loop here)
     if vt == cnp.NPY_FLOAT32:
         return _scatter_parts(ip, ix, <float*>d, <float*>u, <float*>z, <float*>s, b, n_chunks,
                               n_out, T, n_threads, check_cols)
@@ -445,8 +448,8 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     of the dtype of ``data``, not overlapping. Every column index of B must be
     below Z's length: checked by the caller, or, with ``check_cols``, here,
     each block of rows just before it is scattered (one column: each index as
-    it is used, for complex values and, in builds without AVX-512, real ones;
-    ``WS_CHK_IN_LOOPS``). It returns ``CSR_BAD_INDEX``, ``csr_check``'s code 4,
+    it is used, for complex values and real ones of rows averaging
+    ``CHECK_LOOP_ROWS_MIN`` or more). It returns ``CSR_BAD_INDEX``, ``csr_check``'s code 4,
     if one is out of range, Z then being garbage; else 0. Each
     nonzero (k, j) adds ``data * U[k]`` to ``Z[j]`` (a scatter), in storage
     order. Work items are panels of ``scatter_panel_width`` token columns

@@ -188,19 +188,36 @@ typedef double ws_tvd __attribute__((vector_size(16), aligned(8)));
 #define WS_TILE_VL_float (WS_TILE_VBYTES / 4)
 #define WS_TILE_VL_double (WS_TILE_VBYTES / 8)
 
-/* WS_CHK_IN_LOOPS: where a checked one-vector product compares each column index in its
- * row loop instead of checking a block of indices first (a vector max) and then using them.
- * On a 2-core AMD EPYC with AVX2 only (session 25) the loop's compare was the faster for the
- * real one-column scatter (int64 0.73-0.94x the time, int32 0.87-1.01x) and for SpMV of
- * int64 matrices streamed from DRAM (0.75-0.95x); on the AVX-512 Zen 4 (session 22) the
- * block check won the scatter (the loop's compare 1.15-1.5x the time). So: builds without
- * AVX-512, the portable SSE2 build too (not measured there); Intel not measured
- * (docs/tuning.md, "Checks" and "Transposed SpMV"). */
+/* WS_CHK_IN_LOOPS: whether checked SpMV of int64 matrices streamed from DRAM compares each
+ * column index in its row loop instead of checking a block of indices first (a vector max)
+ * and then using them. On a 2-core AMD EPYC with AVX2 only (session 25) the loop's compare
+ * was the faster (0.75-0.95x the time); on the AVX-512 Zen 4 (session 27) it won only on rows
+ * of 10-15 nonzeros (WS_SPMV_CHK_LOOP_ROWS_MIN, _tiles_spmv.h) and lost on Poisson's rows of
+ * 5 (1.2-1.6x the time on one thread). So: builds without AVX-512, the portable SSE2 build
+ * too (not measured there); Intel not measured (docs/tuning.md, "Checks"). */
 #ifndef WS_CHK_IN_LOOPS
 #if defined(__AVX512F__)
 #define WS_CHK_IN_LOOPS 0
 #else
 #define WS_CHK_IN_LOOPS 1
+#endif
+#endif
+
+/* WS_SCATTER1_CHK_LOOP_ROWS_MIN: the checked one-column real scatter (vector @ CSR, CSC @
+ * vector) compares each index in its loop (ws_rscatter1_chk, _tiles_complex.h) for row
+ * chunks averaging at least this many nonzeros per row, and checks blocks of indices first
+ * for the others. The loop was the faster everywhere on a 2-core AMD EPYC with AVX2 (session
+ * 25: int64 0.73-0.94x the time, int32 0.87-1.01x, Poisson included): 0 there. On the AVX-512
+ * Zen 4 (session 27, where sessions 22 and 24 had found the block check ahead) it took
+ * 0.71-0.95x the time from 8 per row (lsqr's 11, TF-IDF-like 42, random and banded rows of
+ * 8-16), about the same at the Laplacian's 21, but 1.10-1.36x on banded rows of 5-7
+ * (Poisson 2-D and 3-D, a 7-point stencil): 8 there. Intel not measured (docs/tuning.md,
+ * "Transposed SpMV"). */
+#ifndef WS_SCATTER1_CHK_LOOP_ROWS_MIN
+#if defined(__AVX512F__)
+#define WS_SCATTER1_CHK_LOOP_ROWS_MIN 8
+#else
+#define WS_SCATTER1_CHK_LOOP_ROWS_MIN 0
 #endif
 #endif
 

@@ -110,11 +110,9 @@ WS_DEFINE_CSCATTER(double, ws_vd, int64_t)
  * not, one-column complex scatters take this loop: with the compare it ran
  * 1.4-1.9x faster than ws_cscatter's general loop for w = 1 after a block check
  * (TF-IDF 50000 x 20000 with 2.1 M nonzeros, and 200000 x 50000 with 2.2 M,
- * one and two threads; docs/tuning.md, "Transposed SpMV"). For real values the
- * same in-loop check ran at 0.67-0.87x the block check's speed on the AVX-512
- * Zen 4 (the block check also brings the block's indices into L1 before the
- * scatter loads them), so AVX-512 builds keep it; builds without AVX-512 take
- * ws_rscatter1_chk below (WS_CHK_IN_LOOPS). */
+ * one and two threads; docs/tuning.md, "Transposed SpMV"). Checked real
+ * columns take ws_rscatter1_chk below where WS_SCATTER1_CHK_LOOP_ROWS_MIN
+ * (_tiles_base.h) says so. */
 #define WS_DEFINE_CSCATTER1(T, I, U)                                              \
 static int ws_cscatter1_##T##_##I(const I *indptr, const I *indices,              \
                                   const T *data, const T *u, T *z,                \
@@ -138,8 +136,8 @@ static int ws_cscatter1_##T##_##I(const I *indptr, const I *indices,            
     return 0;                                                                     \
 }
 /* ws_rscatter1_chk_<T>_<I>: the same for one real column, with ws_scatter1's FMA per
- * nonzero (so the bits agree): the checked one-column real scatter where WS_CHK_IN_LOOPS
- * (_tiles_base.h) says so. */
+ * nonzero (so the bits agree): the checked one-column real scatter where
+ * WS_SCATTER1_CHK_LOOP_ROWS_MIN (_tiles_base.h) says so. */
 #define WS_DEFINE_RSCATTER1_CHK(T, I, U)                                          \
 static int ws_rscatter1_chk_##T##_##I(const I *indptr, const I *indices,          \
                                       const T *data, const T *u, T *z,            \

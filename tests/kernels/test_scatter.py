@@ -229,12 +229,14 @@ def test_scatter_kernel_check_cols(dtype, n_threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-def test_checked_one_column_scatter_finds_every_bad_index(dtype, itype):
-    """A checked one-column real scatter (the block check, or in builds without AVX-512
-    the compare in the loop: _scatter.CHECK_IN_LOOPS) returns CSR_BAD_INDEX for -1, the
+@pytest.mark.parametrize("per_row", [3, 12])
+def test_checked_one_column_scatter_finds_every_bad_index(dtype, itype, per_row):
+    """A checked one-column real scatter (the compare in the loop for rows averaging
+    _scatter.CHECK_LOOP_ROWS_MIN or more, the block check for shorter ones: AVX-512 builds
+    take both here) returns CSR_BAD_INDEX for -1, the
     column count, and the index type's least and greatest values, first, in the middle or
     last, in any of 1 or 3 row chunks; valid indices give the unchecked bits."""
-    A = long_csr(dtype, itype, per_row=12, seed=4)   # 300 x 50
+    A = long_csr(dtype, itype, per_row=per_row, seed=4)   # 300 x 50
     u = np.random.default_rng(4).standard_normal(300).astype(dtype)
     info = np.iinfo(itype)
     for chunks, threads in ((1, 1), (3, 2)):
@@ -260,8 +262,8 @@ def test_checked_one_column_scatter_finds_every_bad_index(dtype, itype):
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 def test_one_column_scatter_is_a_column_of_a_wider_one(dtype, itype):
     """One column (vector @ W, W_csc @ vector) takes its own loop for complex values
-    (ws_cscatter1, which checks each index as it goes), and checked real ones too in builds
-    without AVX-512 (ws_rscatter1_chk, _scatter.CHECK_IN_LOOPS): bit for bit the first
+    (ws_cscatter1, which checks each index as it goes), and checked real ones of rows of
+    _scatter.CHECK_LOOP_ROWS_MIN or more too (ws_rscatter1_chk): bit for bit the first
     column of a 3-column product, checked or not, for 1 and 3 row chunks and 1 and 2
     threads."""
     A = with_duplicates(long_csr(dtype, itype, per_row=12, seed=7))
