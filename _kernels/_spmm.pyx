@@ -73,8 +73,9 @@ SPMV_GATHER = bool(_SPMV_GATHER)
 # each index in the row loops (builds without AVX-512; _tiles_base.h, WS_CHK_IN_LOOPS).
 CHECK_IN_LOOPS = bool(_CHK_IN_LOOPS)
 # Checked SpMV of matrices streamed from DRAM compares each index in the row loops, whatever
-# the index width, where rows average SPMV_CHK_LOOP_ROWS_MIN to _MAX nonzeros (AVX-512
-# builds on AMD; MIN 0: never by row length; _tiles_spmv.h).
+# the index width, where rows average fewer than SPMV_CHK_LOOP_ROWS_MAX nonzeros and either
+# SPMV_CHK_LOOP_ROWS_MIN or more or read x at random (AVX-512 builds on AMD; MIN 0: never;
+# _tiles_spmv.h).
 SPMV_CHK_LOOP_ROWS_MIN = _SPMV_CHK_LOOP_ROWS_MIN
 SPMV_CHK_LOOP_ROWS_MAX = _SPMV_CHK_LOOP_ROWS_MAX
 
@@ -528,7 +529,7 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     ``streamed`` (checked products only): the matrix is read from DRAM, so builds without
     AVX-512 check int64 indices of short rows in the row loops (``WS_CHK_IN_LOOPS``), and
     AVX-512 builds on AMD those of rows averaging ``SPMV_CHK_LOOP_ROWS_MIN`` to ``_MAX``
-    nonzeros (the same sums, the same errors).
+    nonzeros, or fewer that read x at random (the same sums, the same errors).
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")

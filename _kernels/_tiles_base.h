@@ -191,10 +191,11 @@ typedef double ws_tvd __attribute__((vector_size(16), aligned(8)));
 /* WS_CHK_IN_LOOPS: whether checked SpMV of int64 matrices streamed from DRAM compares each
  * column index in its row loop instead of checking a block of indices first (a vector max)
  * and then using them. On a 2-core AMD EPYC with AVX2 only (session 25) the loop's compare
- * was the faster (0.75-0.95x the time); on the AVX-512 Zen 4 (session 27) it won only on rows
- * of 10-15 nonzeros (WS_SPMV_CHK_LOOP_ROWS_MIN, _tiles_spmv.h) and lost on Poisson's rows of
- * 5 (1.2-1.6x the time on one thread). So: builds without AVX-512, the portable SSE2 build
- * too (not measured there); Intel not measured (docs/tuning.md, "Checks"). */
+ * was the faster (0.75-0.95x the time); on the AVX-512 Zen 4 (session 27) it won on rows of
+ * 10-15 nonzeros and on shorter ones read at random (WS_SPMV_CHK_LOOP_ROWS_MIN, _tiles_spmv.h)
+ * but lost on Poisson's (1.2-1.6x the time on one thread). So: builds without AVX-512, the
+ * portable SSE2 build too (not measured there); Intel not measured (docs/tuning.md,
+ * "Checks"). */
 #ifndef WS_CHK_IN_LOOPS
 #if defined(__AVX512F__)
 #define WS_CHK_IN_LOOPS 0

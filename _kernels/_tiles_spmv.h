@@ -432,15 +432,16 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
 #endif
 /* WS_SPMV_CHK_LOOP_ROWS_MIN, _MAX (AVX-512 builds without gathers, i.e. AMD Zen): a
  * checked part of short rows that streams from DRAM (ws_spmv_rows_chk's blocks) and
- * averages MIN <= nnz/row < MAX compares each index in its row loop, for either index
- * width (MIN 0: never by row length; other builds decide by index width alone,
+ * averages fewer than MAX nonzeros per row compares each index in its row loop, for
+ * either index width, where its rows average MIN or more or its first rows read x at
+ * random (ws_spmv_x_at_random); MIN 0: never (other builds decide by index width alone,
  * WS_CHK_IN_LOOPS). 2-core AMD Zen 4, old and new _spmm side by side in one process,
  * new / old time, 1 and 2 threads: lsqr's 200000 x 50000 (11 per row) 0.78-0.89,
- * other rows of 11 (x of 400 kB to 8 MB) 0.73-0.97. Rows of 5-9 whose x runs along a
- * band (Poisson 2-D and 3-D, stencils) took mostly 1.1-1.6x the time that way, float64
- * rows of 21-32 with x beyond L2 (the workflows' Laplacian) 1.03-1.22x, rows of 16
- * about the same: they keep the block check (docs/tuning.md, "Checks in the row loops
- * with AVX-512"). */
+ * other rows of 11 (x of 400 kB to 8 MB) 0.73-0.97, random rows of 5-8 0.71-0.96. Rows
+ * of 5-9 whose x runs along a band (Poisson 2-D and 3-D, stencils) took mostly 1.1-1.6x
+ * the time that way, float64 rows of 21-32 with x beyond L2 (the workflows' Laplacian)
+ * 1.03-1.22x, rows of 16 about the same: they keep the block check (docs/tuning.md,
+ * "Checks in the row loops with AVX-512"). */
 #ifndef WS_SPMV_CHK_LOOP_ROWS_MIN
 #if defined(__AVX512F__) && !WS_SPMV_GATHER
 #define WS_SPMV_CHK_LOOP_ROWS_MIN 10
@@ -505,6 +506,22 @@ WS_SCALAR_LOOP static inline T ws_spmv_srow##SFX##_##T##_##I(                   
     }                                                                             \
     return s;                                                                     \
 }
+/* ws_spmv_x_at_random_<I>(indptr, indices, r0, r1, n_cols): whether the first
+ * WS_CHECK_ROWS rows of r0:r1 read x at random rather than along a band: their column
+ * indices span more than a quarter of x (unchecked indices: only a decision, the span
+ * unsigned so that it cannot overflow; rows without entries: no). */
+#define WS_DEFINE_SPMV_X_AT_RANDOM(I)                                             \
+WS_MAYBE_UNUSED static int ws_spmv_x_at_random_##I(const I *indptr, const I *indices, \
+                                                   ptrdiff_t r0, ptrdiff_t r1,    \
+                                                   ptrdiff_t n_cols)              \
+{                                                                                 \
+    int64_t lo, hi;                                                               \
+    const ptrdiff_t r = r1 - r0 < WS_CHECK_ROWS ? r1 : r0 + WS_CHECK_ROWS;        \
+    ws_index_span_##I(indices, indptr[r0], indptr[r], &lo, &hi);                  \
+    return hi > lo && (uint64_t)hi - (uint64_t)lo > (uint64_t)n_cols / 4;         \
+}
+WS_DEFINE_SPMV_X_AT_RANDOM(int32_t)
+WS_DEFINE_SPMV_X_AT_RANDOM(int64_t)
 /* ws_spmv_rows_<T>_<I>(..., blocks) with blocks (unchecked; for _chk see below): parts of
  * short rows go in blocks of ws_row_block_end rows, each block's index lines
  * prefetched just before its product, as the checked version reads them for its
@@ -557,12 +574,14 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
      * saved on such matrices (less on cache-resident ones). int32 indices keep   \
      * the pass there: it also prefetches a banded matrix's indices               \
      * (docs/tuning.md, "Checks"). AVX-512 builds on AMD compare in the loops      \
-     * where the rows average WS_SPMV_CHK_LOOP_ROWS_MIN to _MAX nonzeros. */       \
+     * where the rows average WS_SPMV_CHK_LOOP_ROWS_MIN to _MAX nonzeros, or      \
+     * fewer than _MAX and read x at random. */                                    \
     if (CHK && blocks && !vec                                                     \
         && ((sizeof(I) == 8 && WS_CHK_IN_LOOPS)                                   \
             || (WS_SPMV_CHK_LOOP_ROWS_MIN > 0                                     \
-                && nnz >= (ptrdiff_t)WS_SPMV_CHK_LOOP_ROWS_MIN * (r1 - r0)        \
-                && nnz < (ptrdiff_t)WS_SPMV_CHK_LOOP_ROWS_MAX * (r1 - r0))))      \
+                && nnz < (ptrdiff_t)WS_SPMV_CHK_LOOP_ROWS_MAX * (r1 - r0)         \
+                && (nnz >= (ptrdiff_t)WS_SPMV_CHK_LOOP_ROWS_MIN * (r1 - r0)       \
+                    || ws_spmv_x_at_random_##I(indptr, indices, r0, r1, n_cols)))))  \
         return (far ? ws_spmv_far_rows##SFX##_##T##_##I                           \
                     : ws_spmv_scalar_rows##SFX##_##T##_##I)(                      \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \

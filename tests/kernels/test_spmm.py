@@ -755,16 +755,18 @@ def test_products_take_column_blocks_where_the_rule_says(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("far", [False, True])
 @pytest.mark.parametrize("streamed", [False, True])
-@pytest.mark.parametrize("per_row", [5, 12])
-def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, streamed, per_row):
+@pytest.mark.parametrize("per_row,banded", [(5, False), (5, True), (12, False)])
+def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, streamed, per_row,
+                                                       banded):
     """Short rows are checked block by block: CHECK_ROWS rows where they hold at most
     CHECK_BLOCK nonzeros, else about CHECK_BLOCK nonzeros (found by galloping from the
     block's first row). A bad index anywhere is found, at the edges of both kinds of
     block too, and valid input gives the unchecked kernel's bits. ``streamed`` (a matrix
     read from DRAM): builds without AVX-512 check int64 indices in the row loops instead
-    (WS_CHK_IN_LOOPS), AVX-512 builds on AMD rows of 12 (SPMV_CHK_LOOP_ROWS_MIN to _MAX),
-    with x within or beyond SPMV_FAR_X_BYTES (``far``: one scalar chain per row); the
-    same positions are found there."""
+    (WS_CHK_IN_LOOPS), AVX-512 builds on AMD rows of 12 (SPMV_CHK_LOOP_ROWS_MIN to _MAX)
+    and shorter ones that read x at random (``banded``: along a band, they keep the block
+    check), with x within or beyond SPMV_FAR_X_BYTES (``far``: one scalar chain per row);
+    the same positions are found there."""
     rng = np.random.default_rng(0)
     rows_per_block, block_nnz = _spmm.CHECK_ROWS, _spmm.CHECK_BLOCK
     n_rows = 20_000
@@ -776,7 +778,12 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
     nnz = int(indptr[-1])
     assert nnz / n_rows < 16  # short rows on average (SpMV's vector steps start at 16)
-    indices = rng.integers(0, n_cols, nnz).astype(itype)
+    if banded:  # each row's entries within a few columns of the row's place in x
+        rows = np.repeat(np.arange(n_rows), lengths)
+        indices = (rows * n_cols // n_rows + rng.integers(0, 8, nnz)) % n_cols
+    else:
+        indices = rng.integers(0, n_cols, nnz)
+    indices = indices.astype(itype)
     data = rng.standard_normal(nnz).astype(dtype)
     x = rng.standard_normal(n_cols).astype(dtype)
     y0, y1 = np.empty(n_rows, dtype), np.empty(n_rows, dtype)
