@@ -146,7 +146,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     out : ndarray, optional
         Where to write a dense result. It must have the product's exact shape
         and dtype and be writeable; it may overlap the inputs (the product is
-        then computed into a temporary first). ``out`` is returned.
+        then computed into a temporary first). ``out`` is returned. A
+        C-contiguous ``out`` that overlaps nothing costs no more than a new
+        result (the kernel writes into it).
     n_threads : int, optional
         OpenMP threads for the kernel. Default: the cores this process may
         use that no other thread is busy on (one for a small product called
@@ -217,9 +219,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
     (16, 300)
     """
-    if (out is None and type(B) is np.ndarray and method == "auto"
+    if (type(B) is np.ndarray and method == "auto"
             and (type(A) is CSR or type(A) in _SCIPY_CSR_TYPES)):
-        Y = _fast_product(A, B, n_threads)
+        Y = _fast_product(A, B, n_threads, out)
         if Y is not None:
             return Y
     if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
@@ -403,18 +405,23 @@ def _scatter_arrays(S, transpose: bool, dtype: np.dtype) -> tuple | None:
     return None if nnz <= 0 else (S.indptr, S.indices, S.data, shape, nnz)
 
 
-def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
+def _fast_product(A, B: np.ndarray, n_threads: int | None,
+                  out: np.ndarray | None = None) -> np.ndarray | None:
     """``A @ B`` for the commonest call, or None to take the general path.
 
     The common call in inference and training loops: a prepared ``CSR``, or a
     scipy CSR matrix/array (exactly those classes) with the plain arrays
     scipy makes, times a C-contiguous ndarray of the same kernel dtype, on the
-    sparse path. It skips the general path's conversions and checks (only
+    sparse path, into a new array or an ``out`` that is an exact, writeable,
+    C-contiguous ndarray of the result's shape and dtype sharing no memory with
+    the operands. It skips the general path's conversions and checks (only
     where they cannot apply) and, for a scipy operand, the ``CSR`` object: at
     64 x 64 the call then costs less than scipy's own product. Everything
     unusual (other classes or array types, a corrupt structure, empty or dense
-    products) goes the general way, which converts, dispatches and words the
-    errors.
+    products, any other ``out``) goes the general way, which converts,
+    dispatches and words the errors. (Without ``out`` on this path, a one-shot
+    SpMV of an int64 matrix took 3.7x its time: the general path narrows and
+    checks the indices first; docs/tuning.md, "Checks".)
     """
     shape = A.shape
     if len(shape) != 2:  # scipy's 1-D CSR arrays
@@ -452,10 +459,17 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     if nnz <= 0:
         return None
     out_shape = shape[:1] + B.shape[1:]
-    out_bytes = shape[0] * n_tokens * dtype.itemsize
-    if out_bytes >= CHECK_MIN_BYTES:  # spare small calls the check
-        check_array_allocation(out_shape, dtype, "the result of sparse_matmul")
-    Y = empty_output(out_shape, dtype, out_bytes)
+    if out is not None:
+        if (type(out) is not np.ndarray or out.shape != out_shape or out.dtype != dtype
+                or not (out.flags.c_contiguous and out.flags.writeable)
+                or any(np.may_share_memory(out, a) for a in (B, indptr, indices, data))):
+            return None
+        Y = out
+    else:
+        out_bytes = shape[0] * n_tokens * dtype.itemsize
+        if out_bytes >= CHECK_MIN_BYTES:  # spare small calls the check
+            check_array_allocation(out_shape, dtype, "the result of sparse_matmul")
+        Y = empty_output(out_shape, dtype, out_bytes)
     product_into(indptr, indices, data, shape, nnz, B, Y, n_threads, bounds, hw)
     return Y
 

@@ -110,6 +110,26 @@ def test_out_aliases_sparse_index_arrays(rng, array, side):
     assert_matches(out, expected)
 
 
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("n", [None, 1, 6])
+def test_out_takes_the_fast_path(rng, monkeypatch, itype, n):
+    """A plain ``out`` (a C-contiguous ndarray of the result's shape and dtype, apart from
+    the operands) goes the fast path of an ``out``-less call, scipy CSR or ``CSR`` alike,
+    with the same bits; before, it took the general path, which narrowed and checked a
+    one-shot operand's indices first (3.7x the time of an int64 SpMV)."""
+    from wsesparse import CSR, matmul
+    A = sp.csr_array(random_sparse(rng, 300, 200, 0.05))
+    A.indices, A.indptr = A.indices.astype(itype), A.indptr.astype(itype)
+    X = random_dense(rng, (200,) if n is None else (200, n))
+    for S in (A, CSR(A)):
+        want = sparse_matmul(S, X)
+        monkeypatch.setattr(matmul, "_as_csr", None)  # the general path would call it
+        out = np.full(want.shape, np.nan)
+        assert sparse_matmul(S, X, out=out) is out
+        assert out.tobytes() == want.tobytes()
+        monkeypatch.undo()
+
+
 def test_out_matrix_container(rng):
     """``out`` given as an np.matrix is filled and returned as is."""
     A = sp.csr_matrix(random_sparse(rng, 6, 5, 0.5))
