@@ -287,6 +287,14 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
     X = contiguous_operand(D.T if transpose else D, dtype, n_threads)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
+    if not transpose and method != "dense" and (type(S) is CSR or type(S) in _SCIPY_CSR_TYPES):
+        # Only the dense operand needed a copy (a strided column, Fortran order, another
+        # dtype) or method="sparse" was asked: the fast path takes it from here where it
+        # can, without building a CSR (for a scipy operand with int64 indices that took
+        # 3-4x the product's time; docs/tuning.md, "Checks").
+        Y = _fast_product(S, X, n_threads, out)
+        if Y is not None:
+            return Y if out is not None else _wrap(Y, S, dense_in)
     scatter_ok = _scatter_ok(S, res_shape[-1] if transpose else res_shape[0], X.shape[0],
                              n_tokens, dtype)
     # A scipy CSR used transposed or CSC used as it is, for a scatter: its own

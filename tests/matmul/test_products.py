@@ -422,3 +422,32 @@ def test_mismatched_shapes_matrix_and_csr(S):
 def test_mismatched_sparse_sparse(S):
     with pytest.raises(ValueError, match=r"inner dimensions differ: .*\(6, 4\).*\(6, 4\)"):
         sparse_matmul(S, S)
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("how", ["strided column", "fortran block", "float32 operand",
+                                 "reversed vector", "method sparse", "matrix operand"])
+def test_one_shot_products_that_copy_the_dense_operand_skip_the_csr(rng, monkeypatch, itype,
+                                                                     how):
+    """A scipy CSR times a dense operand that needs a copy first (strided, Fortran order,
+    another dtype, np.matrix) or with ``method="sparse"`` goes on to the fast path once the
+    copy is made, without building a ``CSR`` (which checked and narrowed int64 indices
+    first: 3-4x the time of the product); the bits of the plain call."""
+    from wsesparse import matmul
+    A = sp.csr_array(random_sparse(rng, 300, 200, 0.05))
+    A.indices, A.indptr = A.indices.astype(itype), A.indptr.astype(itype)
+    X = rng.standard_normal((200, 3))
+    x = X[:, 0].copy()
+    cases = {"strided column": ((A, X[:, 0]), {}, x),
+             "fortran block": ((A, np.asfortranarray(X)), {}, X),
+             "float32 operand": ((A, X.astype(np.float32)), {}, X.astype(np.float32)
+                                 .astype(np.float64)),
+             "reversed vector": ((A, x[::-1]), {}, x[::-1].copy()),
+             "method sparse": ((A, X), {"method": "sparse"}, X),
+             "matrix operand": ((sp.csr_matrix(A), np.asmatrix(X)), {}, X)}
+    args, kwargs, plain = cases[how]
+    want = sparse_matmul(A, plain)
+    monkeypatch.setattr(matmul, "_as_csr", None)  # the general path would call it
+    got = sparse_matmul(*args, **kwargs)
+    assert type(got) is (np.matrix if how == "matrix operand" else np.ndarray)
+    assert np.asarray(got).tobytes() == want.tobytes()
