@@ -291,8 +291,15 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         # Only the dense operand needed a copy (a strided column, Fortran order, another
         # dtype) or method="sparse" was asked: the fast path takes it from here where it
         # can, without building a CSR (for a scipy operand with int64 indices that took
-        # 3-4x the product's time; docs/tuning.md, "Checks").
-        Y = _fast_product(S, X, n_threads, out)
+        # 3-4x the product's time; docs/tuning.md, "Checks"). Values of another dtype
+        # (float32 A, float64 x) are converted, the indices used as they are.
+        data = None
+        if (type(S) is not CSR and S.data.dtype != dtype
+                and n_tokens < th.DENSE_MIN_TOKENS):  # (wider ones may go dense)
+            # (from the result pool: a fresh buffer this big faults in its pages each call)
+            data = empty_output(S.data.shape, dtype, S.data.size * dtype.itemsize)
+            np.copyto(data, S.data)
+        Y = _fast_product(S, X, n_threads, out, data)
         if Y is not None:
             return Y if out is not None else _wrap(Y, S, dense_in)
     scatter_ok = _scatter_ok(S, res_shape[-1] if transpose else res_shape[0], X.shape[0],
@@ -414,7 +421,8 @@ def _scatter_arrays(S, transpose: bool, dtype: np.dtype) -> tuple | None:
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,
-                  out: np.ndarray | None = None) -> np.ndarray | None:
+                  out: np.ndarray | None = None,
+                  data: np.ndarray | None = None) -> np.ndarray | None:
     """``A @ B`` for the commonest call, or None to take the general path.
 
     The common call in inference and training loops: a prepared ``CSR``, or a
@@ -429,12 +437,15 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None,
     products, any other ``out``) goes the general way, which converts,
     dispatches and words the errors. (Without ``out`` on this path, a one-shot
     SpMV of an int64 matrix took 3.7x its time: the general path narrows and
-    checks the indices first; docs/tuning.md, "Checks".)
+    checks the indices first; docs/tuning.md, "Checks".) ``data``: a scipy
+    operand's values converted to B's dtype, in place of its own.
     """
     shape = A.shape
     if len(shape) != 2:  # scipy's 1-D CSR arrays
         return None
-    indptr, indices, data = A.indptr, A.indices, A.data
+    indptr, indices = A.indptr, A.indices
+    if data is None:
+        data = A.data
     dtype = data.dtype
     if (B.dtype is not dtype or not dtype.isnative or not 0 < B.ndim < 3 or B.shape[0] != shape[1]
             or not B.flags.c_contiguous or B.size == 0):

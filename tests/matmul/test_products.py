@@ -426,16 +426,20 @@ def test_mismatched_sparse_sparse(S):
 
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 @pytest.mark.parametrize("how", ["strided column", "fortran block", "float32 operand",
-                                 "reversed vector", "method sparse", "matrix operand"])
+                                 "reversed vector", "method sparse", "matrix operand",
+                                 "float32 matrix", "int64 matrix"])
 def test_one_shot_products_that_copy_the_dense_operand_skip_the_csr(rng, monkeypatch, itype,
                                                                      how):
     """A scipy CSR times a dense operand that needs a copy first (strided, Fortran order,
-    another dtype, np.matrix) or with ``method="sparse"`` goes on to the fast path once the
-    copy is made, without building a ``CSR`` (which checked and narrowed int64 indices
-    first: 3-4x the time of the product); the bits of the plain call."""
+    another dtype, np.matrix), with ``method="sparse"``, or whose values are of another
+    dtype than the result (float32 or int64 A, float64 X: the values converted) goes on to
+    the fast path once the copy is made, without building a ``CSR`` (which checked and
+    narrowed int64 indices first: 3-4x the time of the product); the bits of the plain
+    call."""
     from wsesparse import matmul
     A = sp.csr_array(random_sparse(rng, 300, 200, 0.05))
     A.indices, A.indptr = A.indices.astype(itype), A.indptr.astype(itype)
+    A.data = np.trunc(A.data * 8)  # exact in float32 and int64
     X = rng.standard_normal((200, 3))
     x = X[:, 0].copy()
     cases = {"strided column": ((A, X[:, 0]), {}, x),
@@ -444,7 +448,9 @@ def test_one_shot_products_that_copy_the_dense_operand_skip_the_csr(rng, monkeyp
                                  .astype(np.float64)),
              "reversed vector": ((A, x[::-1]), {}, x[::-1].copy()),
              "method sparse": ((A, X), {"method": "sparse"}, X),
-             "matrix operand": ((sp.csr_matrix(A), np.asmatrix(X)), {}, X)}
+             "matrix operand": ((sp.csr_matrix(A), np.asmatrix(X)), {}, X),
+             "float32 matrix": ((A.astype(np.float32), X), {}, X),
+             "int64 matrix": ((A.astype(np.int64), X), {}, X)}
     args, kwargs, plain = cases[how]
     want = sparse_matmul(A, plain)
     monkeypatch.setattr(matmul, "_as_csr", None)  # the general path would call it
