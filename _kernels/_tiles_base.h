@@ -204,6 +204,19 @@ typedef double ws_tvd __attribute__((vector_size(16), aligned(8)));
 #endif
 #endif
 
+/* AMD Zen cores (GCC's -march=native names them __znverN__; GCC 12 calls Zen 4 znver3)
+ * gather slowly: on a 2-core Zen 4 (AVX-512) the gathers made prepared SpMV 1.4-4.1x slower
+ * on one thread than scalar loads (Poisson 5 per row, random 8-32 per row), and 0.92-1.28x
+ * at 20 per row with x beyond L2; docs/tuning.md, "SpMV with x beyond L2". */
+#ifndef WS_SLOW_GATHER
+#if defined(__znver1__) || defined(__znver2__) || defined(__znver3__) || \
+    defined(__znver4__) || defined(__znver5__)
+#define WS_SLOW_GATHER 1
+#else
+#define WS_SLOW_GATHER 0
+#endif
+#endif
+
 /* WS_SCATTER1_CHK_LOOP_ROWS_MIN: the checked one-column real scatter (vector @ CSR, CSC @
  * vector) compares each index in its loop (ws_rscatter1_chk, _tiles_complex.h) for row
  * chunks averaging at least this many nonzeros per row, and checks blocks of indices first
@@ -212,13 +225,15 @@ typedef double ws_tvd __attribute__((vector_size(16), aligned(8)));
  * Zen 4 (session 27, where sessions 22 and 24 had found the block check ahead) it took
  * 0.71-0.95x the time from 8 per row (lsqr's 11, TF-IDF-like 42, random and banded rows of
  * 8-16), about the same at the Laplacian's 21, but 1.10-1.36x on banded rows of 5-7
- * (Poisson 2-D and 3-D, a 7-point stencil): 8 there. Intel not measured (docs/tuning.md,
- * "Transposed SpMV"). */
+ * (Poisson 2-D and 3-D, a 7-point stencil): 8 on AMD (WS_SLOW_GATHER). Intel AVX-512 was
+ * not measured and keeps the block check it had (docs/tuning.md, "Transposed SpMV"). */
 #ifndef WS_SCATTER1_CHK_LOOP_ROWS_MIN
-#if defined(__AVX512F__)
+#if !defined(__AVX512F__)
+#define WS_SCATTER1_CHK_LOOP_ROWS_MIN 0
+#elif WS_SLOW_GATHER
 #define WS_SCATTER1_CHK_LOOP_ROWS_MIN 8
 #else
-#define WS_SCATTER1_CHK_LOOP_ROWS_MIN 0
+#define WS_SCATTER1_CHK_LOOP_ROWS_MIN (1 << 30)
 #endif
 #endif
 

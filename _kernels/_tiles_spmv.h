@@ -256,18 +256,7 @@ static inline double WS_HSUM_double(ws_vd a)
  * ws_gx_<T>_<I>(m, ix, x, lim, chk, oor): x[ix[k]] in the lanes k of mask m
  * (0 elsewhere); with chk, sets *oor and gathers nothing if one of those
  * indices is >= lim (unsigned: negative ones too). */
-/* AMD Zen cores (GCC's -march=native names them __znverN__; GCC 12 calls Zen 4 znver3)
- * gather slowly: on a 2-core Zen 4 (AVX-512) the gathers made prepared SpMV 1.4-4.1x slower
- * on one thread than scalar loads (Poisson 5 per row, random 8-32 per row), and 0.92-1.28x
- * at 20 per row with x beyond L2; docs/tuning.md, "SpMV with x beyond L2". */
-#ifndef WS_SLOW_GATHER
-#if defined(__znver1__) || defined(__znver2__) || defined(__znver3__) || \
-    defined(__znver4__) || defined(__znver5__)
-#define WS_SLOW_GATHER 1
-#else
-#define WS_SLOW_GATHER 0
-#endif
-#endif
+/* (WS_SLOW_GATHER, AMD Zen: _tiles_base.h) */
 #if WS_HAVE_VEC && defined(__AVX512F__) && !WS_SLOW_GATHER
 #define WS_SPMV_GATHER 1
 static inline ws_tvf ws_gx_float_int32_t(__mmask16 m, const int32_t *ix, const float *x,
