@@ -219,8 +219,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
     (16, 300)
     """
-    if (type(B) is np.ndarray and method == "auto"
-            and (type(A) is CSR or type(A) in _SCIPY_CSR_TYPES)):
+    fast_tried = (type(B) is np.ndarray and method == "auto"
+                  and (type(A) is CSR or type(A) in _SCIPY_CSR_TYPES))
+    if fast_tried:
         Y = _fast_product(A, B, n_threads, out)
         if Y is not None:
             return Y
@@ -299,9 +300,10 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
             # (from the result pool: a fresh buffer this big faults in its pages each call)
             data = empty_output(S.data.shape, dtype, S.data.size * dtype.itemsize)
             np.copyto(data, S.data)
-        Y = _fast_product(S, X, n_threads, out, data)
-        if Y is not None:
-            return Y if out is not None else _wrap(Y, S, dense_in)
+        if not (fast_tried and X is B and data is None):  # (else tried above as it is)
+            Y = _fast_product(S, X, n_threads, out, data)
+            if Y is not None:
+                return Y if out is not None else _wrap(Y, S, dense_in)
     scatter_ok = _scatter_ok(S, res_shape[-1] if transpose else res_shape[0], X.shape[0],
                              n_tokens, dtype)
     # A scipy CSR used transposed or CSC used as it is, for a scatter: its own
