@@ -3,7 +3,8 @@
 # machine, in one go (a lent GPU's time is short). Logs and JSON under $OUT (default gpu-out;
 # at most 7 files, since a lent machine returns 8).
 #   TESTS=0 / BENCH=0 skip a part; BENCH_ARGS adds options to the bench (e.g. --gpu-skip-tlr).
-#   VEC=1 also runs benchmarks/gpu_spmv_vec.py (issue #23's 16-byte-load SpMV prototype).
+#   VEC=1 also runs benchmarks/gpu_spmv_vec.py (issue #23's long-row SpMV, csr_spmv4, against
+#   csr_dense).
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
 #   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
 #   transposed, or 1 for the first five; CPU_TIMEOUT bounds each. With the GPU parts off

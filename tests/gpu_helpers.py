@@ -175,6 +175,53 @@ def _run_csr_dense(params, grid, block, args):
                     Yf[row * ldy_row + (col + v) * ldy_col] = acc[v]
 
 
+def _spmv4_lane_order(start: int, end: int, lane: int) -> list[int]:
+    """The nonzeros lane ``lane`` of csr_spmv4 sums, in its order (kernels.cu): its one of the
+    head before the first multiple of 4, its 4 of every 128 from there, its one of the tail
+    after the last multiple of 4."""
+    a = min((start + 3) & ~3, end)
+    b = max(end & ~3, a)
+    order = [start + lane] if lane < a - start else []
+    for k in range(a + 4 * lane, b, 128):
+        order += range(k, k + 4)
+    return order + ([b + lane] if lane < end - b else [])
+
+
+def _run_csr_spmv4(params, grid, block, args):
+    T, I, chk = _CTYPES[params[0]], _CTYPES[params[1]], params[2] == "true"
+    indptr, indices, data, x, y, n_rows, ldx, ldy, n_inner, n_stored, flags = args
+    assert block == (256,) and len(grid) == 1 and grid[0] * 256 >= 32 * n_rows
+    for a, t in ((indptr, I), (indices, I), (data, T), (x, T), (y, T)):
+        assert a.dtype == t, (a.dtype, t)
+    for a in (indices, data):       # the 16-byte loads: the host's promise
+        assert a.__array_interface__["data"][0] % 16 == 0
+    if chk:
+        assert int(flags) != 0
+        ip = np.asarray(indptr)
+        n = min(max(int(ip[n_rows]), 0), int(n_stored))
+        f = (1 if ip[0] != 0 else 0) | (2 if (np.diff(ip) < 0).any() else 0) \
+            | (4 if ip[n_rows] > n_stored else 0)
+        ix = np.asarray(indices)[:n]
+        f |= 8 if ((ix < 0) | (ix >= n_inner)).any() else 0
+        if f:
+            ctypes.c_int32.from_address(int(flags)).value = f
+            return
+    else:
+        assert int(flags) == 0
+    ip, ix, vals = np.asarray(indptr), np.asarray(indices), np.asarray(data)
+    xf, yf = _flat(x), _flat(y)
+    for row in range(n_rows):
+        start, end = int(ip[row]), int(ip[row + 1])
+        seen = []
+        acc = np.zeros(1, dtype=T)
+        for lane in range(32):
+            for k in _spmv4_lane_order(start, end, lane):
+                seen.append(k)
+                acc[0] += vals[k] * xf[int(ix[k]) * ldx]
+        assert sorted(seen) == list(range(start, end))     # each nonzero once
+        yf[row * ldy] = acc[0]
+
+
 def _run_csr_densify(params, grid, block, args):
     T, I = _CTYPES[params[0]], _CTYPES[params[1]]
     indptr, indices, data, D, n_rows, ldd = args

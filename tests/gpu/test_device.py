@@ -246,6 +246,68 @@ def test_bad_structure_is_rejected(cp, rng):
         sparse_matmul(make(), cp.ones((41, 3)))
 
 
+def _long_rows(rng, m, k, dtype, index="int32", max_len=700):
+    """Rows 0..max_len long (mean above SPMV4_MIN_MEAN: csr_spmv4), starts at every offset
+    from a multiple of 4, an empty row and rows of 1-3, unsorted duplicates."""
+    lengths = rng.integers(0, max_len + 1, m)
+    lengths[:5] = (0, 1, 2, 3, max_len)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(index)
+    indices = rng.integers(0, k, int(indptr[-1])).astype(index)
+    return indptr, indices, random_values(rng, int(indptr[-1]), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_long_row_spmv_matches_scipy(cp, rng, dtype, index):
+    """csr_spmv4 (an SpMV of long rows), prepared and one-shot, strided x and out, and D @ S;
+    bitwise the same run to run."""
+    import cupyx.scipy.sparse as csp
+    from wsesparse.gpu import DeviceCSR, plan
+    indptr, indices, data = _long_rows(rng, 1500, 900, dtype, index)
+    W = sp.csr_matrix((data, indices, indptr), shape=(1500, 900))
+    assert W.nnz >= plan.SPMV4_MIN_MEAN * 1500
+    S = DeviceCSR((cp.asarray(data), cp.asarray(indices), cp.asarray(indptr)), shape=W.shape)
+    x = random_values(rng, 900, dtype)
+    ref = W @ x
+    first = (S @ cp.asarray(x)).get()
+    _check(cp.asarray(first), ref, dtype)
+    for _ in range(3):
+        assert np.array_equal((S @ cp.asarray(x)).get(), first)
+    one_shot = csp.csr_matrix(W)
+    _check(sparse_matmul(one_shot, cp.asarray(x)), ref, dtype)
+    wide = cp.asarray(np.stack([x, x, x], axis=1))
+    out = cp.full((1500, 2), np.nan, dtype=dtype)
+    for A in (S, one_shot):
+        col = out[:, 1]
+        assert sparse_matmul(A, wide[:, 1], out=col, method="sparse") is col
+        _check(col, ref, dtype)
+        assert bool(cp.isnan(out[:, 0]).all())
+        _check(sparse_matmul(A, wide[:, :1], method="sparse"), ref[:, None], dtype)
+    z = random_values(rng, 900, dtype)
+    _check(cp.asarray(z) @ DeviceCSR(csp.csr_matrix(W.T.tocsr())), z @ W.T, dtype)
+
+
+@pytest.mark.parametrize("where", ["head", "middle", "tail", "negative", "huge", "indptr"])
+def test_long_row_spmv_one_shot_finds_faults(cp, rng, where):
+    import cupyx.scipy.sparse as csp
+    indptr, indices, data = _long_rows(rng, 300, 500, "float32")
+    W = sp.csr_matrix((data, indices, indptr), shape=(300, 500))
+    row = next(r for r in range(5, 300) if W.indptr[r] % 4 and W.indptr[r + 1] % 4
+               and W.indptr[r + 1] - W.indptr[r] > 300)
+    start, end = int(W.indptr[row]), int(W.indptr[row + 1])
+    bad = csp.csr_matrix(W)
+    message = "a stored column index is negative or not below 500"
+    if where == "indptr":
+        bad.indptr[3] = bad.indptr[4] + 1
+        message = "indptr decreases somewhere"
+    else:
+        k = {"head": start, "middle": ((start + 3) & ~3) + 133, "tail": end - 1,
+             "negative": (start + end) // 2, "huge": start + 200}[where]
+        bad.indices[k] = {"negative": -1, "huge": 2**31 - 1}.get(where, 500)
+    with pytest.raises(ValueError, match="A has a corrupt compressed structure.*" + message):
+        sparse_matmul(bad, cp.ones(500, np.float32), method="sparse")
+
+
 # ------------------------------------------------------------------------------------- TLR
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -46,8 +46,8 @@ def test_every_instantiation_names_a_template_of_the_source():
     src = _module.source()
     templates = set(re.findall(r"template <[^>]*>\s*__global__ void __launch_bounds__\(\d+\) "
                                r"(\w+)\(", src))
-    families = {"csr_dense", "csr_densify", "csr_check", "seg_gemv_t", "seg_gemv_h",
-                "seg_gemm_h"}
+    families = {"csr_dense", "csr_spmv4", "csr_densify", "csr_check", "seg_gemv_t",
+                "seg_gemv_h", "seg_gemm_h"}
     assert templates == families
     for fam in families - {"csr_check"}:
         for dtype in DTYPES:
@@ -66,7 +66,8 @@ def test_source_compiles_with_nvcc(tmp_path, unroll):
     # benchmarks/gpu_spmv.py compiles csr_dense with.
     lines = [f'#include "{_module.SOURCE_PATH}"']
     for dtype in ("float32", "complex128"):
-        for fam in ("csr_dense", "csr_densify", "seg_gemv_t", "seg_gemv_h", "seg_gemm_h"):
+        for fam in ("csr_dense", "csr_spmv4", "csr_densify", "seg_gemv_t", "seg_gemv_h",
+                    "seg_gemm_h"):
             stores = (None, "float16", "bfloat16") if fam.startswith("seg_") else (None,)
             lines += [f"template __global__ void {e}({_SIGNATURES[fam].format(*_ctypes(e))});"
                       for st in stores for e in _module.family_names(fam, dtype, st)]
@@ -94,6 +95,8 @@ _SIGNATURES = {
     "csr_dense": "const {1}*, const {1}*, const {0}*, const {0}*, {0}*, long long, long long, "
                  "long long, long long, long long, int, int, long long, long long, "
                  "volatile int*",
+    "csr_spmv4": "const {1}*, const {1}*, const {0}*, const {0}*, {0}*, long long, long long, "
+                 "long long, long long, long long, volatile int*",
     "csr_densify": "const {1}*, const {1}*, const {0}*, {0}*, long long, long long",
     "seg_gemv_t": _SEG + "const long long*, const {0}*, {0}*, int, long long, long long",
     "seg_gemv_h": _SEG + "long long, const long long*, const {0}*, {0}*, int, long long, "
@@ -337,6 +340,120 @@ def test_strided_arrays_are_copied_and_misaligned_out(env, rng):
     sparse_matmul(S, gpu_helpers.dev(X), out=out, method="sparse")
     _close(out, W @ X, "float32")
     assert env.launches[-1][0] == "csr_dense<float, int, 1, false>"     # no 16-byte stores
+
+
+def _long_rows(rng, m, k, dtype, index="int32"):
+    """A CSR of rows 0-150 long (mean above SPMV4_MIN_MEAN), so row starts fall on every
+    offset from a multiple of 4, with an empty row, rows of 1-3 and unsorted duplicates."""
+    lengths = rng.integers(0, 151, m)
+    lengths[:5] = (0, 1, 2, 3, 140)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(index)
+    indices = rng.integers(0, k, int(indptr[-1])).astype(index)
+    W = sp.csr_matrix((random_values(rng, int(indptr[-1]), dtype), indices, indptr), (m, k))
+    assert W.nnz >= plan.SPMV4_MIN_MEAN * m and not W.has_canonical_format
+    return W
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 600), st.integers(0, 700))
+def test_spmv4_lanes_sum_every_nonzero_once(start, length):
+    order = [k for lane in range(32)
+             for k in gpu_helpers._spmv4_lane_order(start, start + length, lane)]
+    assert sorted(order) == list(range(start, start + length))
+    a = min((start + 3) & ~3, start + length)
+    b = max((start + length) & ~3, a)
+    for lane in range(32):       # between head and tail: 4 consecutive from a multiple of 4
+        mid = [k for k in gpu_helpers._spmv4_lane_order(start, start + length, lane)
+               if a <= k < b]
+        assert len(mid) % 4 == 0
+        for g in range(0, len(mid), 4):
+            assert mid[g] % 4 == 0 and mid[g:g + 4] == list(range(mid[g], mid[g] + 4))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index", ["int32", "int64"])
+def test_long_row_spmv_takes_spmv4(env, rng, dtype, index):
+    """An SpMV of rows averaging SPMV4_MIN_MEAN or more takes csr_spmv4, one-shot (checked
+    in the kernel) and prepared, for x and y at any stride; shorter rows, more columns and
+    arrays off a 16-byte boundary take csr_dense."""
+    from wsesparse.gpu import DeviceCSR
+    W = _long_rows(rng, 40, 90, dtype, index)
+    x = random_values(rng, 90, dtype)
+    ref = W @ x
+    ctype, itype = _module.VALUE_TYPES[np.dtype(dtype)], _module.INDEX_TYPES[np.dtype(index)]
+    prepared = DeviceCSR((gpu_helpers.dev(W.data), gpu_helpers.dev(W.indices.astype(index)),
+                          gpu_helpers.dev(W.indptr.astype(index))), shape=W.shape)
+    one_shot = np.dtype(dtype) in plan.SPMV4_ONE_SHOT
+    prep = np.dtype(dtype) in plan.SPMV4_PREPARED
+    assert np.dtype(dtype) != np.complex128 or not (one_shot or prep)  # (1.06-1.27x slower)
+    for A, family, launch in (
+            (env.csr_matrix(W), "csr_spmv4" if one_shot else "csr_dense",   # (cupyx: int32)
+             f"csr_spmv4<{ctype}, int, true>"),
+            (prepared, "csr_spmv4" if prep else "csr_dense",
+             f"csr_spmv4<{ctype}, {itype}, false>")):
+        env.launches.clear()
+        _close(sparse_matmul(A, gpu_helpers.dev(x), method="sparse"), ref, dtype)
+        if family == "csr_dense":
+            assert env.launches[-1][0].startswith("csr_dense<")
+            continue
+        assert env.launches[-1] == (launch, (plan.spmv4_grid(40),), (256,))
+        wide = np.zeros((90, 3), dtype)
+        wide[:, 1] = x
+        out = gpu_helpers.dev(np.full((40, 2), np.nan, dtype))
+        sparse_matmul(A, gpu_helpers.dev(wide)[:, 1], out=out[:, 1], method="sparse")
+        _close(out[:, 1], ref, dtype)
+        assert np.isnan(np.asarray(out)[:, 0]).all()
+        assert env.launches[-1][0].startswith("csr_spmv4<")
+        _close(sparse_matmul(A, gpu_helpers.dev(x[:, None]), method="sparse"), ref[:, None],
+               dtype)                                              # (90, 1): one column too
+        assert env.launches[-1][0].startswith("csr_spmv4<")
+        _close(sparse_matmul(A, gpu_helpers.dev(wide[:, :2]), method="sparse"),
+               W @ wide[:, :2], dtype)
+        assert env.launches[-1][0].startswith("csr_dense<")
+    z = random_values(rng, 90, dtype)          # z @ W^T: the rows of W, transposed back
+    _close(sparse_matmul(gpu_helpers.dev(z), DeviceCSR(W.T.tocsr())), z @ W.T, dtype)
+    assert env.launches[-1][0].startswith(f"csr_spmv4<{ctype}, int, false>" if prep
+                                          else "csr_dense<")
+    short = sp.csr_matrix(W[:, :10])          # rows of a sixth: below the mean
+    assert short.nnz < plan.SPMV4_MIN_MEAN * 40
+    _close(sparse_matmul(env.csr_matrix(short), gpu_helpers.dev(x[:10])), short @ x[:10],
+           dtype)
+    assert env.launches[-1][0].startswith("csr_dense<")
+    # indices (or values) off a 16-byte boundary, as views: csr_dense, the same result
+    for what in ("indices", "data"):
+        arr = getattr(W, what)
+        buf = np.zeros(arr.size + 16, arr.dtype)
+        offs = [i for i in range(16) if buf[i:].__array_interface__["data"][0] % 16]
+        if not offs:            # (complex128 values: every element is on a boundary)
+            continue
+        buf[offs[0]:offs[0] + arr.size] = arr
+        parts = {"data": W.data, "indices": W.indices,
+                 what: gpu_helpers.dev(buf)[offs[0]:offs[0] + arr.size]}
+        S = DeviceCSR((gpu_helpers.dev(parts["data"]), gpu_helpers.dev(parts["indices"]),
+                       gpu_helpers.dev(W.indptr)), shape=W.shape)
+        _close(S @ gpu_helpers.dev(x), ref, dtype)
+        assert env.launches[-1][0].startswith("csr_dense<")
+
+
+@pytest.mark.parametrize("where", ["head", "middle", "tail", "negative", "indptr"])
+def test_long_row_spmv_one_shot_finds_faults(env, rng, where):
+    W = _long_rows(rng, 40, 90, "float32")
+    bad = env.csr_matrix(W)
+    row = next(r for r in range(5, 40) if W.indptr[r] % 4 and W.indptr[r + 1] - W.indptr[r]
+               > 10 and W.indptr[r + 1] % 4)
+    start, end = int(W.indptr[row]), int(W.indptr[row + 1])
+    message = "a stored column index is negative or not below 90"
+    if where == "indptr":
+        bad.indptr[3] = bad.indptr[4] + 1
+        message = "indptr decreases somewhere"
+    else:
+        k = {"head": start, "middle": (start + 3) & ~3, "tail": end - 1,
+             "negative": (start + end) // 2}[where]
+        bad.indices[k] = -1 if where == "negative" else 90
+    env.launches.clear()
+    with pytest.raises(ValueError, match="A has a corrupt compressed structure.*" + message):
+        sparse_matmul(bad, gpu_helpers.dev(np.ones(90, np.float32)), method="sparse")
+    assert [n.partition("<")[0] for n, _, _ in env.launches] == ["csr_spmv4", "csr_check"]
 
 
 @pytest.mark.parametrize("transpose", [False, True])

@@ -81,6 +81,9 @@ def family_names(family: str, dtype, storage: str | None = None) -> list[str]:
         vecs = sorted({1, max_vector(dtype)})
         return [f"csr_dense<{t}, {i}, {v}, {c}>" for i in INDEX_TYPES.values() for v in vecs
                 for c in ("false", "true")]
+    if family == "csr_spmv4":
+        return [f"csr_spmv4<{t}, {i}, {c}>" for i in INDEX_TYPES.values()
+                for c in ("false", "true")]
     if family == "csr_densify":
         return [f"csr_densify<{t}, {i}>" for i in INDEX_TYPES.values()]
     raise ValueError(f"unknown kernel family {family!r}")
@@ -101,6 +104,8 @@ def name(family: str, dtype, *params, storage: str | None = None) -> str:
     --------
     >>> name("csr_dense", np.complex64, np.int64, 2, True)
     'csr_dense<wc64, long long, 2, true>'
+    >>> name("csr_spmv4", np.float32, np.int32, False)
+    'csr_spmv4<float, int, false>'
     >>> name("seg_gemm_h", np.float32, 16)
     'seg_gemm_h<float, 16>'
     >>> name("seg_gemv_t", np.float64, 1, storage="float16")
@@ -113,6 +118,9 @@ def name(family: str, dtype, *params, storage: str | None = None) -> str:
     if family == "csr_dense":
         index, vec, check = params
         args += [INDEX_TYPES[np.dtype(index)], str(int(vec)), "true" if check else "false"]
+    elif family == "csr_spmv4":
+        index, check = params
+        args += [INDEX_TYPES[np.dtype(index)], "true" if check else "false"]
     elif family == "csr_densify":
         args += [INDEX_TYPES[np.dtype(params[0])]]
     else:

@@ -21,7 +21,7 @@ from wsesparse._checks import (KERNEL_DTYPES, csr_error_message, describe, renam
 from wsesparse._kernels._csr_tools import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
                                            CSR_SHORT)
 from wsesparse.gpu import _machine, _module
-from wsesparse.gpu.plan import BLOCK, csr_launch
+from wsesparse.gpu.plan import BLOCK, csr_launch, spmv4_grid, uses_spmv4
 
 _FLAG_CODES = ((1, CSR_BAD_START), (2, CSR_DECREASING), (4, CSR_SHORT), (8, CSR_BAD_INDEX))
 _MAX_GRID_Y = 65535
@@ -397,43 +397,60 @@ def _aligned(arr, row_stride: int, itemsize: int) -> bool:
 
 def run_kernel(S: DeviceCSR, X, Y, dtype, ldx: int, ldy_row: int, ldy_col: int,
                n_cols: int, transposed: bool = False) -> None:
-    """``Y = S @ X`` by ``csr_dense``: X row-major (unit column stride, row stride ``ldx``,
-    ``S.shape[1]`` rows), Y at element strides ``ldy_row``, ``ldy_col``; ``n_cols`` columns
-    (1 for a vector), Y's rows where ``transposed``. An unchecked ``S`` is checked by the
-    kernel: ValueError after it."""
+    """``Y = S @ X`` by ``csr_dense`` (``csr_spmv4`` for an SpMV of long rows): X row-major
+    (unit column stride, row stride ``ldx``, ``S.shape[1]`` rows), Y at element strides
+    ``ldy_row``, ``ldy_col``; ``n_cols`` columns (1 for a vector), Y's rows where
+    ``transposed``. An unchecked ``S`` is checked by the kernel: ValueError after it."""
     cupy = _cupy()
     m, k = S.shape
     if m == 0 or n_cols == 0:
         if not S.checked:
             S.ensure_checked()
         return
+    check = not S.checked
+    if check:
+        flag_ptr, flag, _ = _fault_word()
+        flag[0] = 0
+    else:
+        flag_ptr = 0
+    vals = S.values(dtype)
+    if (uses_spmv4(m, n_cols, S.nnz, dtype, check) and _address(S.indices) % 16 == 0
+            and _address(vals) % 16 == 0):
+        kern = _module.kernel("csr_spmv4", dtype, S.indices.dtype, check)
+        kern((spmv4_grid(m),), (BLOCK,), (S.indptr, S.indices, vals, X, Y, np.int64(m),
+                                          np.int64(ldx), np.int64(ldy_row), np.int64(k),
+                                          np.int64(S.indices.size), np.uint64(flag_ptr)))
+    else:
+        _launch_dense(S, X, Y, vals, dtype, ldx, ldy_row, ldy_col, n_cols, transposed,
+                      flag_ptr)
+    if check:
+        cupy.cuda.get_current_stream().synchronize()
+        if flag[0]:     # the full check names the first fault as the CPU path does
+            check_structure(S.indptr, S.indices, S.shape, S.name)
+            raise ValueError(f"{S.name} has a corrupt compressed structure")   # not reached
+
+
+def _launch_dense(S: DeviceCSR, X, Y, vals, dtype, ldx: int, ldy_row: int, ldy_col: int,
+                  n_cols: int, transposed: bool, flag_ptr: int) -> None:
+    """The launches of ``csr_dense`` for ``run_kernel`` (more than one where the columns
+    need more than 65535 blocks)."""
+    m, k = S.shape
     item = dtype.itemsize
     vec = _module.max_vector(dtype)
     if (n_cols % vec or not _aligned(X, ldx, item)
             or (ldy_col == 1 and not _aligned(Y, ldy_row, item))):
         vec = 1
     launch = csr_launch(m, n_cols, S.nnz, vec)
-    check = not S.checked
-    kern = _module.kernel("csr_dense", dtype, S.indices.dtype, vec, check)
-    if check:
-        flag_ptr, flag, _ = _fault_word()
-        flag[0] = 0
-    else:
-        flag_ptr = 0
+    kern = _module.kernel("csr_dense", dtype, S.indices.dtype, vec, flag_ptr != 0)
     step = _MAX_GRID_Y * launch.column_lanes * vec
     for c0 in range(0, n_cols, step):   # grid.y is at most 65535 blocks of columns
         cols = min(step, n_cols - c0)
         grid = (launch.grid[0], -(-cols // (launch.column_lanes * vec)))
-        kern(grid, (BLOCK,), (S.indptr, S.indices, S.values(dtype), X[:, c0:] if c0 else X,
+        kern(grid, (BLOCK,), (S.indptr, S.indices, vals, X[:, c0:] if c0 else X,
                               _from_column(Y, c0, transposed), np.int64(m), np.int64(cols),
                               np.int64(ldx), np.int64(ldy_row), np.int64(ldy_col),
                               np.int32(launch.gs_log), np.int32(launch.q_log), np.int64(k),
                               np.int64(S.indices.size), np.uint64(flag_ptr)))
-    if check:
-        cupy.cuda.get_current_stream().synchronize()
-        if flag[0]:     # the full check names the first fault as the CPU path does
-            check_structure(S.indptr, S.indices, S.shape, S.name)
-            raise ValueError(f"{S.name} has a corrupt compressed structure")   # not reached
 
 
 def _from_column(Y, c0: int, transposed: bool):

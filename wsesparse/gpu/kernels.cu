@@ -185,6 +185,115 @@ __global__ void __launch_bounds__(256) csr_dense(
     }
 }
 
+// ------------------------------------------------------------------------- SpMV of long rows
+// y[row * ldy] = sum_k data[k] * x[indices[k] * ldx] over the row's nonzeros, one warp a row,
+// for rows of dozens of nonzeros or more (the host picks it by the mean row length). Index and
+// value arrays start on 16-byte boundaries (the host checks), so the 4 nonzeros from a
+// multiple of 4 on load as 16-byte accesses: csr_dense's lanes load one 4- or 8-byte index
+// and value at a time, and this took 0.86-0.96x its time on an H200 (docs/gpu.md). Lane l
+// sums, in this order: nonzero start + l of the row's head (up to 3, before its first
+// multiple of 4), the 4 nonzeros from a + 4 l + 128 j for j = 0, 1, ... (a: that multiple),
+// then nonzero b + l of its tail (b: the last multiple of 4 at or below the row's end); the
+// 32 sums meet in a fixed xor-shuffle tree. So every product sums in a fixed order (not
+// csr_dense's). CHK as in csr_dense: a lane stops at a bad index, and the fault goes to
+// *flags.
+template <typename T>
+__device__ __forceinline__ void w_load4(const T* __restrict__ p, T (&out)[4]) {
+    constexpr int V = sizeof(T) >= 16 ? 1 : (sizeof(T) >= 4 ? 16 / (int)sizeof(T) : 4);
+#pragma unroll
+    for (int i = 0; i < 4; i += V) {
+        const w_vec<T, V> q = *reinterpret_cast<const w_vec<T, V>*>(p + i);
+#pragma unroll
+        for (int j = 0; j < V; ++j) out[i + j] = q.v[j];
+    }
+}
+
+template <typename I>
+__device__ __forceinline__ bool w_outside(I c, long long n) {
+    return (unsigned long long)(long long)c >= (unsigned long long)n;
+}
+
+#ifndef SPMV4_UNROLL
+#define SPMV4_UNROLL 2
+#endif
+template <typename T, typename I, bool CHK>
+__global__ void __launch_bounds__(256) csr_spmv4(
+        const I* __restrict__ indptr, const I* __restrict__ indices, const T* __restrict__ data,
+        const T* __restrict__ x, T* __restrict__ y, long long n_rows, long long ldx,
+        long long ldy, long long n_inner, long long n_stored, volatile int* flags) {
+    constexpr int U = SPMV4_UNROLL;
+    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (row >= n_rows) return;                          // (the whole warp: one row a warp)
+    long long start = indptr[row], end = indptr[row + 1];
+    int bad = 0;
+    if (CHK) {
+        if (row == 0 && start != 0) bad |= 1;
+        if (end < start) { bad |= 2; end = start; }
+        if (end > n_stored) { bad |= 4; end = n_stored; }
+        if (start < 0) { bad |= 1; start = 0; }
+        if (start > end) start = end;
+    }
+    T acc = w_zero<T>();
+    long long a = (start + 3) & ~3LL, b = end & ~3LL;
+    if (a > end) a = end;
+    if (b < a) b = a;
+    if (lane < a - start) {
+        const I c = indices[start + lane];
+        if (CHK && w_outside(c, n_inner)) bad |= 8;
+        else acc = w_fma(acc, data[start + lane], x[c * ldx]);
+    }
+    long long k = a + 4 * lane;
+    for (; k + 128 * (U - 1) < b; k += 128 * U) {
+        I c[U][4];
+        T v[U][4];
+        bool outside = false;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            w_load4(indices + k + 128 * u, c[u]);
+            w_load4(data + k + 128 * u, v[u]);
+            if (CHK) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) outside |= w_outside(c[u][j], n_inner);
+            }
+        }
+        if (CHK && outside) { bad |= 8; break; }
+        T xv[U][4];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) xv[u][j] = x[c[u][j] * ldx];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc = w_fma(acc, v[u][j], xv[u][j]);
+    }
+    if (!(CHK && bad)) {
+        for (; k < b; k += 128) {
+            I c[4];
+            T v[4];
+            w_load4(indices + k, c);
+            w_load4(data + k, v);
+            bool outside = false;
+            if (CHK) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) outside |= w_outside(c[j], n_inner);
+            }
+            if (CHK && outside) { bad |= 8; break; }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc = w_fma(acc, v[j], x[c[j] * ldx]);
+        }
+    }
+    if (!(CHK && bad) && lane < end - b) {
+        const I c = indices[b + lane];
+        if (CHK && w_outside(c, n_inner)) bad |= 8;
+        else acc = w_fma(acc, data[b + lane], x[c * ldx]);
+    }
+    if (CHK && bad) *flags = bad;
+    for (int m = 16; m >= 1; m >>= 1) acc = w_add(acc, w_shfl_xor(acc, m));
+    if (lane == 0) y[row * ldy] = acc;
+}
+
 __device__ __forceinline__ float w_shfl(float v, int j, unsigned mask) {
     return __shfl_sync(mask, v, j);
 }

@@ -86,6 +86,51 @@ def csr_launch(n_rows: int, n_cols: int, nnz: int, vec: int) -> CsrLaunch:
     return CsrLaunch(gs_log, q_log, vec, (-(-threads // BLOCK), y))
 
 
+#: Mean stored entries a row from which an SpMV (one output column) takes ``csr_spmv4`` (a
+#: warp a row, 16-byte loads of 4 nonzeros) instead of ``csr_dense``. On an H200 (16384^2,
+#: float32 and float64) it took 0.85-1.0x csr_dense's time at 49-4915 a row and tied at 16
+#: (docs/gpu.md, "Session 28").
+SPMV4_MIN_MEAN = 32
+#: Value dtypes that take ``csr_spmv4``: prepared (checked on the host) and one-shot (the
+#: kernel checks). Measured there: complex128 took 1.06-1.27x csr_dense's time (one 16-byte
+#: load a nonzero already), the checking float64 kernel 0.98-1.03x.
+SPMV4_PREPARED = frozenset(map(np.dtype, ("float32", "float64", "complex64")))
+SPMV4_ONE_SHOT = frozenset(map(np.dtype, ("float32", "complex64")))
+
+
+def spmv4_grid(n_rows: int) -> int:
+    """Blocks of ``csr_spmv4`` for ``n_rows`` rows: one warp a row, ``BLOCK`` threads a block.
+
+    Examples
+    --------
+    >>> spmv4_grid(16384), spmv4_grid(1), spmv4_grid(0)
+    (2048, 1, 0)
+    """
+    return -(-max(n_rows, 0) * 32 // BLOCK)
+
+
+def uses_spmv4(n_rows: int, n_cols: int, n_stored: int, dtype, checking: bool) -> bool:
+    """Whether a product of ``n_rows`` rows, ``n_cols`` output columns and ``n_stored``
+    stored entries in ``dtype`` takes ``csr_spmv4``: an SpMV of rows long enough, in a dtype
+    where it was faster (``checking``: the one-shot kernel that checks the structure). The
+    host also needs 16-byte aligned index and value arrays.
+
+    Examples
+    --------
+    >>> f32 = np.dtype(np.float32)
+    >>> uses_spmv4(16384, 1, 16384 * 49, f32, True), uses_spmv4(16384, 1, 16384 * 16, f32, True)
+    (True, False)
+    >>> uses_spmv4(16384, 2, 16384 * 4915, f32, False)
+    False
+    >>> f64 = np.dtype(np.float64)
+    >>> uses_spmv4(16384, 1, 16384 * 49, f64, False), uses_spmv4(16384, 1, 16384 * 49, f64, True)
+    (True, False)
+    """
+    kinds = SPMV4_ONE_SHOT if checking else SPMV4_PREPARED
+    return (n_cols == 1 and n_rows > 0 and n_stored >= SPMV4_MIN_MEAN * n_rows
+            and np.dtype(dtype) in kinds)
+
+
 def covered_cells(launch: CsrLaunch, n_rows: int, n_cols: int):
     """The (row, column) cells that the writing lanes of ``launch`` store (for tests): the
     mapping of kernels.cu's ``csr_dense`` from thread to row and columns, replayed."""
