@@ -7,14 +7,14 @@ matrix) or, for wide token rows, transposes the arrays first (``csr_transpose``)
 docs/tuning.md, "Transposed products (scatter) and copies". Every rule there was tuned on
 2 cores. This script times the products users call (activations times weights, lsqr's
 ``R.T @ u``, the logistic-regression gradient ``F.T @ r``, a CSC Poisson matrix times one
-or a few vectors) at 1, 2, 4, ... and all threads, with scipy's product in the same rounds,
-and with ``--zones-8`` also the zones the one-chunk scatter would take for 8-byte token
-rows (one float64 column), which it does not take by default (they lost on 2 cores).
+or a few vectors) at 1, 2, 4, ... and all threads, with scipy's product in the same rounds.
+(``benchmarks/scatter_zones.py`` times the zones of banded one-chunk scatters against one
+chunk per core count.)
 
 Best of rounds of adaptive repeats (``--budget`` seconds per product and round), ms; the
 last column is scipy's time over all threads'. Example (issue #27's 16-core run)::
 
-    python benchmarks/transposed.py --zones-8
+    python benchmarks/transposed.py
     python benchmarks/transposed.py --scale 0.1 --threads 1,2    # a small run
 """
 
@@ -31,7 +31,6 @@ except ImportError:  # run from a source checkout that is built in place but not
 
 import numpy as np
 
-from wsesparse import _thresholds as th
 from wsesparse import sparse_matmul
 from wsesparse._hardware import available_cores
 from wsesparse._timing import best_time, comma_list, thread_counts
@@ -78,9 +77,6 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=float, default=0.2,
                    help="seconds of timed calls per product and round")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per product")
-    p.add_argument("--zones-8", action="store_true",
-                   help="also time one-column products with zones for 8-byte token rows "
-                        "(SCATTER_ZONE_MIN_ROW_BYTES lowered to 8 while timing)")
     p.add_argument("--scale", type=float, default=1.0,
                    help="problem sides times this (1: W of 4096^2 and 16384^2, Poisson "
                         "1000^2, lsqr 200,000 x 50,000, TF-IDF 50,000 x 20,000)")
@@ -90,13 +86,11 @@ def main(argv=None) -> int:
             or not 0 < args.scale <= 1):
         p.error("need --threads >= 1, --rounds >= 1, --budget > 0 and 0 < --scale <= 1")
     T = counts[-1]
-    cols = ["scipy"] + [f"{n} thr" for n in counts] + (["zones8"] if args.zones_8 else [])
-    print(f"ms, best of {args.rounds} rounds; zones8: {T} threads with zones for 8-byte rows")
+    cols = ["scipy"] + [f"{n} thr" for n in counts]
+    print(f"ms, best of {args.rounds} rounds")
     print(f"{'product':42s} " + " ".join(f"{c:>8}" for c in cols) + f" {'scipy/' + str(T):>9}")
     for label, ref, ours in _cases(args.scale):
         calls = {"scipy": ref, **{f"{n} thr": (lambda n=n: ours(n)) for n in counts}}
-        if args.zones_8:
-            calls["zones8"] = lambda: _with_zones_8(lambda: ours(T))
         want = np.asarray(ref())
         scale = float(np.abs(want).max()) or 1.0
         best = dict.fromkeys(calls, np.inf)
@@ -109,14 +103,6 @@ def main(argv=None) -> int:
         print(f"{label:42s} " + " ".join(f"{best[c] * 1e3:>8.3f}" for c in cols)
               + f" {best['scipy'] / best[f'{T} thr']:>8.2f}x", flush=True)
     return 0
-
-
-def _with_zones_8(fn):
-    saved, th.SCATTER_ZONE_MIN_ROW_BYTES = th.SCATTER_ZONE_MIN_ROW_BYTES, 8
-    try:
-        return fn()
-    finally:
-        th.SCATTER_ZONE_MIN_ROW_BYTES = saved
 
 
 if __name__ == "__main__":

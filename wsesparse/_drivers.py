@@ -299,8 +299,8 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
 
     Row chunks that sum into the output itself where no other chunk writes: as
     many as the cores (``items``, at least ``SCATTER_MIN_ITEMS``), for real values
-    in one token panel with rows of at least ``SCATTER_ZONE_MIN_ROW_BYTES``
-    (narrower ones ran as fast or faster on one thread, 2-core Zen 4), from
+    in one token panel (one column too: on 2 to 16 threads zones took 0.13-0.77x
+    one chunk's time there, and 1.1-1.4x on one thread; docs/tuning.md), from
     ``SCATTER_ZONE_MIN_WORK`` multiply-adds, where 3 windows of
     ``SCATTER_ZONE_SAMPLE_ROWS`` rows of B (at a quarter, half and three quarters
     of its rows; ``_scatter.banded_sample``) each read column indices within a
@@ -315,8 +315,8 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
     >>> f64 = np.dtype(np.float64)
     >>> scatter_zones(B.indptr, B.indices, B.nnz, 10**5, 4, f64, items=4)
     4
-    >>> scatter_zones(B.indptr, B.indices, B.nnz, 10**5, 1, f64, items=4)  # 8-byte rows
-    0
+    >>> scatter_zones(B.indptr, B.indices, B.nnz, 10**5, 1, f64, items=4)  # one column
+    4
     >>> R = sp.random_array((10**5, 10**5), density=1e-5, format="csr", rng=0)
     >>> scatter_zones(R.indptr, R.indices, R.nnz, 10**5, 4, f64, items=4)
     0
@@ -324,7 +324,6 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
     if items is None:
         items = max(th.SCATTER_MIN_ITEMS, available_cores())
     if (items < 2 or dtype.kind != "f" or nnz * n_tokens < th.SCATTER_ZONE_MIN_WORK
-            or n_tokens * dtype.itemsize < th.SCATTER_ZONE_MIN_ROW_BYTES
             or n_tokens > _scatter.scatter_panel_width(dtype.itemsize)):
         return 0
     banded = _scatter.banded_sample(indptr, indices, th.SCATTER_ZONE_SAMPLE_ROWS,

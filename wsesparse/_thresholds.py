@@ -56,7 +56,6 @@ SCATTER_CHUNK_NNZ = 4          # row chunks: at least this many nonzeros per out
 SCATTER_SCRATCH_BYTES = 64 << 20  # ... and chunk copies of at most this many bytes
 SCATTER_COPY_L2S = 2           # ... each copy at most this many L2 caches
 SCATTER_ZONE_MIN_WORK = 1 << 16  # one-chunk scatters of this many multiply-adds try zones
-SCATTER_ZONE_MIN_ROW_BYTES = 24  # ... with token rows of at least this many bytes
 SCATTER_ZONE_GAP_SHARE = 8     # ... kept where the rows outside every zone are <= 1/this
 SCATTER_ZONE_SAMPLE_ROWS = 64  # ... tried where 3 windows of this many rows of B each read
                                #     a span of at most 1/SCATTER_ZONE_GAP_SHARE of the rows

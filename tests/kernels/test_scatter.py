@@ -431,16 +431,15 @@ def test_scatter_zones_nested_spans():
 
 
 def test_one_shot_banded_csc_takes_zones(monkeypatch):
-    """A banded CSC matrix @ X (one-shot) goes through zones where the driver says so
-    (rows of 24 bytes and more), with scipy's results and the same bits for 1 and 2
-    threads."""
+    """A banded CSC matrix @ x and @ X (one-shot) goes through zones where the driver says
+    so, with scipy's results and the same bits for 1 and 2 threads."""
     from wsesparse import _drivers
     n = 20000
     B = _banded(n, 30, 4, np.float64, np.int32)
     A = sp.csc_array((B.data, B.indices, B.indptr), shape=(n, n))  # A = B.T
     f64 = np.dtype(np.float64)
     assert _drivers.scatter_zones(B.indptr, B.indices, B.nnz, n, 5, f64, items=2) == 2
-    assert _drivers.scatter_zones(B.indptr, B.indices, B.nnz, n, 1, f64, items=2) == 0
+    assert _drivers.scatter_zones(B.indptr, B.indices, B.nnz, n, 1, f64, items=2) == 2
     seen = []
     real = _scatter.csr_spmm_t
     monkeypatch.setattr(_scatter, "csr_spmm_t",
@@ -452,7 +451,7 @@ def test_one_shot_banded_csc_takes_zones(monkeypatch):
         one, two = sparse_matmul(A, D, n_threads=1), sparse_matmul(A, D, n_threads=2)
         np.testing.assert_allclose(two, A @ D, rtol=1e-12, atol=1e-12)
         assert one.tobytes() == two.tobytes()
-    assert seen == [0, 0, 2, 2]
+    assert seen == [2, 2, 2, 2]
 
 
 @settings(max_examples=80, deadline=None)
@@ -490,7 +489,8 @@ def test_scatter_zones_any_structure(n_rows, n_out, band, per_row, zones, max_ga
 
 def test_scatter_zones_rule():
     """The driver asks for zones only where 3 sampled windows of rows of B are banded,
-    the matrix has enough rows to sample and the token rows are wide enough."""
+    the matrix has enough rows to sample and the token rows fit one panel (one column
+    too)."""
     from wsesparse._drivers import scatter_zones
     f64 = np.dtype(np.float64)
     n = 20000
@@ -498,8 +498,8 @@ def test_scatter_zones_rule():
     assert scatter_zones(B.indptr, B.indices, B.nnz, n, 4, f64, items=3) == 3
     assert scatter_zones(B.indptr, B.indices, B.nnz, n, 4, f64, items=1) == 0
     assert scatter_zones(B.indptr, B.indices, B.nnz, n, 4, np.dtype(np.complex128), items=2) == 0
-    assert scatter_zones(B.indptr, B.indices, B.nnz, n, 2, f64, items=2) == 0  # 16-byte rows
-    assert scatter_zones(B.indptr, B.indices, B.nnz, n, 3, np.dtype(np.float32), items=2) == 0
+    for n_tokens, dtype in ((1, f64), (2, f64), (1, np.dtype(np.float32))):   # narrow rows
+        assert scatter_zones(B.indptr, B.indices, B.nnz, n, n_tokens, dtype, items=2) == 2
     wide = _scatter.scatter_panel_width(8) + 1
     assert scatter_zones(B.indptr, B.indices, B.nnz, n, wide, f64, items=2) == 0
     middle = B.indices.copy()
