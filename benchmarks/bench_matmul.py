@@ -428,7 +428,8 @@ class DenseTimesSparseTwoPanels:
 class BandedCSCTimesDense:
     """A CSC stencil matrix (Poisson 1000^2, 5 per column) times N columns, one-shot:
     a scatter with one row chunk by the chunk rule (5 nonzeros per output row), in zones
-    from 24-byte rows (N = 3 and 8 float64; docs/tuning.md, "Transposed products")."""
+    at every N (from 24-byte rows, N = 3 and 8, until session 28; docs/tuning.md,
+    "Transposed products")."""
 
     params = ([1, 3, 8], ["float64"])
     param_names = ["n_tokens", "dtype"]

@@ -299,8 +299,9 @@ def scatter_zones(indptr: np.ndarray, indices: np.ndarray, nnz: int, n_out: int,
 
     Row chunks that sum into the output itself where no other chunk writes: as
     many as the cores (``items``, at least ``SCATTER_MIN_ITEMS``), for real values
-    in one token panel (one column too: on 2 to 16 threads zones took 0.13-0.77x
-    one chunk's time there, and 1.1-1.4x on one thread; docs/tuning.md), from
+    in one token panel (one column too: on 2 to 16 threads zones took 0.11-0.84x
+    one chunk's time on 2-D Poisson matrices, 0.39-1.03x on 3-D, and 1.1-1.4x on
+    one thread; docs/tuning.md), from
     ``SCATTER_ZONE_MIN_WORK`` multiply-adds, where 3 windows of
     ``SCATTER_ZONE_SAMPLE_ROWS`` rows of B (at a quarter, half and three quarters
     of its rows; ``_scatter.banded_sample``) each read column indices within a

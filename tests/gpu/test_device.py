@@ -287,13 +287,16 @@ def test_long_row_spmv_matches_scipy(cp, rng, dtype, index):
     _check(cp.asarray(z) @ DeviceCSR(csp.csr_matrix(W.T.tocsr())), z @ W.T, dtype)
 
 
-@pytest.mark.parametrize("where", ["head", "middle", "tail", "negative", "huge", "indptr"])
+@pytest.mark.parametrize("where", ["head", "middle", "remainder", "tail", "negative", "huge",
+                                   "indptr"])
 def test_long_row_spmv_one_shot_finds_faults(cp, rng, where):
+    """A bad index in each part of a row csr_spmv4 reads (head, the unrolled groups, the
+    group after them, tail) or a corrupt indptr: the one-shot product names it."""
     import cupyx.scipy.sparse as csp
     indptr, indices, data = _long_rows(rng, 300, 500, "float32")
     W = sp.csr_matrix((data, indices, indptr), shape=(300, 500))
     row = next(r for r in range(5, 300) if W.indptr[r] % 4 and W.indptr[r + 1] % 4
-               and W.indptr[r + 1] - W.indptr[r] > 300)
+               and 300 < W.indptr[r + 1] - W.indptr[r] < 380)   # 3 groups a lane at most
     start, end = int(W.indptr[row]), int(W.indptr[row + 1])
     bad = csp.csr_matrix(W)
     message = "a stored column index is negative or not below 500"
@@ -301,7 +304,8 @@ def test_long_row_spmv_one_shot_finds_faults(cp, rng, where):
         bad.indptr[3] = bad.indptr[4] + 1
         message = "indptr decreases somewhere"
     else:
-        k = {"head": start, "middle": ((start + 3) & ~3) + 133, "tail": end - 1,
+        a = (start + 3) & ~3        # lane 1's second group; lane 0's third (SPMV4_UNROLL 2)
+        k = {"head": start, "middle": a + 133, "remainder": a + 257, "tail": end - 1,
              "negative": (start + end) // 2, "huge": start + 200}[where]
         bad.indices[k] = {"negative": -1, "huge": 2**31 - 1}.get(where, 500)
     with pytest.raises(ValueError, match="A has a corrupt compressed structure.*" + message):

@@ -61,21 +61,22 @@ def test_every_instantiation_names_a_template_of_the_source():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) not installed")
 @pytest.mark.parametrize("unroll", [None, 2, 8])
 def test_source_compiles_with_nvcc(tmp_path, unroll):
-    # Every family for a real and a complex type, both index types: what NVRTC builds at
-    # first use on a GPU, compiled here for sm_90 (no GPU needed); also at the unroll depths
-    # benchmarks/gpu_spmv.py compiles csr_dense with.
+    # Every family for a real and a complex type (csr_spmv4 for all four), both index types:
+    # what NVRTC builds at first use on a GPU, compiled here for sm_90 (no GPU needed); also
+    # at the unroll depths benchmarks/gpu_spmv.py compiles csr_dense with.
     lines = [f'#include "{_module.SOURCE_PATH}"']
     for dtype in ("float32", "complex128"):
-        for fam in ("csr_dense", "csr_spmv4", "csr_densify", "seg_gemv_t", "seg_gemv_h",
-                    "seg_gemm_h"):
+        for fam in ("csr_dense", "csr_densify", "seg_gemv_t", "seg_gemv_h", "seg_gemm_h"):
             stores = (None, "float16", "bfloat16") if fam.startswith("seg_") else (None,)
             lines += [f"template __global__ void {e}({_SIGNATURES[fam].format(*_ctypes(e))});"
                       for st in stores for e in _module.family_names(fam, dtype, st)]
+    lines += [f"template __global__ void {e}({_SIGNATURES['csr_spmv4'].format(*_ctypes(e))});"
+              for dtype in DTYPES for e in _module.family_names("csr_spmv4", dtype)]
     lines += ["template __global__ void csr_check<long long>(const long long*, "
               "const long long*, long long, long long, long long, int*);"]
     src = tmp_path / "inst.cu"
     src.write_text("\n".join(lines) + "\n")
-    depth = [] if unroll is None else [f"-DCSR_UNROLL={unroll}"]
+    depth = [] if unroll is None else [f"-DCSR_UNROLL={unroll}", f"-DSPMV4_UNROLL={unroll}"]
     res = subprocess.run(["nvcc", "-arch=sm_90", *depth, "-cubin", "-o",
                           str(tmp_path / "k.cubin"), str(src)],
                          capture_output=True, text=True, timeout=300)

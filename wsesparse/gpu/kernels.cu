@@ -195,8 +195,10 @@ __global__ void __launch_bounds__(256) csr_dense(
 // multiple of 4), the 4 nonzeros from a + 4 l + 128 j for j = 0, 1, ... (a: that multiple),
 // then nonzero b + l of its tail (b: the last multiple of 4 at or below the row's end); the
 // 32 sums meet in a fixed xor-shuffle tree. So every product sums in a fixed order (not
-// csr_dense's). CHK as in csr_dense: a lane stops at a bad index, and the fault goes to
-// *flags.
+// csr_dense's). CHK as in csr_dense: every read stays in bounds (a bad row counts as empty,
+// a lane leaves its row at a bad index of its own), the fault goes to *flags and the host
+// discards the result. tests/gpu/test_kernel_emulation.py runs this section on the CPU
+// under AddressSanitizer.
 template <typename T>
 __device__ __forceinline__ void w_load4(const T* __restrict__ p, T (&out)[4]) {
     constexpr int V = sizeof(T) >= 16 ? 1 : (sizeof(T) >= 4 ? 16 / (int)sizeof(T) : 4);
