@@ -69,6 +69,14 @@ CHECK_ROWS = _CHECK_ROWS
 SPMV_FAR_X_BYTES = _SPMV_FAR_X_BYTES
 SPMV_FAR_VEC_NNZ = _SPMV_FAR_VEC_NNZ
 SPMV_GATHER = bool(_SPMV_GATHER)
+# AVX-512 builds that do not gather short rows (SPMV_GATHER False: AMD Zen) still gather
+# rows of SPMV_GATHER_ROW_MIN[dtype] nonzeros or more that take the vector steps
+# (SPMV_GATHER_LONG; _tiles_spmv.h); with SPMV_GATHER every such row gathers (0); builds
+# that never gather (no AVX-512): None.
+SPMV_GATHER_LONG = bool(_SPMV_GATHER_LONG)
+SPMV_GATHER_ROW_MIN = ({"float32": _SPMV_GATHER_ROW_MIN_float,
+                        "float64": _SPMV_GATHER_ROW_MIN_double}
+                       if SPMV_GATHER or SPMV_GATHER_LONG else None)
 # Whether checked SpMV of int64 matrices streamed from DRAM (csr_spmv's streamed) compares
 # each index in the row loops (builds without AVX-512; _tiles_base.h, WS_CHK_IN_LOOPS).
 CHECK_IN_LOOPS = bool(_CHK_IN_LOOPS)

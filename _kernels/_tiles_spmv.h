@@ -256,9 +256,29 @@ static inline double WS_HSUM_double(ws_vd a)
  * ws_gx_<T>_<I>(m, ix, x, lim, chk, oor): x[ix[k]] in the lanes k of mask m
  * (0 elsewhere); with chk, sets *oor and gathers nothing if one of those
  * indices is >= lim (unsigned: negative ones too). */
-/* (WS_SLOW_GATHER, AMD Zen: _tiles_base.h) */
-#if WS_HAVE_VEC && defined(__AVX512F__) && !WS_SLOW_GATHER
-#define WS_SPMV_GATHER 1
+/* (WS_SLOW_GATHER, AMD Zen: _tiles_base.h) Builds that gather slowly still gather rows of
+ * WS_SPMV_GATHER_ROW_MIN_<T> nonzeros or more that reach ws_spmv_vrow (WS_SPMV_GATHER stays
+ * 0 for them: the rules below that speak of builds that gather do not apply); other
+ * AVX-512 builds gather every such row (0). 2-core AMD Zen 4, prepared and one-shot, 1 and
+ * 2 threads, random rows, in-process A/B, gathers / element loads: float64 rows of 64-164
+ * with x of 128 kB 0.87-1.01, rows of 48-256 with x of 1.6 MB 0.59-0.95; float32 rows of
+ * 24-96 0.99-1.39 (x of 64 kB) and about 1.0 at 48-64 (800 kB), 128 0.94-1.08 (64 kB) and
+ * 0.84-0.89 (800 kB), 164 0.91-1.01, 1638 0.84-0.86 (docs/tuning.md, "SpMV with x beyond
+ * L2", session 28). */
+#if WS_SLOW_GATHER
+#ifndef WS_SPMV_GATHER_ROW_MIN_float
+#define WS_SPMV_GATHER_ROW_MIN_float 160
+#endif
+#ifndef WS_SPMV_GATHER_ROW_MIN_double
+#define WS_SPMV_GATHER_ROW_MIN_double 64
+#endif
+#else
+#define WS_SPMV_GATHER_ROW_MIN_float 0
+#define WS_SPMV_GATHER_ROW_MIN_double 0
+#endif
+#if WS_HAVE_VEC && defined(__AVX512F__) && (!WS_SLOW_GATHER                              \
+    || WS_SPMV_GATHER_ROW_MIN_float < (1 << 30) || WS_SPMV_GATHER_ROW_MIN_double < (1 << 30))
+#define WS_SPMV_GATHER (!WS_SLOW_GATHER)
 static inline ws_tvf ws_gx_float_int32_t(__mmask16 m, const int32_t *ix, const float *x,
                                          uint64_t lim, int chk, int *oor)
 {
@@ -343,10 +363,20 @@ WS_DEFINE_GDOT(float, int32_t)
 WS_DEFINE_GDOT(float, int64_t)
 WS_DEFINE_GDOT(double, int32_t)
 WS_DEFINE_GDOT(double, int64_t)
+#if WS_SLOW_GATHER
+/* Builds that gather slowly take the gathers for long rows in the row loops
+ * (WS_DEFINE_SPMV_ROWS_FN), through a function of their own: a branch to them inside
+ * ws_spmv_vrow made its shorter rows (24 per row, float32, one thread) 1.10-1.16x slower. */
+#define WS_SPMV_GATHER_LONG 1
+#define WS_GDOT_FIRST(T, I, CHK)
+#else
+#define WS_SPMV_GATHER_LONG 0
 #define WS_GDOT_FIRST(T, I, CHK)                                                  \
     return ws_gdot_##T##_##I(indices, data, x, p, p1, (uint64_t)lim, CHK, bad);
+#endif
 #else
 #define WS_SPMV_GATHER 0
+#define WS_SPMV_GATHER_LONG 0
 #define WS_GDOT_FIRST(T, I, CHK)
 #endif
 /* With the gathers, rows from WS_SPMV_GATHER_NNZ nonzeros on take them once x
@@ -441,9 +471,29 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
 #ifndef WS_SPMV_CHK_LOOP_ROWS_MAX
 #define WS_SPMV_CHK_LOOP_ROWS_MAX 16
 #endif
+/* ws_spmv_grow[_chk]_<T>_<I>: a row of WS_SPMV_GATHER_ROW_MIN_<T> nonzeros or more in a
+ * build that gathers slowly (WS_SPMV_GATHER_LONG), by the gathers, out of line; elsewhere
+ * never called. */
+#if WS_SPMV_GATHER_LONG
+#define WS_DEFINE_SPMV_GROW(T, I, U, CHK, SFX)                                    \
+__attribute__((noinline)) static T ws_spmv_grow##SFX##_##T##_##I(                 \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    return ws_gdot_##T##_##I(indices, data, x, p, p1, (uint64_t)lim, CHK, bad);   \
+}
+#else
+#define WS_DEFINE_SPMV_GROW(T, I, U, CHK, SFX)                                    \
+WS_MAYBE_UNUSED static inline T ws_spmv_grow##SFX##_##T##_##I(                    \
+    const I *indices, const T *data, const T *x, ptrdiff_t p, ptrdiff_t p1,       \
+    U lim, int *bad)                                                              \
+{                                                                                 \
+    return ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);      \
+}
+#endif
 /* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
  * VROW if it has at least vmin nonzeros, else ROW. */
-#define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW)                          \
+#define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW, GROW)                    \
 WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                   \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
     ptrdiff_t r0, ptrdiff_t r1, U lim, ptrdiff_t vmin)                            \
@@ -451,8 +501,11 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
     int bad = 0;                                                                  \
     for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
         const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
-        y[i] = p1 - p >= vmin ? VROW(indices, data, x, p, p1, lim, &bad)          \
-                              : ROW(indices, data, x, p, p1, lim, &bad);          \
+        y[i] = p1 - p < vmin ? ROW(indices, data, x, p, p1, lim, &bad)            \
+             : __builtin_expect(WS_SPMV_GATHER_LONG                                \
+                                && p1 - p >= WS_SPMV_GATHER_ROW_MIN_##T, 0)          \
+                 ? GROW(indices, data, x, p, p1, lim, &bad)                        \
+                 : VROW(indices, data, x, p, p1, lim, &bad);                       \
     }                                                                             \
     return bad;                                                                   \
 }
@@ -518,11 +571,15 @@ WS_DEFINE_SPMV_X_AT_RANDOM(int64_t)
  * x in runs (the host decides; docs/tuning.md, "Prepared short rows in
  * blocks"): Poisson 1000^2 0.67-0.80x the time on one thread, 0.74-0.96x on two;
  * where x is read at random it cost 1-12 %. */
-/* Every row of at least WS_SPMV_VEC_NNZ_<T> nonzeros is summed by
- * ws_spmv_vrow, every shorter one by ws_spmv_row, whichever rows function
- * (chosen per part, i.e. per thread count) runs it: the rows function only
- * decides whether the long-row code is inlined (vector_rows) or called
- * (scalar_rows, whose short rows ran 12 % slower beside the inlined copy). */
+/* Every row of at least vmin nonzeros is summed by ws_spmv_vrow (or
+ * ws_spmv_grow from WS_SPMV_GATHER_ROW_MIN_<T>), every shorter one by ws_spmv_row
+ * (ws_spmv_srow where x is far: vmin is WS_SPMV_FAR_VEC_NNZ then), whichever rows
+ * function (chosen per part, i.e. per thread count) runs it: the rows function only
+ * decides whether the long-row code is inlined (vector_rows, far_vector_rows) or
+ * called (scalar_rows and far_rows, whose short rows ran 12 % slower beside the
+ * inlined copy). Until session 28 a part of long rows took ws_spmv_row for its
+ * short rows where x was far, and far_rows ws_spmv_srow: rows of 8-63 then had
+ * other bits on another thread count. */
 #define WS_DEFINE_SPMV_ROWS(T, VT, I, U, CHK, SFX)                                \
 WS_DEFINE_SPMV_ROW(T, I, U, CHK, SFX)                                             \
 WS_DEFINE_SPMV_SROW(T, I, U, CHK, SFX)                                            \
@@ -533,12 +590,19 @@ WS_SCALAR_LOOP __attribute__((noinline)) static T ws_spmv_vrow_call##SFX##_##T##
 {                                                                                 \
     return ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);      \
 }                                                                                 \
+WS_DEFINE_SPMV_GROW(T, I, U, CHK, SFX)                                            \
 WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_scalar_rows##SFX##_##T##_##I,             \
-                       ws_spmv_vrow_call##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I) \
+                       ws_spmv_vrow_call##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I, \
+                       ws_spmv_grow##SFX##_##T##_##I)                             \
 WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_vector_rows##SFX##_##T##_##I,             \
-                       ws_spmv_vrow##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I) \
+                       ws_spmv_vrow##SFX##_##T##_##I, ws_spmv_row##SFX##_##T##_##I, \
+                       ws_spmv_grow##SFX##_##T##_##I)                             \
 WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_far_rows##SFX##_##T##_##I,                \
-                       ws_spmv_vrow_call##SFX##_##T##_##I, ws_spmv_srow##SFX##_##T##_##I) \
+                       ws_spmv_vrow_call##SFX##_##T##_##I, ws_spmv_srow##SFX##_##T##_##I, \
+                       ws_spmv_grow##SFX##_##T##_##I)                             \
+WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_far_vector_rows##SFX##_##T##_##I,         \
+                       ws_spmv_vrow##SFX##_##T##_##I, ws_spmv_srow##SFX##_##T##_##I, \
+                       ws_spmv_grow##SFX##_##T##_##I)                             \
 WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                         \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
     ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n_cols, int blocks)                     \
@@ -552,7 +616,9 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
     const int vec = nnz >= vmin * (r1 - r0);                                      \
     /* (far: vmin >= WS_SPMV_CHK_LOOP_NNZ_<T>, so vec parts check in the loop) */ \
     if (vec && (!CHK || nnz >= WS_SPMV_CHK_LOOP_NNZ_##T * (r1 - r0)))             \
-        return ws_spmv_vector_rows##SFX##_##T##_##I(indptr, indices, data, x, y, r0, r1, lim, vmin); \
+        return (far ? ws_spmv_far_vector_rows##SFX##_##T##_##I                    \
+                    : ws_spmv_vector_rows##SFX##_##T##_##I)(                      \
+            indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
     if (!CHK && !blocks)                                                          \
         return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
             indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
@@ -593,7 +659,8 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
                 __builtin_prefetch(q);                                            \
         }                                                                         \
         if (vec)                                                                  \
-            ws_spmv_vector_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
+            (far ? ws_spmv_far_vector_rows_##T##_##I : ws_spmv_vector_rows_##T##_##I)( \
+                indptr, indices, data, x, y, i, j, lim, vmin);                    \
         else if (far)                                                             \
             ws_spmv_far_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
         else                                                                      \

@@ -802,3 +802,60 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
                 spoilt[q] = bad
                 assert _spmm.csr_spmv(indptr, spoilt, data, x, y1, parts, threads,
                                       check_cols=n_cols, streamed=streamed) != 0, (q, bad)
+
+
+def _gather_test_length(dtype) -> int:
+    """A row length past the build's SPMV_GATHER_ROW_MIN (the gathers of long rows in
+    AVX-512 builds that do not gather short ones), and past the vector steps."""
+    mins = _spmm.SPMV_GATHER_ROW_MIN or {}                  # (None: the build never gathers)
+    return max(mins.get(np.dtype(dtype).name, 0), _spmm.SPMV_FAR_VEC_NNZ) + 40
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("far", [False, True])
+def test_spmv_long_rows_gathered_or_not_keep_their_bits(dtype, far):
+    """Rows of every length up to past SPMV_GATHER_ROW_MIN (builds that gather only long
+    rows switch there, per row): scipy's result, and the same bits one-shot and prepared,
+    for int64 indices, on 1 and 2 threads, and for every partition of the rows (the switch
+    is the row's own, never the part's)."""
+    n_cols = _spmm.SPMV_FAR_X_BYTES // np.dtype(dtype).itemsize + 1 if far else 700
+    A = rows_of_every_length(_gather_test_length(dtype), n_cols, dtype, np.int32, seed=9)
+    x = np.random.default_rng(6).standard_normal(n_cols).astype(dtype)
+    got = sparse_matmul(CSR(A), x, n_threads=1)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
+                       shape=A.shape)
+    for B in (A, A64):
+        for op in (B, CSR(B)):
+            for threads in (1, 2):
+                assert sparse_matmul(op, x, n_threads=threads).tobytes() == got.tobytes()
+        for parts in (1, 2, 5, A.shape[0]):
+            y = np.empty(A.shape[0], dtype)
+            assert _spmm.csr_spmv(B.indptr, B.indices, B.data, x, y, parts, 2) == 0
+            assert y.tobytes() == got.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype):
+    """A bad index at each position of a long row (16 positions of its first and last
+    vector steps and the masked tail) next to short rows: found, and nothing read."""
+    n_cols, length = 500, _gather_test_length(dtype) + 5      # (not a multiple of 16)
+    rng = np.random.default_rng(8)
+    lengths = np.array([3, length, 7, length + 9, 0, 12])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    A = sp.csr_array((rng.standard_normal(int(indptr[-1])).astype(dtype),
+                      rng.integers(0, n_cols, int(indptr[-1])).astype(itype), indptr),
+                     shape=(len(lengths), n_cols))
+    x = rng.standard_normal(n_cols).astype(dtype)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(sparse_matmul(A, x), A @ x, rtol=tol, atol=tol)
+    start, end = int(indptr[1]), int(indptr[2])
+    positions = sorted({*range(start, start + 16), *range(end - 21, end)})
+    for pos in positions:
+        for bad in (n_cols, -1):
+            B = A.copy()
+            B.indices[pos] = bad
+            with pytest.raises(ValueError, match="not below 500"):
+                sparse_matmul(B, x)

@@ -30,7 +30,10 @@ def print_load_average() -> None:
     from wsesparse._kernels import _spmm
     build = kernel_build()
     if "avx512" in build and not _spmm.SPMV_GATHER:   # (AMD Zen: docs/tuning.md)
-        build += " (SpMV without gathers)"
+        mins = _spmm.SPMV_GATHER_ROW_MIN
+        build += (f" (SpMV gathers rows of {mins['float32']}+ float32, {mins['float64']}+ "
+                  f"float64 nonzeros only)" if _spmm.SPMV_GATHER_LONG
+                  else " (SpMV without gathers)")
     print(f"  kernels built for {build}; numpy {numpy.__version__}, scipy {scipy.__version__}")
 
 

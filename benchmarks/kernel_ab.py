@@ -1,0 +1,170 @@
+"""A/B of kernel builds in one process: the installed kernels against a second build of the
+same source with other ``CFLAGS`` (e.g. ``-DWS_SLOW_GATHER=1``), or of another source tree
+(``--source``, e.g. a ``git worktree`` of another commit).
+
+The second build goes to a temporary copy of the source tree (``setup.py build_ext --inplace
+--force`` with ``CFLAGS``; the flags are no build dependency, hence ``--force``). Its kernel
+modules (``--modules``) are loaded beside the installed ones under their own names
+(``importlib``, docs/development.md), and the drivers' references to them are swapped for the
+B calls. The products users call, one-shot (a scipy CSR) and prepared (``CSR``), SpMV and a few
+columns, on random matrices from cache and from DRAM, Poisson 2-D and lsqr's rectangular
+system, at each thread count: medians of ``--rounds`` interleaved rounds (A and B alternate,
+the order flipping each round), microseconds, and B / A. Every B result is compared with A's
+(``allclose``: the two builds may sum in other orders).
+
+Why: Intel AVX-512 builds gather x in SpMV (``WS_SLOW_GATHER`` 0, ``_tiles_base.h``); AMD
+builds load it element by element, since gathers were 1.4-4.1x slower there. On the lent GPU
+machine's 16-core Xeon a prepared SpMV of a 16384^2 float32 matrix of density 0.001 took
+305 us on one thread (1.13 ns a nonzero, session 28's ``phases.py``), where the 2-core Zen 4
+VM without gathers took 127 us (0.47 ns)::
+
+    python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=1         # on an Intel machine
+    python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=0 --threads 1,2 --rounds 5
+    git worktree add /tmp/old HEAD~1 && python benchmarks/kernel_ab.py --source /tmp/old
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+try:
+    import wsesparse  # noqa: F401
+except ImportError:  # run from a source checkout that is built in place but not installed
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np
+
+import wsesparse
+from wsesparse import CSR, _drivers, matmul, sparse_matmul
+from wsesparse._hardware import available_cores
+from wsesparse._timing import comma_list, thread_counts
+from wsesparse.bench.workflows import poisson_2d, rectangular_system
+from wsesparse.datasets import random_csr
+
+ROOT = Path(__file__).resolve().parent.parent
+_SKIP = shutil.ignore_patterns(".git", ".venv", "build", "*.so", ".asv", "__pycache__",
+                               "*.egg-info", "docs", "notebooks", "benchmarks", "tests")
+
+
+def build_alternative(cflags: str, where: Path, source: Path = ROOT) -> Path:
+    """Build the kernels of a copy of the source tree ``source`` at ``where`` with
+    ``CFLAGS=cflags``; returns the copy's ``wsesparse/_kernels`` folder."""
+    shutil.copytree(source, where, ignore=_SKIP, dirs_exist_ok=True)
+    env = dict(os.environ, CFLAGS=f"{os.environ.get('CFLAGS', '')} {cflags}".strip())
+    res = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "--force"],
+                         cwd=where, env=env, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"the {cflags} build failed:\n{res.stderr[-3000:]}")
+    return where / "wsesparse" / "_kernels"
+
+
+def load_beside(folder: Path, name: str):
+    """The kernel module ``wsesparse._kernels.<name>`` built in ``folder``, loaded beside
+    the installed one (``sys.modules`` keeps the installed one)."""
+    path = next(folder.glob(f"{name}.*.so"), None) or next(folder.glob(f"{name}.*.pyd"))
+    spec = importlib.util.spec_from_file_location(f"wsesparse._kernels.{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@contextlib.contextmanager
+def swapped(modules: dict):
+    """The drivers call the given kernel modules (name -> module) inside the block."""
+    saved = []
+    for owner in (_drivers, matmul):
+        for name, mod in modules.items():
+            if hasattr(owner, name):
+                saved.append((owner, name, getattr(owner, name)))
+                setattr(owner, name, mod)
+    try:
+        yield
+    finally:
+        for owner, name, mod in saved:
+            setattr(owner, name, mod)
+
+
+def cases(scale: float):
+    """``(label, A, X)``: the products timed (X a vector or a few columns)."""
+    rng = np.random.default_rng(0)
+    out = []
+    side = max(64, int(16384 * scale))
+    for d, dtype in ((0.001, np.float32), (0.001, np.float64), (0.01, np.float32),
+                     (0.1, np.float32)):
+        A = random_csr(side, side, d, dtype, seed=1)
+        for n in (1, 8):
+            X = rng.standard_normal(side if n == 1 else (side, n)).astype(dtype)
+            out.append((f"{side}^2 d={d:g} {np.dtype(dtype).name} N={n}", A, X))
+    P = poisson_2d(max(8, int(1000 * scale)))
+    out.append((f"Poisson {P.shape[0]} float64 N=1", P, rng.standard_normal(P.shape[0])))
+    R = rectangular_system(max(100, int(200_000 * scale)), max(50, int(50_000 * scale)), 11)
+    out.append((f"lsqr R {R.shape[0]}x{R.shape[1]} N=1", R, rng.standard_normal(R.shape[1])))
+    return out
+
+
+def _per_call_us(fn, reps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps * 1e6
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cflags", default="", help="the B build's extra CFLAGS")
+    p.add_argument("--source", type=Path, default=ROOT,
+                   help="the B build's source tree (default: this checkout)")
+    p.add_argument("--modules", type=comma_list(str), default=["_spmm", "_scatter"],
+                   help="kernel modules taken from the B build")
+    p.add_argument("--threads", type=comma_list(int), default=None,
+                   help="thread counts (default: 1, 2, 4, ... and all cores)")
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--scale", type=float, default=1.0, help="problem sides times this")
+    a = p.parse_args(argv)
+    counts = sorted(set(a.threads or thread_counts(available_cores())))
+    if not counts or counts[0] < 1 or a.rounds < 1 or not a.scale > 0:
+        p.error("need --threads >= 1, --rounds >= 1 and --scale > 0")
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        folder = build_alternative(a.cflags, Path(tmp) / "src", a.source)
+        alt = {name: load_beside(folder, name) for name in a.modules}
+        print(f"B: {a.source.name}, CFLAGS={a.cflags!r} (built in "
+              f"{time.perf_counter() - t0:.0f} s); A: "
+              f"wsesparse {wsesparse.__version__} as installed; modules {', '.join(a.modules)}")
+        print(f"us, medians of {a.rounds} interleaved rounds; B / A < 1: B is faster")
+        print(f"{'product':36s} {'call':9s} {'thr':>3s} {'A':>9s} {'B':>9s} {'B / A':>6s}")
+        for label, A, X in cases(a.scale):
+            P = CSR(A)
+            for kind, f in (("one-shot", lambda t: sparse_matmul(A, X, n_threads=t)),
+                            ("prepared", lambda t: sparse_matmul(P, X, n_threads=t))):
+                for t in counts:
+                    ref = f(t)
+                    with swapped(alt):
+                        got = f(t)
+                    if not np.allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max()):
+                        raise AssertionError(f"{label}, {kind}: B's result differs from A's")
+                    t1 = time.perf_counter()
+                    f(t)
+                    reps = max(3, min(200, int(0.02 / max(time.perf_counter() - t1, 1e-6))))
+                    times = {"A": [], "B": []}
+                    for r in range(a.rounds):
+                        for side in (("A", "B") if r % 2 == 0 else ("B", "A")):
+                            with swapped(alt) if side == "B" else contextlib.nullcontext():
+                                times[side].append(_per_call_us(lambda: f(t), reps))
+                    ta, tb = np.median(times["A"]), np.median(times["B"])
+                    print(f"{label:36s} {kind:9s} {t:>3d} {ta:>9.1f} {tb:>9.1f} {tb / ta:>6.2f}",
+                          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""benchmarks/kernel_ab.py: its A/B loop, with the installed kernels standing in for the
+second build (building one takes a minute; tiny problems)."""
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import kernel_ab
+from wsesparse import _drivers, matmul
+from wsesparse._kernels import _spmm
+
+
+def test_ab_loop_prints_every_product_and_puts_the_kernels_back(capsys, monkeypatch):
+    built = []
+    folder = Path(_spmm.__file__).parent
+    monkeypatch.setattr(kernel_ab, "build_alternative",
+                        lambda cflags, where, source: built.append(cflags) or folder)
+    assert kernel_ab.main(["--cflags=-DX=1", "--threads", "1,2", "--rounds", "1",
+                           "--scale", "0.01"]) == 0
+    assert built == ["-DX=1"]
+    out = capsys.readouterr().out.splitlines()
+    rows = out[3:]
+    # 4 random matrices x 2 widths, Poisson, lsqr; one-shot and prepared; 2 thread counts
+    assert len(rows) == (4 * 2 + 2) * 2 * 2
+    for row in rows:
+        a, b, ratio = map(float, row.split()[-3:])
+        assert a > 0 and b > 0 and ratio == pytest.approx(b / a, abs=0.06)   # (times to 0.1 us)
+    assert _drivers._spmm is _spmm and matmul._spmm is _spmm       # put back
+
+
+def test_swapped_replaces_only_inside_the_block():
+    fake = object()
+    with kernel_ab.swapped({"_spmm": fake}):
+        assert _drivers._spmm is fake and matmul._spmm is fake
+    assert _drivers._spmm is _spmm and matmul._spmm is _spmm
+
+
+def test_bad_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        kernel_ab.main(["--rounds", "0"])
+    assert exc.value.code == 2
+    assert "need --threads >= 1" in capsys.readouterr().err
