@@ -126,18 +126,23 @@ def _run_csr_check(params, grid, block, args):
     flags[0] |= f
 
 
+def _fault_bits(indptr, indices, n_rows: int, n_inner: int, n_stored: int) -> int:
+    """The csr_check bits a checking product kernel stores for this structure (0: valid)."""
+    ip = np.asarray(indptr)
+    n = min(max(int(ip[n_rows]), 0), int(n_stored))
+    f = (1 if ip[0] != 0 else 0) | (2 if (np.diff(ip) < 0).any() else 0) \
+        | (4 if ip[n_rows] > n_stored else 0)
+    ix = np.asarray(indices)[:n]
+    return f | (8 if ((ix < 0) | (ix >= n_inner)).any() else 0)
+
+
 def _run_csr_dense(params, grid, block, args):
     T, I, V, chk = _CTYPES[params[0]], _CTYPES[params[1]], int(params[2]), params[3] == "true"
     (indptr, indices, data, X, Y, n_rows, n_cols, ldx, ldy_row, ldy_col, gs_log, q_log,
      n_inner, n_stored, flags) = args
     assert block == (256,)
     if chk:     # the kernel's checks: flags, and nothing read out of bounds
-        ip = np.asarray(indptr)
-        n = min(max(int(ip[n_rows]), 0), int(n_stored))
-        f = (1 if ip[0] != 0 else 0) | (2 if (np.diff(ip) < 0).any() else 0) \
-            | (4 if ip[n_rows] > n_stored else 0)
-        ix = np.asarray(indices)[:n]
-        f |= 8 if ((ix < 0) | (ix >= n_inner)).any() else 0
+        f = _fault_bits(indptr, indices, n_rows, n_inner, n_stored)
         assert int(flags) != 0
         if f:
             ctypes.c_int32.from_address(int(flags)).value = f
@@ -197,12 +202,7 @@ def _run_csr_spmv4(params, grid, block, args):
         assert a.__array_interface__["data"][0] % 16 == 0
     if chk:
         assert int(flags) != 0
-        ip = np.asarray(indptr)
-        n = min(max(int(ip[n_rows]), 0), int(n_stored))
-        f = (1 if ip[0] != 0 else 0) | (2 if (np.diff(ip) < 0).any() else 0) \
-            | (4 if ip[n_rows] > n_stored else 0)
-        ix = np.asarray(indices)[:n]
-        f |= 8 if ((ix < 0) | (ix >= n_inner)).any() else 0
+        f = _fault_bits(indptr, indices, n_rows, n_inner, n_stored)
         if f:
             ctypes.c_int32.from_address(int(flags)).value = f
             return

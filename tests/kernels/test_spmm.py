@@ -403,12 +403,7 @@ def test_spmv_far_x_every_row_length(dtype, one_shot):
     got = sparse_matmul(A if one_shot else CSR(A), x, n_threads=1)
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
-    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
-                       shape=A.shape)
-    for B in (A, A64):
-        for op in (B, CSR(B)):
-            for threads in (1, 2):
-                assert sparse_matmul(op, x, n_threads=threads).tobytes() == got.tobytes()
+    _assert_the_same_bits_everywhere(A, x, got)
     if dtype == np.float64 and not _spmm.SPMV_GATHER:
         rows = [(A.data[A.indptr[i]:A.indptr[i + 1]], x[A.indices[A.indptr[i]:A.indptr[i + 1]]])
                 for i in range(long)]
@@ -804,6 +799,21 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
                                       check_cols=n_cols, streamed=streamed) != 0, (q, bad)
 
 
+def _assert_the_same_bits_everywhere(A, x, got, parts=()):
+    """``A @ x`` gives ``got``'s bits one-shot and prepared, with int32 and int64 indices, on
+    1 and 2 threads, and from ``csr_spmv`` on each number of row parts in ``parts``."""
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
+                       shape=A.shape)
+    for B in (A, A64):
+        for op in (B, CSR(B)):
+            for threads in (1, 2):
+                assert sparse_matmul(op, x, n_threads=threads).tobytes() == got.tobytes()
+        for n_parts in parts:
+            y = np.empty(A.shape[0], x.dtype)
+            assert _spmm.csr_spmv(B.indptr, B.indices, B.data, x, y, n_parts, 2) == 0
+            assert y.tobytes() == got.tobytes()
+
+
 def _gather_test_length(dtype) -> int:
     """A row length past the build's SPMV_GATHER_ROW_MIN (the gathers of long rows in
     AVX-512 builds that do not gather short ones), and past the vector steps."""
@@ -824,16 +834,7 @@ def test_spmv_long_rows_gathered_or_not_keep_their_bits(dtype, far):
     got = sparse_matmul(CSR(A), x, n_threads=1)
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
-    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
-                       shape=A.shape)
-    for B in (A, A64):
-        for op in (B, CSR(B)):
-            for threads in (1, 2):
-                assert sparse_matmul(op, x, n_threads=threads).tobytes() == got.tobytes()
-        for parts in (1, 2, 5, A.shape[0]):
-            y = np.empty(A.shape[0], dtype)
-            assert _spmm.csr_spmv(B.indptr, B.indices, B.data, x, y, parts, 2) == 0
-            assert y.tobytes() == got.tobytes()
+    _assert_the_same_bits_everywhere(A, x, got, parts=(1, 2, 5, A.shape[0]))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -51,6 +51,26 @@ __device__ __forceinline__ wc128 w_shfl_xor(wc128 v, int m) {
     return wc128{__shfl_xor_sync(0xffffffffu, v.re, m), __shfl_xor_sync(0xffffffffu, v.im, m)};
 }
 
+// The stored range [start, end) of CSR row `row`. CHK (one-shot products, whose structure
+// nobody checked): clamped to what may be read (a bad row counts as empty), and the
+// csr_check bits of what is wrong with it returned (0: nothing).
+template <bool CHK, typename I>
+__device__ __forceinline__ int csr_row_range(const I* __restrict__ indptr, long long row,
+                                             long long n_stored, long long& start,
+                                             long long& end) {
+    start = indptr[row];
+    end = indptr[row + 1];
+    int bad = 0;
+    if (CHK) {
+        if (row == 0 && start != 0) bad |= 1;
+        if (end < start) { bad |= 2; end = start; }
+        if (end > n_stored) { bad |= 4; end = n_stored; }
+        if (start < 0) { bad |= 1; start = 0; }
+        if (start > end) start = end;
+    }
+    return bad;
+}
+
 // V consecutive elements, loaded and stored as one access of V * sizeof(T) bytes (<= 16).
 template <typename T, int V> struct __align__(V * sizeof(T)) w_vec { T v[V]; };
 
@@ -93,14 +113,8 @@ __global__ void __launch_bounds__(256) csr_dense(
     for (int v = 0; v < V; ++v) acc[v] = w_zero<T>();
     int bad = 0;
     if (row < n_rows && col < n_cols) {
-        long long start = indptr[row], end = indptr[row + 1];
-        if (CHK) {
-            if (row == 0 && start != 0) bad |= 1;
-            if (end < start) { bad |= 2; end = start; }
-            if (end > n_stored) { bad |= 4; end = n_stored; }
-            if (start < 0) { bad |= 1; start = 0; }
-            if (start > end) start = end;
-        }
+        long long start, end;
+        bad |= csr_row_range<CHK>(indptr, row, n_stored, start, end);
         long long k = start + p;
         if (col + V <= n_cols) {
             const T* xc = X + col;
@@ -227,15 +241,8 @@ __global__ void __launch_bounds__(256) csr_spmv4(
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (row >= n_rows) return;                          // (the whole warp: one row a warp)
-    long long start = indptr[row], end = indptr[row + 1];
-    int bad = 0;
-    if (CHK) {
-        if (row == 0 && start != 0) bad |= 1;
-        if (end < start) { bad |= 2; end = start; }
-        if (end > n_stored) { bad |= 4; end = n_stored; }
-        if (start < 0) { bad |= 1; start = 0; }
-        if (start > end) start = end;
-    }
+    long long start, end;
+    int bad = csr_row_range<CHK>(indptr, row, n_stored, start, end);
     T acc = w_zero<T>();
     long long a = (start + 3) & ~3LL, b = end & ~3LL;
     if (a > end) a = end;
