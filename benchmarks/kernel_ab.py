@@ -20,7 +20,7 @@ VM without gathers took 127 us (0.47 ns)::
 
     python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=1         # on an Intel machine
     python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=0 --threads 1,2 --rounds 5
-    git worktree add /tmp/old HEAD~1 && python benchmarks/kernel_ab.py --source /tmp/old
+    git worktree add ../old HEAD~1 && python benchmarks/kernel_ab.py --source ../old
 """
 
 from __future__ import annotations
