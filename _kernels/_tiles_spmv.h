@@ -276,8 +276,7 @@ static inline double WS_HSUM_double(ws_vd a)
 #define WS_SPMV_GATHER_ROW_MIN_float 0
 #define WS_SPMV_GATHER_ROW_MIN_double 0
 #endif
-#if WS_HAVE_VEC && defined(__AVX512F__) && (!WS_SLOW_GATHER                              \
-    || WS_SPMV_GATHER_ROW_MIN_float < (1 << 30) || WS_SPMV_GATHER_ROW_MIN_double < (1 << 30))
+#if WS_HAVE_VEC && defined(__AVX512F__)
 #define WS_SPMV_GATHER (!WS_SLOW_GATHER)
 static inline ws_tvf ws_gx_float_int32_t(__mmask16 m, const int32_t *ix, const float *x,
                                          uint64_t lim, int chk, int *oor)

@@ -219,8 +219,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
     (16, 300)
     """
-    fast_tried = (type(B) is np.ndarray and method == "auto"
-                  and (type(A) is CSR or type(A) in _SCIPY_CSR_TYPES))
+    fast_tried = type(B) is np.ndarray and method == "auto" and type(A) in _FAST_CSR_TYPES
     if fast_tried:
         Y = _fast_product(A, B, n_threads, out)
         if Y is not None:
@@ -288,7 +287,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     # Y = S @ X, or for X @ S: Y.T = S.T @ X.T, which needs X.T and Y.T C-contiguous.
     X = contiguous_operand(D.T if transpose else D, dtype, n_threads)
     n_tokens = 1 if X.ndim == 1 else X.shape[1]
-    if not transpose and method != "dense" and (type(S) is CSR or type(S) in _SCIPY_CSR_TYPES):
+    if not transpose and method != "dense" and type(S) in _FAST_CSR_TYPES:
         # Only the dense operand needed a copy (a strided column, Fortran order, another
         # dtype) or method="sparse" was asked: the fast path takes it from here where it
         # can, without building a CSR (for a scipy operand with int64 indices that took
@@ -403,7 +402,7 @@ def _on_lines(Z: np.ndarray, n_tokens: int) -> bool:
     return Z.__array_interface__["data"][0] % 64 == 0
 
 
-_SCIPY_CSR_TYPES = (sp.csr_matrix, sp.csr_array)
+_FAST_CSR_TYPES = (CSR, sp.csr_matrix, sp.csr_array)  # (exactly these: _fast_product)
 _SCIPY_COMPRESSED_TYPES = (sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.csc_array)
 
 
