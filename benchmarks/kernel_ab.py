@@ -8,8 +8,9 @@ modules (``--modules``) are loaded beside the installed ones under their own nam
 (``importlib``, docs/development.md), and the drivers' references to them are swapped for the
 B calls. The products users call, one-shot (a scipy CSR) and prepared (``CSR``), SpMV and a few
 columns, on random matrices from cache and from DRAM, Poisson 2-D and lsqr's rectangular
-system, at each thread count: medians of ``--rounds`` interleaved rounds (A and B alternate,
-the order flipping each round), microseconds, and B / A. Every B result is compared with A's
+system, at each thread count: medians of ``--rounds`` interleaved rounds
+(``wsesparse.bench.tlr_setup.interleaved``; about 20 ms of calls a sample), microseconds, and
+B / A. Every B result is compared with A's
 (``allclose``: the two builds may sum in other orders).
 
 Why: Intel AVX-512 builds gather x in SpMV (``WS_SLOW_GATHER`` 0, ``_tiles_base.h``); AMD
@@ -47,6 +48,7 @@ import wsesparse
 from wsesparse import CSR, _drivers, matmul, sparse_matmul
 from wsesparse._hardware import available_cores
 from wsesparse._timing import comma_list, thread_counts
+from wsesparse.bench.tlr_setup import interleaved
 from wsesparse.bench.workflows import poisson_2d, rectangular_system
 from wsesparse.datasets import random_csr
 
@@ -111,11 +113,13 @@ def cases(scale: float):
     return out
 
 
-def _per_call_us(fn, reps: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t0) / reps * 1e6
+def _repeated(fn, reps: int, modules: dict | None = None):
+    """A call of ``fn`` ``reps`` times, with the kernel ``modules`` swapped in if given."""
+    def run():
+        with swapped(modules) if modules else contextlib.nullcontext():
+            for _ in range(reps):
+                fn()
+    return run
 
 
 def main(argv=None) -> int:
@@ -155,12 +159,9 @@ def main(argv=None) -> int:
                     t1 = time.perf_counter()
                     f(t)
                     reps = max(3, min(200, int(0.02 / max(time.perf_counter() - t1, 1e-6))))
-                    times = {"A": [], "B": []}
-                    for r in range(a.rounds):
-                        for side in (("A", "B") if r % 2 == 0 else ("B", "A")):
-                            with swapped(alt) if side == "B" else contextlib.nullcontext():
-                                times[side].append(_per_call_us(lambda: f(t), reps))
-                    ta, tb = np.median(times["A"]), np.median(times["B"])
+                    times = interleaved({"A": _repeated(lambda: f(t), reps),
+                                         "B": _repeated(lambda: f(t), reps, alt)}, a.rounds)
+                    ta, tb = (times[k][1] / reps * 1e6 for k in ("A", "B"))
                     print(f"{label:36s} {kind:9s} {t:>3d} {ta:>9.1f} {tb:>9.1f} {tb / ta:>6.2f}",
                           flush=True)
     return 0
