@@ -77,6 +77,12 @@ SPMV_GATHER_LONG = bool(_SPMV_GATHER_LONG)
 SPMV_GATHER_ROW_MIN = ({"float32": _SPMV_GATHER_ROW_MIN_float,
                         "float64": _SPMV_GATHER_ROW_MIN_double}
                        if SPMV_GATHER or SPMV_GATHER_LONG else None)
+# Builds that gather (SPMV_GATHER) sum a row of fewer than SPMV_VEC_NNZ[dtype] nonzeros by
+# scalar loads where the two rows before it have as many (SPMV_RUN_SCALAR; _tiles_spmv.h);
+# other short rows are gathered where x exceeds SPMV_GATHER_X_BYTES. False elsewhere.
+SPMV_RUN_SCALAR = bool(_SPMV_RUN_SCALAR)
+SPMV_VEC_NNZ = {"float32": _SPMV_VEC_NNZ_float, "float64": _SPMV_VEC_NNZ_double}
+SPMV_GATHER_X_BYTES = _SPMV_GATHER_X_BYTES
 # Whether checked SpMV of int64 matrices streamed from DRAM (csr_spmv's streamed) compares
 # each index in the row loops (builds without AVX-512; _tiles_base.h, WS_CHK_IN_LOOPS).
 CHECK_IN_LOOPS = bool(_CHK_IN_LOOPS)

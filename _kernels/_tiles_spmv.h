@@ -384,8 +384,12 @@ WS_DEFINE_GDOT(double, int64_t)
  * nonzeros per row 5.0 -> 7.4 GFLOP/s against rows from 8 on, 16 per row 6.5
  * -> 8.0 against rows from 16 on); with x in L1 the scalar loads kept rows
  * below 16 faster (K = 4096, 4 per row: 4.9 vs 3.8). */
+#ifndef WS_SPMV_GATHER_NNZ
 #define WS_SPMV_GATHER_NNZ 4
+#endif
+#ifndef WS_SPMV_GATHER_X_BYTES
 #define WS_SPMV_GATHER_X_BYTES 32768
+#endif
 /* ws_spmv_vrow[_chk]_<T>_<I>: ws_spmv_row for rows of at least
  * WS_SPMV_VEC_NNZ_<T> nonzeros, VL of them per step. */
 #define WS_DEFINE_SPMV_VROW(T, VT, I, U, CHK, SFX)                                \
@@ -490,19 +494,45 @@ WS_MAYBE_UNUSED static inline T ws_spmv_grow##SFX##_##T##_##I(                  
     return ws_spmv_vrow##SFX##_##T##_##I(indices, data, x, p, p1, lim, bad);      \
 }
 #endif
+/* Builds that gather (WS_SPMV_GATHER: Intel AVX-512) sum a row shorter than
+ * WS_SPMV_VEC_NNZ_<T> by scalar loads, not gathers, when the two rows before it have as
+ * many nonzeros (runs of one length, as stencils and fixed-degree rows have): the scalar
+ * loop's exit branch is then guessed right, and it beat the gathers. Rows of varying
+ * length keep the gathers, which need no such branch. The rule reads the rows before a
+ * part's first, so a row's way never depends on the partition (the thread count).
+ * 16-core Xeon, session 29 (docs/tuning.md, "Intel: scalar loads for runs of one row
+ * length"; benchmarks/kernel_ab.py --set rows, prepared, 1 / 16 threads): scalar loads
+ * for every row of 4-16 took 0.49-0.95x the gathers' time where all rows had one length,
+ * 1.3-2x where the lengths were Poisson-distributed; a rule on one row before gained
+ * 1.1-1.85x on rows of one length (Poisson 2-D 1.11-1.22x, lsqr's 1.18-1.57x) but lost
+ * 5-20 % on Poisson-distributed lengths, where about 1 row in 10 matches the one before
+ * (1 in 100 matches two). */
+#define WS_SPMV_RUN_SCALAR WS_SPMV_GATHER
 /* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
- * VROW if it has at least vmin nonzeros, else ROW. */
+ * VROW if it has at least vmin nonzeros and is not in a run (WS_SPMV_RUN_SCALAR), else
+ * ROW. */
 #define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW, GROW)                    \
 WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                   \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
     ptrdiff_t r0, ptrdiff_t r1, U lim, ptrdiff_t vmin)                            \
 {                                                                                 \
     int bad = 0;                                                                  \
+    /* (the lengths of the two rows before; -1: none) */                          \
+    ptrdiff_t d1 = -1, d2 = -1;                                                   \
+    if (WS_SPMV_RUN_SCALAR && r0 > 0)                                             \
+        d1 = (ptrdiff_t)(indptr[r0] - indptr[r0 - 1]);                            \
+    if (WS_SPMV_RUN_SCALAR && r0 > 1)                                             \
+        d2 = (ptrdiff_t)(indptr[r0 - 1] - indptr[r0 - 2]);                        \
     for (ptrdiff_t i = r0; i < r1 && !bad; ++i) {                                 \
-        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1];                        \
-        y[i] = p1 - p < vmin ? ROW(indices, data, x, p, p1, lim, &bad)            \
+        const ptrdiff_t p = indptr[i], p1 = indptr[i + 1], n = p1 - p;            \
+        /* (& not &&: one branch, taken about as rarely as runs occur) */         \
+        const int run = WS_SPMV_RUN_SCALAR                                        \
+            & (n < WS_SPMV_VEC_NNZ_##T) & (n == d1) & (n == d2);                  \
+        d2 = d1;                                                                  \
+        d1 = n;                                                                   \
+        y[i] = (n < vmin) | run ? ROW(indices, data, x, p, p1, lim, &bad)         \
              : __builtin_expect(WS_SPMV_GATHER_LONG                                \
-                                && p1 - p >= WS_SPMV_GATHER_ROW_MIN_##T, 0)          \
+                                && n >= WS_SPMV_GATHER_ROW_MIN_##T, 0)              \
                  ? GROW(indices, data, x, p, p1, lim, &bad)                        \
                  : VROW(indices, data, x, p, p1, lim, &bad);                       \
     }                                                                             \

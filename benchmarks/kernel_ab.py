@@ -10,17 +10,19 @@ B calls. The products users call, one-shot (a scipy CSR) and prepared (``CSR``),
 columns, on random matrices from cache and from DRAM, Poisson 2-D and lsqr's rectangular
 system, at each thread count: medians of ``--rounds`` interleaved rounds
 (``wsesparse.bench.tlr_setup.interleaved``; about 20 ms of calls a sample), microseconds, and
-B / A. Every B result is compared with A's
+B / A. ``--set rows`` times prepared SpMV of random rows of one length each and of
+Poisson-distributed lengths instead (``row_cases``). Every B result is compared with A's
 (``allclose``: the two builds may sum in other orders).
 
 Why: Intel AVX-512 builds gather x in SpMV (``WS_SLOW_GATHER`` 0, ``_tiles_base.h``); AMD
-builds load it element by element, since gathers were 1.4-4.1x slower there. On the lent GPU
-machine's 16-core Xeon a prepared SpMV of a 16384^2 float32 matrix of density 0.001 took
-305 us on one thread (1.13 ns a nonzero, session 28's ``phases.py``), where the 2-core Zen 4
-VM without gathers took 127 us (0.47 ns)::
+builds load it element by element, since gathers were 1.4-4.1x slower there. Run on the lent
+16-core Xeon (session 29), it showed that Intel's gathers pay on rows of varying length and
+lose on rows in runs of one length (docs/tuning.md, "Intel: scalar loads for runs of one
+row length")::
 
     python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=1         # on an Intel machine
     python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=0 --threads 1,2 --rounds 5
+    python benchmarks/kernel_ab.py --set rows --cflags=-DWS_SPMV_GATHER_NNZ=32   # row lengths
     git worktree add ../old HEAD~1 && python benchmarks/kernel_ab.py --source ../old
 """
 
@@ -43,6 +45,7 @@ except ImportError:  # run from a source checkout that is built in place but not
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
+import scipy.sparse as sp
 
 import wsesparse
 from wsesparse import CSR, _drivers, matmul, sparse_matmul
@@ -62,7 +65,8 @@ def build_alternative(cflags: str, where: Path, source: Path = ROOT) -> Path:
     ``CFLAGS=cflags``; returns the copy's ``wsesparse/_kernels`` folder."""
     shutil.copytree(source, where, ignore=_SKIP, dirs_exist_ok=True)
     env = dict(os.environ, CFLAGS=f"{os.environ.get('CFLAGS', '')} {cflags}".strip())
-    res = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "--force"],
+    res = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "--force",
+                          "-j", str(os.cpu_count() or 1)],
                          cwd=where, env=env, capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(f"the {cflags} build failed:\n{res.stderr[-3000:]}")
@@ -113,6 +117,39 @@ def cases(scale: float):
     return out
 
 
+def row_cases(scale: float):
+    """``(label, A, x)``: SpMV of random rows of one length (``ROW_LENGTHS``) or of
+    Poisson-distributed lengths of that mean (``~``), about 2 M
+    nonzeros each, with x in L2 (16384 entries), beyond a 1-2 MiB L2 (200,000) and beyond
+    it by far (2 M), float32 and float64, then Poisson 2-D; for the row-length rules of
+    the SpMV kernels (``WS_SPMV_GATHER_NNZ_<T>``, ``WS_SPMV_GATHER_ROW_MIN_<T>``)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for n_cols in (16384, 200_000, 2_000_000):
+        n_cols = max(64, int(n_cols * scale))
+        for dtype in (np.float32, np.float64):
+            for per_row, spread in [(n, s) for n in ROW_LENGTHS for s in (False, True)]:
+                n_rows = max(1, int(2_000_000 * scale) // per_row)
+                # Fixed lengths, or Poisson-distributed ones of that mean ("~"), as in
+                # random_csr: the branches at a row's end then guess wrong now and then.
+                lengths = (rng.poisson(per_row, n_rows) if spread
+                           else np.full(n_rows, per_row))
+                indptr = np.concatenate([[0], np.cumsum(lengths)])
+                idx = rng.integers(0, n_cols, int(indptr[-1])).astype(np.int32)
+                A = sp.csr_array((rng.standard_normal(idx.size).astype(dtype), idx, indptr),
+                                 shape=(n_rows, n_cols))
+                A.sort_indices()
+                x = rng.standard_normal(n_cols).astype(dtype)
+                out.append((f"{n_rows}x{n_cols} {'~' if spread else ''}{per_row}/row "
+                            f"{np.dtype(dtype).name}", A, x))
+    P = poisson_2d(max(8, int(1000 * scale)))
+    out.append((f"Poisson {P.shape[0]} float64 N=1", P, rng.standard_normal(P.shape[0])))
+    return out
+
+
+ROW_LENGTHS = (4, 6, 8, 12, 16, 24, 32)
+
+
 def _repeated(fn, reps: int, modules: dict | None = None):
     """A call of ``fn`` ``reps`` times, with the kernel ``modules`` swapped in if given."""
     def run():
@@ -133,6 +170,9 @@ def main(argv=None) -> int:
                    help="thread counts (default: 1, 2, 4, ... and all cores)")
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--scale", type=float, default=1.0, help="problem sides times this")
+    p.add_argument("--set", choices=("products", "rows"), default="products",
+                   help="products: what users call, one-shot and prepared; rows: prepared "
+                        "SpMV of random rows of one length each (row_cases)")
     a = p.parse_args(argv)
     counts = sorted(set(a.threads or thread_counts(available_cores())))
     if not counts or counts[0] < 1 or a.rounds < 1 or not a.scale > 0:
@@ -146,10 +186,11 @@ def main(argv=None) -> int:
               f"wsesparse {wsesparse.__version__} as installed; modules {', '.join(a.modules)}")
         print(f"us, medians of {a.rounds} interleaved rounds; B / A < 1: B is faster")
         print(f"{'product':36s} {'call':9s} {'thr':>3s} {'A':>9s} {'B':>9s} {'B / A':>6s}")
-        for label, A, X in cases(a.scale):
+        for label, A, X in (cases if a.set == "products" else row_cases)(a.scale):
             P = CSR(A)
-            for kind, f in (("one-shot", lambda t: sparse_matmul(A, X, n_threads=t)),
-                            ("prepared", lambda t: sparse_matmul(P, X, n_threads=t))):
+            calls = (("one-shot", lambda t: sparse_matmul(A, X, n_threads=t)),
+                     ("prepared", lambda t: sparse_matmul(P, X, n_threads=t)))
+            for kind, f in calls[a.set == "rows":]:
                 for t in counts:
                     ref = f(t)
                     with swapped(alt):

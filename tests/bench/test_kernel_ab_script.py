@@ -28,6 +28,19 @@ def test_ab_loop_prints_every_product_and_puts_the_kernels_back(capsys, monkeypa
     assert _drivers._spmm is _spmm and matmul._spmm is _spmm       # put back
 
 
+def test_row_set_times_prepared_spmv_of_every_row_length(capsys, monkeypatch):
+    folder = Path(_spmm.__file__).parent
+    monkeypatch.setattr(kernel_ab, "build_alternative", lambda cflags, where, source: folder)
+    assert kernel_ab.main(["--set", "rows", "--threads", "1", "--rounds", "1",
+                           "--scale", "0.002"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:]
+    # 3 widths of x, 2 dtypes, each length fixed and spread; then Poisson; prepared only
+    assert len(rows) == 3 * 2 * len(kernel_ab.ROW_LENGTHS) * 2 + 1
+    assert all(row.split()[-5] == "prepared" for row in rows)
+    labels = [row.split()[1] for row in rows[:2 * len(kernel_ab.ROW_LENGTHS)]]
+    assert labels == [f"{s}{n}/row" for n in kernel_ab.ROW_LENGTHS for s in ("", "~")]
+
+
 def test_swapped_replaces_only_inside_the_block():
     fake = object()
     with kernel_ab.swapped({"_spmm": fake}):

@@ -838,6 +838,37 @@ def test_spmv_long_rows_gathered_or_not_keep_their_bits(dtype, far):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_spmv_rows_in_runs_of_one_length(dtype):
+    """Runs of rows of one length beside rows of varying length, x beyond
+    SPMV_GATHER_X_BYTES: scipy's result, and the same bits one-shot and prepared, with
+    int64 indices, on 1 and 2 threads and for every partition (a run's first rows in one
+    part and the rest in the next: the rule reads the rows before across parts). Where
+    the build has SPMV_RUN_SCALAR, a short float64 row (under 8) with as many nonzeros as
+    each of the two rows before it is one scalar FMA chain in storage order."""
+    rng = np.random.default_rng(12)
+    n_cols = _spmm.SPMV_GATHER_X_BYTES // np.dtype(dtype).itemsize + 1000
+    lengths = np.concatenate([[5] * 9, rng.integers(0, 30, 40), [7, 7, 3, 3, 3, 0, 0],
+                              [12] * 9, [_spmm.SPMV_VEC_NNZ[np.dtype(dtype).name]] * 3,
+                              [6, 6, 5, 6, 6, 6, 6]])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    A = sp.csr_array((rng.standard_normal(int(indptr[-1])).astype(dtype),
+                      rng.integers(0, n_cols, int(indptr[-1])).astype(np.int32), indptr),
+                     shape=(len(lengths), n_cols))
+    x = rng.standard_normal(n_cols).astype(dtype)
+    got = sparse_matmul(CSR(A), x, n_threads=1)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
+    _assert_the_same_bits_everywhere(A, x, got, parts=(1, 2, 3, 5, 7, A.shape[0]))
+    if _spmm.SPMV_RUN_SCALAR and dtype == np.float64:
+        runs = [i for i in range(2, len(lengths))
+                if 0 < lengths[i] == lengths[i - 1] == lengths[i - 2] < 8]
+        assert len(runs) >= 9
+        for i in runs:
+            row = slice(indptr[i], indptr[i + 1])
+            assert got[i] == _chain(A.data[row], x[A.indices[row]], fused=True), i
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype):
     """A bad index at each position of a long row (16 positions of its first and last
