@@ -504,7 +504,7 @@ WS_MAYBE_UNUSED static inline T ws_spmv_grow##SFX##_##T##_##I(                  
  * length"; benchmarks/kernel_ab.py --set rows, prepared, 1 / 16 threads): scalar loads
  * for every row of 4-16 took 0.49-0.95x the gathers' time where all rows had one length,
  * 1.3-2x where the lengths were Poisson-distributed; a rule on one row before gained
- * 1.1-1.85x on rows of one length (Poisson 2-D 1.11-1.22x, lsqr's 1.18-1.57x) but lost
+ * up to 1.85x on rows of one length (Poisson 2-D 1.11-1.22x, lsqr's 1.18-1.57x) but lost
  * 5-20 % on Poisson-distributed lengths, where about 1 row in 10 matches the one before
  * (1 in 100 matches two). */
 #define WS_SPMV_RUN_SCALAR WS_SPMV_GATHER
