@@ -155,3 +155,22 @@ def test_bench_gives_the_peers_their_thread_counts_back(capsys):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("gather, long_rows, runs, says", [
+    (False, True, False, "(SpMV gathers rows of 160+ float32, 64+ float64 nonzeros only)"),
+    (False, False, False, "(SpMV without gathers)"),
+    (True, False, True, "(SpMV gathers, but not for rows in runs of one length)"),
+])
+def test_build_line_names_the_spmv_rule_of_avx512_builds(gather, long_rows, runs, says,
+                                                         monkeypatch, capsys):
+    from wsesparse.bench import cli
+    from wsesparse._kernels import _spmm
+    monkeypatch.setattr(cli, "kernel_build", lambda: "avx512f")
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", gather)
+    monkeypatch.setattr(_spmm, "SPMV_GATHER_LONG", long_rows)
+    monkeypatch.setattr(_spmm, "SPMV_RUN_SCALAR", runs)
+    monkeypatch.setattr(_spmm, "SPMV_GATHER_ROW_MIN", {"float32": 160, "float64": 64})
+    cli.print_load_average()
+    line = next(x for x in capsys.readouterr().out.splitlines() if "kernels built for" in x)
+    assert line.split("; numpy")[0].endswith(f"avx512f {says}")

@@ -34,6 +34,8 @@ def print_load_average() -> None:
         build += (f" (SpMV gathers rows of {mins['float32']}+ float32, {mins['float64']}+ "
                   f"float64 nonzeros only)" if _spmm.SPMV_GATHER_LONG
                   else " (SpMV without gathers)")
+    elif "avx512" in build and _spmm.SPMV_RUN_SCALAR:   # (Intel: docs/tuning.md)
+        build += " (SpMV gathers, but not for rows in runs of one length)"
     print(f"  kernels built for {build}; numpy {numpy.__version__}, scipy {scipy.__version__}")
 
 
