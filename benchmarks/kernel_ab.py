@@ -122,7 +122,8 @@ def row_cases(scale: float):
     Poisson-distributed lengths of that mean (``~``), about 2 M
     nonzeros each, with x in L2 (16384 entries), beyond a 1-2 MiB L2 (200,000) and beyond
     it by far (2 M), float32 and float64, then Poisson 2-D; for the row-length rules of
-    the SpMV kernels (``WS_SPMV_GATHER_NNZ_<T>``, ``WS_SPMV_GATHER_ROW_MIN_<T>``)."""
+    the SpMV kernels (``WS_SPMV_GATHER_NNZ``, ``WS_SPMV_RUN_SCALAR``,
+    ``WS_SPMV_GATHER_ROW_MIN_<T>``)."""
     rng = np.random.default_rng(0)
     out = []
     for n_cols in (16384, 200_000, 2_000_000):
@@ -172,7 +173,8 @@ def main(argv=None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="problem sides times this")
     p.add_argument("--set", choices=("products", "rows"), default="products",
                    help="products: what users call, one-shot and prepared; rows: prepared "
-                        "SpMV of random rows of one length each (row_cases)")
+                        "SpMV of random rows of one length each and of Poisson-distributed "
+                        "lengths (row_cases)")
     a = p.parse_args(argv)
     counts = sorted(set(a.threads or thread_counts(available_cores())))
     if not counts or counts[0] < 1 or a.rounds < 1 or not a.scale > 0:

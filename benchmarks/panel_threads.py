@@ -85,15 +85,14 @@ def main(argv=None) -> int:
                                     sparse_matmul(A, X, n_threads=n, method="sparse")
                                 finally:
                                     _drivers.panel_width, _drivers.k_block = saved[:2]
-                            calls[(w, n)] = call
-                    named = {f"{w}/{n}": c for (w, n), c in calls.items()}
-                    med = interleaved(named, args.rounds)
+                            calls[f"{w}/{n}"] = call
+                    med = interleaved(calls, args.rounds)
                     flops = 2.0 * A.nnz * N
                     cells = []
                     for w in widths:
                         one, all_ = med[f"{w}/1"][1], med[f"{w}/{T}"][1]
                         name = f"default({default}{',kb' if kb else ''})" if w is None else w
-                        cells.append(f"{name}: {flops / one / 1e9:.1f}/{flops / all_ / 1e9:.1f}"
+                        cells.append(f"{name}: {flops / one / 1e9:.3g}/{flops / all_ / 1e9:.3g}"
                                      f" {one / all_:.1f}x")
                     print(f"{dtype} d={density:g} N={N} (GFLOP/s 1/{T} thr): "
                           + "; ".join(cells), flush=True)

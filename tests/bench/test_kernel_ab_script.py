@@ -24,7 +24,9 @@ def test_ab_loop_prints_every_product_and_puts_the_kernels_back(capsys, monkeypa
     assert len(rows) == (4 * 2 + 2) * 2 * 2
     for row in rows:
         a, b, ratio = map(float, row.split()[-3:])
-        assert a > 0 and b > 0 and ratio == pytest.approx(b / a, abs=0.06)   # (times to 0.1 us)
+        # (times printed to 0.1 us, the ratio to 0.01, from the unrounded times)
+        assert a > 0 and b > 0
+        assert (b - 0.05) / (a + 0.05) - 0.005 <= ratio <= (b + 0.05) / (a - 0.05) + 0.005
     assert _drivers._spmm is _spmm and matmul._spmm is _spmm       # put back
 
 
