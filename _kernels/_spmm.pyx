@@ -79,7 +79,8 @@ SPMV_GATHER_ROW_MIN = ({"float32": _SPMV_GATHER_ROW_MIN_float,
                        if SPMV_GATHER or SPMV_GATHER_LONG else None)
 # Builds that gather (SPMV_GATHER) sum a row of fewer than SPMV_VEC_NNZ[dtype] nonzeros by
 # scalar loads where the two rows before it have as many (SPMV_RUN_SCALAR; _tiles_spmv.h);
-# other short rows are gathered where x exceeds SPMV_GATHER_X_BYTES. False elsewhere.
+# the other rows of 4 (WS_SPMV_GATHER_NNZ) or more are gathered where x exceeds
+# SPMV_GATHER_X_BYTES. False elsewhere.
 SPMV_RUN_SCALAR = bool(_SPMV_RUN_SCALAR)
 SPMV_VEC_NNZ = {"float32": _SPMV_VEC_NNZ_float, "float64": _SPMV_VEC_NNZ_double}
 SPMV_GATHER_X_BYTES = _SPMV_GATHER_X_BYTES

@@ -507,7 +507,9 @@ WS_MAYBE_UNUSED static inline T ws_spmv_grow##SFX##_##T##_##I(                  
  * up to 1.85x on rows of one length (Poisson 2-D 1.11-1.22x, lsqr's 1.18-1.57x) but lost
  * 5-20 % on Poisson-distributed lengths, where about 1 row in 10 matches the one before
  * (1 in 100 matches two). */
+#ifndef WS_SPMV_RUN_SCALAR
 #define WS_SPMV_RUN_SCALAR WS_SPMV_GATHER
+#endif
 /* NAME(indptr, indices, data, x, y, r0, r1, lim): rows r0:r1, each through
  * VROW if it has at least vmin nonzeros and is not in a run (WS_SPMV_RUN_SCALAR), else
  * ROW. */
@@ -602,7 +604,8 @@ WS_DEFINE_SPMV_X_AT_RANDOM(int64_t)
  * where x is read at random it cost 1-12 %. */
 /* Every row of at least vmin nonzeros is summed by ws_spmv_vrow (or
  * ws_spmv_grow from WS_SPMV_GATHER_ROW_MIN_<T>), every shorter one by ws_spmv_row
- * (ws_spmv_srow where x is far: vmin is WS_SPMV_FAR_VEC_NNZ then), whichever rows
+ * (ws_spmv_srow where x is far: vmin is WS_SPMV_FAR_VEC_NNZ then), and so is a short row
+ * in a run of one length (WS_SPMV_RUN_SCALAR, read from the rows before it), whichever rows
  * function (chosen per part, i.e. per thread count) runs it: the rows function only
  * decides whether the long-row code is inlined (vector_rows, far_vector_rows) or
  * called (scalar_rows and far_rows, whose short rows ran 12 % slower beside the

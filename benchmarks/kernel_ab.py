@@ -120,8 +120,8 @@ def cases(scale: float):
 def row_cases(scale: float):
     """``(label, A, x)``: SpMV of random rows of one length (``ROW_LENGTHS``) or of
     Poisson-distributed lengths of that mean (``~``), about 2 M
-    nonzeros each, with x in L2 (16384 entries), beyond a 1-2 MiB L2 (200,000) and beyond
-    it by far (2 M), float32 and float64, then Poisson 2-D; for the row-length rules of
+    nonzeros each, with x of 16384 entries (in L2), 200,000 (0.8-1.6 MB, about L2's size)
+    and 2 M (beyond it by far), float32 and float64, then Poisson 2-D; for the row-length rules of
     the SpMV kernels (``WS_SPMV_GATHER_NNZ``, ``WS_SPMV_RUN_SCALAR``,
     ``WS_SPMV_GATHER_ROW_MIN_<T>``)."""
     rng = np.random.default_rng(0)

@@ -74,8 +74,10 @@ def main(argv=None) -> int:
                     X = random_dense(args.size, N, dtype)
                     line = 64 // itemsize
                     widths = [None] + sorted({min(n * line, N) for n in args.lines})
-                    default = _drivers.panel_width(A.shape, A.nnz, N, itemsize, hw)
                     kb = _drivers.k_block(A.shape, A.nnz, N, np.dtype(dtype), hw)
+                    # (the panel product_into sweeps: one column-block tile wide with kb)
+                    default = (hw.kblock_tile_bytes // itemsize if kb
+                               else _drivers.panel_width(A.shape, A.nnz, N, itemsize, hw))
                     calls = {}
                     for w in widths:
                         for n in (1, T):

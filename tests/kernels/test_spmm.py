@@ -859,6 +859,13 @@ def test_spmv_rows_in_runs_of_one_length(dtype):
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
     _assert_the_same_bits_everywhere(A, x, got, parts=(1, 2, 3, 5, 7, A.shape[0]))
+    for n_parts in (1, 3, A.shape[0]):   # the blocks and the streamed checked paths
+        y = np.empty(A.shape[0], x.dtype)
+        assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, blocks=True) == 0
+        assert y.tobytes() == got.tobytes()
+        assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2,
+                              check_cols=n_cols, streamed=True) == 0
+        assert y.tobytes() == got.tobytes()
     if _spmm.SPMV_RUN_SCALAR and dtype == np.float64:
         runs = [i for i in range(2, len(lengths))
                 if 0 < lengths[i] == lengths[i - 1] == lengths[i - 2] < 8]
