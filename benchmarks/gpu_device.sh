@@ -7,7 +7,8 @@
 #   csr_dense).
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
 #   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
-#   transposed, zones, or 1 for the first five; CPU_TIMEOUT bounds each. With the GPU parts off
+#   transposed, zones, runs (Intel's SpMV run rule against a build without it:
+#   kernel_ab.py, B / A > 1 where the rule helps), or 1 for the first five; CPU_TIMEOUT bounds each. With the GPU parts off
 #   (TESTS=0 BENCH=0) it runs on any machine, e.g. as a second call on a warm device.
 #   PY names the interpreter (default python3: on the lent machines the one with cupy, torch,
 #   threadpoolctl and scikit-learn).
@@ -65,6 +66,8 @@ for part in $parts; do
                    --dtypes float64 --work 262144,524288,1048576,2097152) ;;
         transposed) cmd=(benchmarks/transposed.py --budget 0.1 --rounds 2) ;;
         zones) cmd=(benchmarks/scatter_zones.py) ;;
+        runs) cmd=(benchmarks/kernel_ab.py --set rows --cflags=-DWS_SPMV_RUN_SCALAR=0
+                   --threads "1,$(nproc)" --rounds 5) ;;
         *) echo "unknown CPU part $part"; continue ;;
     esac
     echo "== cpu $part: ${cmd[*]}" >> "$OUT/cpu.log"
