@@ -175,6 +175,28 @@ class GEMVRowLength(_SpMV):
         self._operands(16384, nnz_per_row / 16384, dtype)
 
 
+class GEMVRunsOfOneLength(_SpMV):
+    """SpMV of rows all of one length (16384^2), beside GEMVRowLength's Poisson-distributed
+    lengths of the same means: the scalar loop guesses its exit right on such rows, so
+    Intel AVX-512 builds sum the short ones by scalar loads instead of gathers
+    (``_spmm.SPMV_RUN_SCALAR``; docs/tuning.md, "Intel: scalar loads for runs of one row
+    length")."""
+
+    params = ([4, 8, 16], ["float32", "float64"])
+    param_names = ["nnz_per_row", "dtype"]
+
+    def setup(self, nnz_per_row, dtype):
+        import scipy.sparse as sp
+        n = 16384
+        rng = np.random.default_rng(0)
+        indices = np.sort(rng.integers(0, n, (n, nnz_per_row)), axis=1).astype(np.int32)
+        self.A = sp.csr_array((rng.standard_normal(n * nnz_per_row).astype(dtype),
+                               indices.ravel(), np.arange(0, n * nnz_per_row + 1,
+                                                          nnz_per_row)), shape=(n, n))
+        self.P = CSR(self.A)
+        self.x = random_vector(n, dtype)
+
+
 @functools.lru_cache(maxsize=None)
 def _stencil(kind, dtype):
     """The 5-point (2-D, 1000^2 grid) or 7-point (3-D, 100^3 grid) Laplacian, 10^6 rows,
