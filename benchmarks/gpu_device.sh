@@ -8,8 +8,9 @@
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
 #   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
 #   transposed, zones, runs (Intel's SpMV run rule against a build without it:
-#   kernel_ab.py, B / A > 1 where the rule helps), or 1 for the first five; CPU_TIMEOUT bounds each. With the GPU parts off
-#   (TESTS=0 BENCH=0) it runs on any machine, e.g. as a second call on a warm device.
+#   kernel_ab.py, B / A > 1 where the rule helps), or 1 for the first five; CPU_TIMEOUT
+#   bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on any machine, e.g. as a
+#   second call on a warm device.
 #   PY names the interpreter (default python3: on the lent machines the one with cupy, torch,
 #   threadpoolctl and scikit-learn).
 set -u

@@ -799,9 +799,10 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
                                       check_cols=n_cols, streamed=streamed) != 0, (q, bad)
 
 
-def _assert_the_same_bits_everywhere(A, x, got, parts=()):
+def _assert_the_same_bits_everywhere(A, x, got, parts=(), paths=({},)):
     """``A @ x`` gives ``got``'s bits one-shot and prepared, with int32 and int64 indices, on
-    1 and 2 threads, and from ``csr_spmv`` on each number of row parts in ``parts``."""
+    1 and 2 threads, and from ``csr_spmv`` on each number of row parts in ``parts``, called
+    with each set of keyword arguments in ``paths`` (e.g. ``blocks=True``)."""
     A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
                        shape=A.shape)
     for B in (A, A64):
@@ -809,9 +810,11 @@ def _assert_the_same_bits_everywhere(A, x, got, parts=()):
             for threads in (1, 2):
                 assert sparse_matmul(op, x, n_threads=threads).tobytes() == got.tobytes()
         for n_parts in parts:
-            y = np.empty(A.shape[0], x.dtype)
-            assert _spmm.csr_spmv(B.indptr, B.indices, B.data, x, y, n_parts, 2) == 0
-            assert y.tobytes() == got.tobytes()
+            for kwargs in paths:
+                y = np.empty(A.shape[0], x.dtype)
+                assert _spmm.csr_spmv(B.indptr, B.indices, B.data, x, y, n_parts, 2,
+                                      **kwargs) == 0
+                assert y.tobytes() == got.tobytes()
 
 
 def _gather_test_length(dtype) -> int:
@@ -858,14 +861,10 @@ def test_spmv_rows_in_runs_of_one_length(dtype):
     got = sparse_matmul(CSR(A), x, n_threads=1)
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
-    _assert_the_same_bits_everywhere(A, x, got, parts=(1, 2, 3, 5, 7, A.shape[0]))
-    for n_parts in (1, 3, A.shape[0]):   # the blocks and the streamed checked paths
-        y = np.empty(A.shape[0], x.dtype)
-        assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2, blocks=True) == 0
-        assert y.tobytes() == got.tobytes()
-        assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, n_parts, 2,
-                              check_cols=n_cols, streamed=True) == 0
-        assert y.tobytes() == got.tobytes()
+    # (also the blocks and the streamed checked paths of csr_spmv)
+    _assert_the_same_bits_everywhere(
+        A, x, got, parts=(1, 2, 3, 5, 7, A.shape[0]),
+        paths=({}, {"blocks": True}, {"check_cols": n_cols, "streamed": True}))
     if _spmm.SPMV_RUN_SCALAR and dtype == np.float64:
         runs = [i for i in range(2, len(lengths))
                 if 0 < lengths[i] == lengths[i - 1] == lengths[i - 2] < 8]
