@@ -191,6 +191,18 @@ def test_interleaved_pauses_and_rewarms():
     assert set(t) == {"a", "b"}
 
 
+def test_interleaved_warms_up_every_call_before_the_next_pause():
+    """After a pause the warm-up runs every call timed before the next pause, not only the
+    next one (a later call may use threads the first leaves idle), and never the pausing
+    call unless it is the next one."""
+    seen = []
+    calls = {k: (lambda k=k: seen.append(k)) for k in "abcd"}
+    btlr.interleaved(calls, rounds=1, pause_after={"c": 0.0, "d": 0.0}, warmup=0)
+    # first calls a b c d, then (after d's pause) a b warm, a, b, c timed; c pauses: d
+    # warms itself, then its sample.
+    assert seen == list("abcd") + list("ab") + list("abc") + list("dd")
+
+
 def test_interleaved_warms_up_for_the_given_time():
     """After a pause the next call runs untimed for ``warmup`` seconds before its sample."""
     import time

@@ -158,10 +158,16 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int 
         sleep, the untimed calls wake the next pool's threads and bring its data back into
         cache.
     warmup : float
-        Seconds of untimed calls after a pause (nonnegative). One call was not enough: on
-        the 2-core development VM the first four or five 2499^2 TLR products (4.5 MB of
-        bases) after a 0.15 s pause took 1.3-7x their steady time, and so did numpy's
-        (medians of 15 pauses: 747, 197, 132, 149, 113 us, then about 100 us). Nor were
+        Seconds of untimed calls after a pause (nonnegative): the calls timed before the
+        next one that pauses, in turn, each at least once (so every thread the stretch uses
+        is awake; the pausing call itself only where it comes first). Warming up the next
+        call alone left a later one on a cold core where the first ran on one thread: on
+        the 2-core VM of session 30 ``wsesparse bench --tlr --nx 20`` timed the forward
+        product of 4 right-hand sides, the first two-thread call after the pause, at 0.16
+        ms best, 10x its 0.016 ms in a row. Nor was one call of each: on the 2-core
+        development VM the first four or five 2499^2 TLR products (4.5 MB of bases) after
+        a 0.15 s pause took 1.3-7x their steady time, and so did numpy's (medians of 15
+        pauses: 747, 197, 132, 149, 113 us, then about 100 us). Nor were
         2 ms: the next 10 two-thread products still took 103-120 us each (one thread's
         time), against 64 us without the pause or after 20 ms of calls; after a sleep
         Linux ran both of the team's threads on one core for some milliseconds. With
@@ -198,13 +204,20 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int 
     paused = last in pause_after
     if paused:
         time.sleep(pause_after[last])
+    names = list(calls)
+    stretch = {}  # name -> the calls from it to the next pause, its warm-up after one
+    for i, k in enumerate(names):
+        j = next((j for j in range(i, len(names)) if names[j] in pause_after), len(names) - 1)
+        stretch[k] = [calls[n] for n in names[i:max(j, i + 1)]]  # (not the pausing call)
     for _ in range(rounds):
         for k, f in calls.items():
             if paused:
                 t_end = time.perf_counter() + warmup
-                f()
+                for g in stretch[k]:
+                    g()
                 while time.perf_counter() < t_end:
-                    f()
+                    for g in stretch[k]:
+                        g()
             t = time.perf_counter()
             for _ in range(inner):
                 f()
