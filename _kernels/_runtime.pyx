@@ -8,6 +8,8 @@ module including it would get a second pool.
 """
 
 cimport numpy as cnp
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport malloc, free
 
 from numpy import empty as _np_empty
 
@@ -87,3 +89,60 @@ def max_threads():
 def available_cores():
     """CPUs this process may run on (its affinity mask), or -1 if unknown."""
     return wsesparse_available_cores()
+
+
+cdef extern from "_blas_pool.h" nogil:
+    ctypedef void (*ws_blas_dojob)(int, void*, int)
+    void ws_blas_callback(int, ws_blas_dojob, int, size_t, void*, int)
+    int ws_blas_register(const int **counts, int n, int max_slots)
+    int WS_BLAS_LIBS
+    int ws_blas_team
+    double ws_blas_when
+    long ws_blas_calls
+    long ws_blas_thread_calls
+    int ws_blas_force_threads
+
+
+def blas_pool_callback():
+    """Address of the callback that runs OpenBLAS's parallel calls on the kernels' OpenMP
+    team (``_blas_pool.h``; for ``openblas_set_threads_callback_function``), or 0 in a
+    build without OpenMP."""
+    return <uintptr_t>&ws_blas_callback if wsesparse_has_openmp() else 0
+
+
+def blas_pool_register(counts, int max_slots):
+    """Tell the callback where each library sharing the team keeps its thread count
+    (``counts``: addresses of their C ``int blas_num_threads``, at most ``WS_BLAS_LIBS``)
+    and the smallest of their ``MAX_THREADS``."""
+    cdef Py_ssize_t n = len(counts), k
+    if n > WS_BLAS_LIBS:
+        raise ValueError(f"at most {WS_BLAS_LIBS} libraries, got {n}")
+    cdef const int **ptrs = <const int **>malloc(max(n, 1) * sizeof(int*))
+    if ptrs == NULL:
+        raise MemoryError()
+    try:
+        for k in range(n):
+            ptrs[k] = <const int *><uintptr_t>counts[k]
+        if ws_blas_register(ptrs, <int>n, max_slots) != 0:
+            raise ValueError(f"max_slots must be positive, got {max_slots}")
+    finally:
+        free(ptrs)
+
+
+def blas_pool_team():
+    """``(threads, when)``: the team of the last OpenBLAS call run by the callback (1 where
+    it did not run on the OpenMP team) and the ``time.monotonic()`` at its end (0.0: none
+    yet)."""
+    return ws_blas_team, ws_blas_when
+
+
+def blas_pool_calls():
+    """``(calls, on_threads)``: OpenBLAS calls the callback ran, and how many of them on
+    threads created for the call instead of the OpenMP team."""
+    return ws_blas_calls, ws_blas_thread_calls
+
+
+def _blas_pool_force_threads(bint on):
+    """(Tests.) Run every call on threads created for it, not on the OpenMP team."""
+    global ws_blas_force_threads
+    ws_blas_force_threads = on

@@ -629,7 +629,7 @@ def blas_at_two():
 
 def test_blas_threads_limited_while_on_and_restored(blas_at_two):
     before = blas_at_two
-    with wsesparse.accelerated():
+    with wsesparse.accelerated(blas_threads=1):
         assert set(_blas_threads().values()) == {1}
         with wsesparse.accelerated(blas_threads=None):  # the outer block's limit holds
             assert set(_blas_threads().values()) == {1}
@@ -644,10 +644,10 @@ def test_blas_threads_limited_while_on_and_restored(blas_at_two):
         assert set(_blas_threads().values()) == {2}
     assert _blas_threads() == before
 
-    accelerate.enable()
+    accelerate.enable(blas_threads=1)
     accelerate.enable(blas_threads=None)  # (a switch: the first enable's setting stays)
     assert set(_blas_threads().values()) == {1}
-    with wsesparse.accelerated():
+    with wsesparse.accelerated(blas_threads=1):
         pass
     assert set(_blas_threads().values()) == {1}
     accelerate.disable()
@@ -657,7 +657,7 @@ def test_blas_threads_limited_while_on_and_restored(blas_at_two):
     accelerate.disable()
 
     with pytest.raises(KeyError):
-        with wsesparse.accelerated():
+        with wsesparse.accelerated(blas_threads=1):
             raise KeyError("x")
     assert _blas_threads() == before and not accelerate.is_enabled()
 
@@ -728,7 +728,7 @@ def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
     entered, may_leave, left, done = (threading.Event() for _ in range(4))
 
     def first():
-        with wsesparse.accelerated():
+        with wsesparse.accelerated(blas_threads=1):
             entered.set()
             may_leave.wait(10)
         left.set()
@@ -738,7 +738,7 @@ def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
     t.start()
     try:
         assert entered.wait(10)
-        with wsesparse.accelerated():
+        with wsesparse.accelerated(blas_threads=1):
             may_leave.set()
             assert left.wait(10)
             assert set(_blas_threads(shared_only=True).values()) == {1}
@@ -753,7 +753,7 @@ def test_blas_limit_taken_and_restored_by_different_live_threads(blas_at_two):
         with threadpool_limits(limits=1, user_api="blas"):
             seen.append(set(_blas_threads().values()))
 
-    with wsesparse.accelerated():
+    with wsesparse.accelerated(blas_threads=1):
         pass
     t = threading.Thread(target=own_limit)
     t.start()

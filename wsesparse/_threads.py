@@ -20,6 +20,9 @@ LOAD_AWARE = os.environ.get("WSESPARSE_LOAD_AWARE", "1").strip() != "0"
 _last_team = 1  # threads of the last team: they may still be spinning, runnable
 _last_call = float("-inf")  # monotonic time of the last call that could take a team
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
+# OpenBLAS's calls run on the kernels' team (wsesparse._blas_share sets it while held):
+# their teams count as the last team and as calls (its threads may spin after one too).
+blas_shared = False
 
 
 def cold_max_work(threads: int) -> int:
@@ -69,6 +72,14 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     # the builtins cost 0.4 us of a 2.4 us call here.
     global _last_team, _last_call, _cold_since
     now = _monotonic()
+    if blas_shared:
+        team, when = _runtime.blas_pool_team()
+        if when > _last_call:
+            # (else a product decided on one thread stays there: the rule counted the
+            # BLAS call's spinning thread as another process's)
+            _last_call = when
+            if team > _last_team:
+                _last_team = team
     if now - _last_call > th.COLD_TEAM_SECONDS:
         _cold_since = now
     _last_call = now

@@ -37,14 +37,14 @@ on until it exits, :func:`enable` holds it on until :func:`disable`; when the
 last holder lets go, scipy's class attributes are put back exactly as they
 were (absent ones removed again). Guide and measured overhead: docs/accelerate.md.
 
-BLAS threads: by default the switch also limits the BLAS libraries loaded in
-the process (numpy's and scipy's OpenBLAS, MKL, BLIS: threadpoolctl's
-``user_api="blas"``) to one thread while it is on (``blas_threads``; ``None``
-leaves them alone). OpenBLAS's idle threads busy-wait (about 0.1 s after each
-call, with no yield) on the cores the next product needs, so in a solver loop
-(a product between ``np.dot``/``norm`` calls) they hold a core against the
-product's threads; the vector operations between the products are
-memory-bound and lose little on one thread. Measurements: docs/accelerate.md.
+BLAS threads: OpenBLAS's idle threads busy-wait (about 0.1 s after each call,
+with no yield) on the cores the next product needs, so in a solver loop (a
+product between ``np.dot``/``norm`` calls) they hold a core against the
+product's threads. By default the switch runs OpenBLAS's parallel calls on the
+kernels' own OpenMP threads while it is on (``blas_threads="shared"``), or,
+where a BLAS library loaded in the process cannot do that, limits BLAS to one
+thread (``blas_threads=1``; ``None`` leaves BLAS alone). Measurements:
+docs/accelerate.md.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wsesparse import _blas
+from wsesparse import _blas, _blas_share
 from wsesparse._checks import KERNEL_DTYPES, check_int, result_dtype
 from wsesparse.matmul import sparse_matmul
 
@@ -74,9 +74,10 @@ _switched_on = False  # enable() without disable()
 # While on: (class, name, the class's own attribute or _ABSENT) for each hook.
 _saved: list[tuple[type, str, object]] | None = None
 _ABSENT = object()
-# The BLAS thread limit (wsesparse._blas): held by blocks and enable() that asked for one;
-# the first holder's count applies until the last holder lets go.
-_switched_on_blas = False  # enable() holds one of the holds
+# The BLAS thread limit (wsesparse._blas) or the shared team (wsesparse._blas_share): held
+# by blocks and enable() that asked for one; the first holder's count applies until the
+# last holder lets go.
+_switched_on_blas = None  # what enable() holds: "shared", "limit" or None
 
 
 def _targets() -> list[tuple[type, str]]:
@@ -185,19 +186,37 @@ def _update() -> None:
 
 
 def _check_blas_threads(blas_threads):
+    if isinstance(blas_threads, str):
+        if blas_threads != "shared":
+            raise ValueError(f"blas_threads must be 'shared', a positive int or None, "
+                             f"got {blas_threads!r}")
+        return blas_threads
     return check_int(blas_threads, "blas_threads", minimum=1, allow_none=True)
 
 
-def _hold_blas(n: int | None) -> bool:
-    """Take a hold on the process's BLAS limit of ``n`` threads (``wsesparse._blas``);
-    False for None."""
+def _hold_blas(n: int | str | None) -> str | None:
+    """Take what ``blas_threads=n`` asks for: "shared" (``wsesparse._blas_share``; where
+    a BLAS library cannot share, a limit of one thread instead), "limit" (a hold on the
+    process's BLAS limit of ``n`` threads, ``wsesparse._blas``) or None (nothing)."""
     if n is None:
-        return False
+        return None
+    if n == "shared":
+        if _blas_share.share():
+            return "shared"
+        n = 1
     _blas.hold(n)
-    return True
+    return "limit"
 
 
-def enable(blas_threads: int | None = 1) -> None:
+def _release_blas(kind: str | None) -> None:
+    """Let go of what :func:`_hold_blas` took."""
+    if kind == "shared":
+        _blas_share.unshare()
+    elif kind == "limit":
+        _blas.release()
+
+
+def enable(blas_threads: int | str | None = "shared") -> None:
     """Route scipy's CSR/CSC products through the kernels until :func:`disable`.
 
     Idempotent (a switch, not a counter); ``accelerated()`` blocks open
@@ -205,10 +224,9 @@ def enable(blas_threads: int | None = 1) -> None:
 
     Parameters
     ----------
-    blas_threads : int or None, default 1
-        Threads for the process's BLAS libraries until :func:`disable` (see
-        :func:`accelerated`); ``None`` leaves them as they are. A second
-        ``enable()`` keeps the first one's setting.
+    blas_threads : "shared", int or None, default "shared"
+        What the process's BLAS libraries do until :func:`disable` (see
+        :func:`accelerated`). A second ``enable()`` keeps the first one's setting.
 
     Examples
     --------
@@ -232,9 +250,8 @@ def enable(blas_threads: int | None = 1) -> None:
             # Undone as accelerated() undoes a failed start: a half-on switch kept BLAS
             # on one thread and left the hooks in after the next block (a review found it).
             _switched_on = False
-            if _switched_on_blas:
-                _blas.release()
-            _switched_on_blas = False
+            _release_blas(_switched_on_blas)
+            _switched_on_blas = None
             raise
 
 
@@ -243,9 +260,9 @@ def disable() -> None:
     once no ``accelerated()`` block is open either. Idempotent."""
     global _switched_on, _switched_on_blas
     with _lock:
-        if _switched_on and _switched_on_blas:
-            _blas.release()
-        _switched_on = _switched_on_blas = False
+        if _switched_on:
+            _release_blas(_switched_on_blas)
+        _switched_on, _switched_on_blas = False, None
         _update()
 
 
@@ -255,7 +272,7 @@ def is_enabled() -> bool:
 
 
 @contextlib.contextmanager
-def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
+def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
     """Route scipy's CSR/CSC products with dense operands through the kernels
     while the block runs (also usable as a decorator of plain functions: on a generator or
     ``async`` function the block would close before its body runs).
@@ -268,19 +285,29 @@ def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
 
     Parameters
     ----------
-    blas_threads : int or None, default 1
-        Threads for the BLAS libraries loaded in the process (threadpoolctl's
-        ``user_api="blas"``: numpy's and scipy's OpenBLAS, MKL, ...) while
-        the block runs; ``None`` leaves them as they are. Idle OpenBLAS
-        threads busy-wait on the cores the kernels' threads need: in a CG loop
-        on 2 cores the product otherwise gets one thread, and CG with a
-        prepared ``CSR`` ran 1.03x scipy instead of 1.17-1.26x
-        (docs/accelerate.md). The limit is process-wide
-        too: it holds from the first block that asks for one until the last
-        such block (or ``enable``) lets go, at the first one's count.
-        Taking it costs about 1 ms, so open the block around a loop rather
-        than around each product. Code in the block that spends its time in
-        BLAS-3 (dense matrix products) should pass ``None``.
+    blas_threads : "shared", int or None, default "shared"
+        What the BLAS libraries loaded in the process (threadpoolctl's
+        ``user_api="blas"``: numpy's and scipy's OpenBLAS, MKL, ...) do while
+        the block runs. Idle OpenBLAS threads busy-wait on the cores the
+        kernels' threads need: in a CG loop on 2 cores the product otherwise
+        gets one thread, and CG with a prepared ``CSR`` ran 1.03x scipy
+        instead of 1.17-1.26x (docs/accelerate.md).
+
+        - ``"shared"``: OpenBLAS keeps its thread count, but its parallel calls
+          run on the kernels' own threads (``wsesparse._blas_share``), so no
+          idle BLAS thread holds a core. Where a BLAS library in the process
+          cannot do that (MKL, BLIS, OpenBLAS with OpenMP or outside the
+          versions 0.3.27-0.3.31 this was tested with, not Linux), the block
+          limits BLAS to one thread instead. Raising a BLAS thread count inside
+          the block to more than half of OpenBLAS's ``MAX_THREADS`` stops the
+          process with a message.
+        - an int: BLAS runs on that many threads of its own.
+        - ``None``: BLAS is left as it is.
+
+        Either is process-wide: it holds from the first block that asks for one
+        until the last such block (or ``enable``) lets go, at the first one's
+        setting. Taking it costs about 1 ms, so open the block around a loop
+        rather than around each product.
 
     Examples
     --------
@@ -304,14 +331,12 @@ def accelerated(blas_threads: int | None = 1) -> Iterator[None]:
             _update()
         except BaseException:
             _held -= 1
-            if blas:
-                _blas.release()
+            _release_blas(blas)
             raise
     try:
         yield
     finally:
         with _lock:
             _held -= 1
-            if blas:
-                _blas.release()
+            _release_blas(blas)
             _update()

@@ -1,0 +1,190 @@
+"""OpenBLAS's parallel calls on the kernels' OpenMP team (wsesparse._blas_share,
+_kernels/_blas_pool.h) inside ``accelerated()``: installed and removed, the same bits as
+OpenBLAS's own threads, several Python threads at once, the fallback to a BLAS limit, and
+the thread-count rule that counts the BLAS team."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+import scipy.linalg.blas as fblas
+
+import wsesparse
+from wsesparse import _blas, _blas_share, _threads
+from wsesparse._kernels import _runtime
+
+
+def _libraries():
+    libs, why = _blas_share.candidates()
+    if why:  # (numpy's and scipy's wheels qualify; CI installs them)
+        pytest.skip("the BLAS libraries here cannot share the team: " + "; ".join(why))
+    return libs
+
+
+def _blas_calls():
+    """Threaded calls into both of the wheels' OpenBLAS libraries: numpy's dgemm (a level-3
+    call whose jobs wait for each other) and zgemm, and scipy's dgemv and ddot."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((700, 700))
+    z = a[:300, :300] + 1j * a[300:600, :300]
+    v, w = rng.standard_normal((200_000, 24)), rng.standard_normal(24)
+    x = rng.standard_normal(3_000_000)
+    return [lambda: a @ a, lambda: z @ z, lambda: fblas.dgemv(1.0, v, w),
+            lambda: fblas.ddot(x, x)]
+
+
+def test_accelerated_installs_the_callback_and_takes_it_out():
+    libs = _libraries()
+    callback = _runtime.blas_pool_callback()
+    assert callback != 0 and not _blas_share.sharing()
+    with wsesparse.accelerated():
+        assert _blas_share.sharing() and _threads.blas_shared
+        assert [lib.variable.value for lib in libs] == [callback] * len(libs)
+        assert _blas.holders() == 0  # (no thread limit: BLAS keeps its count)
+        with wsesparse.accelerated():  # nested: one installation
+            assert [lib.variable.value for lib in libs] == [callback] * len(libs)
+        assert _blas_share.sharing()
+    assert not _blas_share.sharing() and not _threads.blas_shared
+    assert [lib.variable.value for lib in libs] == [None] * len(libs)
+    wsesparse.accelerate.enable()
+    try:
+        assert [lib.variable.value for lib in libs] == [callback] * len(libs)
+    finally:
+        wsesparse.accelerate.disable()
+    assert [lib.variable.value for lib in libs] == [None] * len(libs)
+
+
+@pytest.mark.parametrize("own_threads", [False, True])
+def test_blas_calls_on_the_team_give_openblas_own_bits(own_threads):
+    """Every call's jobs ran through the callback (its count grows by one per call), on the
+    OpenMP team or on threads created for the call (inside a parallel region), with the
+    bits OpenBLAS's own threads give."""
+    _libraries()
+    calls = _blas_calls()
+    expected = [f() for f in calls]
+    with wsesparse.accelerated():
+        _runtime._blas_pool_force_threads(own_threads)
+        try:
+            before, on_threads = _runtime.blas_pool_calls()
+            got = [f() for f in calls]
+            after, on_threads_after = _runtime.blas_pool_calls()
+        finally:
+            _runtime._blas_pool_force_threads(False)
+    assert after - before >= len(calls)
+    assert on_threads_after - on_threads == (after - before if own_threads else 0)
+    for g, e in zip(got, expected):
+        assert np.array_equal(g, e)
+
+
+def test_blas_calls_from_several_python_threads_at_once():
+    _libraries()
+    calls = _blas_calls()
+    expected = [f() for f in calls]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(3):
+                for f, e in zip(calls[i % 2::2], expected[i % 2::2]):
+                    assert np.array_equal(f(), e)
+        except BaseException as exc:  # (reported by the main thread)
+            errors.append(exc)
+
+    with wsesparse.accelerated():
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+
+
+def test_a_library_that_cannot_share_gets_the_limit_instead(monkeypatch):
+    from threadpoolctl import threadpool_info
+    monkeypatch.setattr(_blas_share, "candidates", lambda: ([], ["MKL with OpenMP threads"]))
+    with wsesparse.accelerated():
+        assert not _blas_share.sharing() and _blas.holders() == 1
+        assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} == {1}
+    assert _blas.holders() == 0
+    with wsesparse.accelerated(blas_threads=2):
+        assert not _blas_share.sharing() and _blas.holders() == 1
+    with wsesparse.accelerated(blas_threads=None):
+        assert not _blas_share.sharing() and _blas.holders() == 0
+
+
+@pytest.mark.parametrize("bad", ["Shared", "", 0, 1.5])
+def test_blas_threads_must_be_shared_an_int_or_none(bad):
+    with pytest.raises((ValueError, TypeError), match="blas_threads must be"):
+        with wsesparse.accelerated(blas_threads=bad):
+            pass
+    assert not wsesparse.accelerate.is_enabled()
+
+
+def test_the_thread_rule_counts_a_blas_team(monkeypatch):
+    """After a BLAS call on the team, the team's threads (perhaps still spinning) are not
+    taken for another process's: a product decided on one thread before gets the whole
+    team again. Without the BLAS call's record it stays on one."""
+    _libraries()
+    if not _threads._OPENMP:
+        pytest.skip("wsesparse was built without OpenMP")
+    monkeypatch.setattr(_threads, "LOAD_AWARE", True)
+    monkeypatch.setattr(_threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 2)
+    monkeypatch.setattr(_threads, "runnable_threads", lambda: 2)  # this one and a spinner
+    big = 1 << 40
+    x = np.random.default_rng(1).standard_normal(3_000_000)
+    with wsesparse.accelerated():
+        monkeypatch.setattr(_threads, "_last_team", 1)
+        monkeypatch.setattr(_threads, "blas_shared", False)  # (as before the record)
+        assert resolve(big) == 1
+        monkeypatch.setattr(_threads, "blas_shared", True)
+        fblas.ddot(x, x)  # (threaded: 3 M entries, on OpenBLAS's count of threads)
+        team, when = _runtime.blas_pool_team()
+        assert when > 0 and (team >= 2 or (os.cpu_count() or 1) < 2)
+        assert resolve(big) == min(team, 2)
+
+
+def resolve(work):
+    return _threads.resolve_n_threads(None, work, idle_rule=True)
+
+
+_CONCURRENT_LAPACK = """
+import threading, numpy as np, scipy.linalg as sl, wsesparse
+from wsesparse import _blas_share
+rng = np.random.default_rng(0)
+A = rng.standard_normal((400, 400)); b = rng.standard_normal(400); S = A @ A.T
+calls = {"solve": lambda: np.linalg.solve(A, b), "inv": lambda: np.linalg.inv(A),
+         "scipy solve": lambda: sl.solve(A, b), "lu": lambda: sl.lu_factor(A)[0],
+         "cholesky": lambda: np.linalg.cholesky(S), "eigvalsh": lambda: np.linalg.eigvalsh(S),
+         "gemm": lambda: A @ A}
+expected = {k: f() for k, f in calls.items()}
+wrong = []
+def work(k):
+    names = list(calls)
+    for i in range(21):
+        name = names[(k + i) % len(names)]
+        if not np.allclose(calls[name](), expected[name], rtol=1e-10, atol=1e-10):
+            wrong.append(name)
+with wsesparse.accelerated():
+    assert _blas_share.sharing(), _blas_share.candidates()[1]
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+assert not wrong, wrong
+print("ok")
+"""
+
+
+def test_concurrent_lapack_calls_on_the_shared_team_finish():
+    """Four Python threads in LU-based solves, inverses, Cholesky and eigvalsh at once,
+    in a process of its own (a hang fails the test at the timeout). OpenBLAS's LU queues
+    part of its jobs to its own threads (``exec_blas_async``); a callback whose jobs took
+    those threads' slots cleared their queue entries, and the solves hung (session 19's
+    attempt, docs/accelerate.md)."""
+    import subprocess
+    import sys
+    _libraries()
+    res = subprocess.run([sys.executable, "-c", _CONCURRENT_LAPACK], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
