@@ -330,6 +330,8 @@ def _run_workflows(args: argparse.Namespace) -> int:
     from wsesparse.bench.workflows import (cg_product_in_loop, format_loop_products,
                                            format_results, run_workflows)
     from threadpoolctl import threadpool_limits
+
+    from wsesparse import _blas_share
     given = getattr(args, "threads_given", True)
     print(f"Workflows, best of {args.rounds} alternating rounds, scale {args.scale}, at most "
           f"{args.iterations} iterations"
@@ -338,13 +340,15 @@ def _run_workflows(args: argparse.Namespace) -> int:
     print("accelerated: the unmodified call inside wsesparse.accelerated(); CSR: a prepared "
           "wsesparse.CSR in the same block; 1-BLAS: plain scipy with BLAS on one thread "
           "(nothing routed); speedups over plain scipy")
-    # (--threads: BLAS and the kernels' OpenMP runtime alike; accelerated() blocks still
-    # limit BLAS to one thread)
+    # (--threads: BLAS and the kernels' OpenMP runtime alike)
     with threadpool_limits(limits=args.threads) if given else contextlib.nullcontext():
         print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
         loop = cg_product_in_loop(args.scale, args.iterations, args.rounds)
+    libs, why = _blas_share.candidates()
     print(f"cg's product, medians of its calls in {args.rounds} cg runs and as many calls "
-          "alone, inside accelerated() (BLAS on one thread):")
+          "alone, inside accelerated() ("
+          + ("OpenBLAS's parallel calls on wsesparse's threads" if libs and not why
+             else "BLAS on one thread") + "):")
     print(format_loop_products(loop))
     return 0
 
