@@ -188,3 +188,36 @@ def test_concurrent_lapack_calls_on_the_shared_team_finish():
     res = subprocess.run([sys.executable, "-c", _CONCURRENT_LAPACK], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_child_forked_inside_the_block_gets_openblas_threads_back():
+    """In a child forked while the callback is set, a threaded BLAS call (the call hung
+    through the callback) and a product finish, with OpenBLAS's own threads' bits."""
+    import time
+    from wsesparse.datasets import random_csr
+    _libraries()
+    a = np.random.default_rng(0).standard_normal((700, 700))
+    expected = a @ a
+    A = random_csr(20_000, 20_000, 0.001, np.float64, seed=0)
+    x = np.ones(20_000)
+    y = A @ x  # (scipy's)
+    with wsesparse.accelerated():
+        a @ a
+        pid = os.fork()
+        if pid == 0:  # (the child: report through the exit status only)
+            ok = not _blas_share.sharing() and np.array_equal(a @ a, expected)
+            ok = ok and np.allclose(A @ x, y)
+            os._exit(0 if ok else 3)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        assert _blas_share.sharing()
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -24,6 +24,7 @@ BLAS threads instead.
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import sys
 import threading
@@ -168,6 +169,21 @@ def unshare() -> None:
             _installed.clear()
 
 
+def _after_fork_in_child() -> None:
+    """A child forked while the callback is set gets OpenBLAS's own threads back: a
+    threaded BLAS call there through the callback hung (a 700^2 matmul in a child forked
+    inside a block), while OpenBLAS restarts its own threads after a fork. (No lock: the
+    parent's other threads, which may hold it, do not exist in the child.)"""
+    _threads.blas_shared = False
+    for setter in _installed:
+        setter(None)
+    _installed.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def sharing() -> bool:
     """Whether OpenBLAS's calls run on the kernels' team now."""
-    return _holders > 0
+    return bool(_installed)
