@@ -1,12 +1,12 @@
 /*
  * OpenBLAS's parallel calls on the kernels' OpenMP team (wsesparse/_blas_share.py).
  *
- * OpenBLAS built with pthreads (numpy's and scipy's wheels, 0.3.27 and later) runs a
- * threaded call (dgemm, dgemv, ddot, ...) on its own server threads, which busy-wait about
- * 0.1 s after each call on the cores the kernels' threads need next. Given a callback
- * (openblas_set_threads_callback_function), it hands each call's jobs to the callback
- * instead: ws_blas_callback runs them on this module's OpenMP team, so one pool of
- * threads serves both libraries.
+ * OpenBLAS built with pthreads (numpy's and scipy's wheels) runs a threaded call (dgemm,
+ * dgemv, ddot, ...) on its own server threads, which busy-wait about 0.1 s after each call
+ * on the cores the kernels' threads need next. Given a callback (0.3.28 and later:
+ * openblas_set_threads_callback_function), it hands each call's jobs to the callback
+ * instead: ws_blas_callback runs them on this module's OpenMP team, so one pool of threads
+ * serves both libraries.
  *
  * The callback receives dojob = OpenBLAS's exec_threads(slot, job, 0), which marks the
  * slot's entry of OpenBLAS's thread_status array busy and uses the slot's scratch buffer
@@ -17,7 +17,10 @@
  * (below MAX_THREADS). Level-3 jobs wait for each other, so all of a call's jobs must run
  * at once: on an OpenMP team of exactly that many threads, or else (inside a parallel
  * region, or a team the runtime would make smaller) on threads created for the call. One
- * call at a time (a mutex): the slots are shared.
+ * call at a time (a mutex): the slots are shared, so threaded BLAS calls from several
+ * Python threads take turns. OpenBLAS 0.3.28's exec_threads used a slot's buffer without
+ * allocating it (NULL past the server threads' slots: a crash), fixed upstream after it;
+ * wsesparse/_blas_share.py takes only 0.3.30 and 0.3.31, whose code was read.
  */
 #ifndef WSESPARSE_BLAS_POOL_H
 #define WSESPARSE_BLAS_POOL_H
@@ -55,31 +58,30 @@ static void *ws_blas_run(void *p)
     return NULL;
 }
 
-/* Jobs 1.. on threads created for the call, job 0 on the caller; 0 on success. */
-static int ws_blas_on_threads(ws_blas_dojob dojob, int numjobs, size_t elsize,
-                              char *jobdata, int data, int base)
+/* Jobs 1.. on threads created for the call, job 0 on the caller. A thread that cannot
+ * be started stops the process: the jobs already started may wait for it forever
+ * (level-3 jobs wait for each other), and OpenBLAS stops the process too when it cannot
+ * start its own threads. */
+static void ws_blas_on_threads(ws_blas_dojob dojob, int numjobs, size_t elsize,
+                               char *jobdata, int data, int base)
 {
     ws_blas_job jobs[64];
     pthread_t tid[64];
-    int started = 1;
     for (int i = 0; i < numjobs; ++i) {
         jobs[i].dojob = dojob;
         jobs[i].job = jobdata + (size_t)i * elsize;
         jobs[i].slot = base + i;
         jobs[i].data = data;
     }
-    for (; started < numjobs; ++started)
-        if (pthread_create(&tid[started], NULL, ws_blas_run, &jobs[started]) != 0)
-            break;
-    if (started < numjobs) {  /* (cannot start them all: the ones started finish alone) */
-        for (int i = 1; i < started; ++i)
-            pthread_join(tid[i], NULL);
-        return -1;
-    }
+    for (int i = 1; i < numjobs; ++i)
+        if (pthread_create(&tid[i], NULL, ws_blas_run, &jobs[i]) != 0) {
+            fprintf(stderr, "wsesparse: could not start %d threads for an OpenBLAS "
+                    "call\n", numjobs);
+            abort();
+        }
     ws_blas_run(&jobs[0]);
     for (int i = 1; i < numjobs; ++i)
         pthread_join(tid[i], NULL);
-    return 0;
 }
 
 static void ws_blas_callback(int sync, ws_blas_dojob dojob, int numjobs, size_t elsize,
@@ -123,11 +125,7 @@ static void ws_blas_callback(int sync, ws_blas_dojob dojob, int numjobs, size_t 
         done = 1;
     }
     if (!done) {
-        if (ws_blas_on_threads(dojob, numjobs, elsize, (char *)jobdata, data, base) != 0) {
-            fprintf(stderr, "wsesparse: could not start %d threads for an OpenBLAS call\n",
-                    numjobs);
-            abort();
-        }
+        ws_blas_on_threads(dojob, numjobs, elsize, (char *)jobdata, data, base);
         ws_blas_thread_calls = ws_blas_thread_calls + 1;
         team = 1;  /* (the OpenMP team did not run) */
     }
@@ -137,6 +135,13 @@ static void ws_blas_callback(int sync, ws_blas_dojob dojob, int numjobs, size_t 
     ws_blas_team = team;
     ws_blas_calls = ws_blas_calls + 1;
     pthread_mutex_unlock(&ws_blas_lock);
+}
+
+/* In a child forked while another thread was inside the callback the lock stays taken
+ * (that thread does not exist there): a fresh one. Called by the child only. */
+static void ws_blas_after_fork_child(void)
+{
+    pthread_mutex_init(&ws_blas_lock, NULL);
 }
 
 /* The thread counts of the libraries whose calls come here (n <= WS_BLAS_LIBS) and the

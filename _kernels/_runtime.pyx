@@ -95,6 +95,7 @@ cdef extern from "_blas_pool.h" nogil:
     ctypedef void (*ws_blas_dojob)(int, void*, int)
     void ws_blas_callback(int, ws_blas_dojob, int, size_t, void*, int)
     int ws_blas_register(const int **counts, int n, int max_slots)
+    void ws_blas_after_fork_child()
     int WS_BLAS_LIBS
     int ws_blas_team
     double ws_blas_when
@@ -127,6 +128,12 @@ def blas_pool_register(counts, int max_slots):
             raise ValueError(f"max_slots must be positive, got {max_slots}")
     finally:
         free(ptrs)
+
+
+def blas_pool_after_fork_child():
+    """In a child process just forked: a fresh lock for the callback (another thread of the
+    parent may have held it)."""
+    ws_blas_after_fork_child()
 
 
 def blas_pool_team():

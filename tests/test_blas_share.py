@@ -15,10 +15,15 @@ from wsesparse import _blas, _blas_share, _threads
 from wsesparse._kernels import _runtime
 
 
-def _libraries():
+def _libraries(parallel=True):
+    """The libraries that share the team; with ``parallel``, also BLAS and OpenMP allowed
+    two threads or more (the tests of threaded calls need them)."""
     libs, why = _blas_share.candidates()
-    if why:  # (numpy's and scipy's wheels qualify; CI installs them)
+    if why or not libs:  # (numpy's and scipy's wheels qualify; CI installs them)
         pytest.skip("the BLAS libraries here cannot share the team: " + "; ".join(why))
+    if parallel and (min(lib.count for lib in libs) < 2 or _runtime.max_threads() < 2
+                     or int(os.environ.get("OMP_THREAD_LIMIT", "2") or 2) < 2):
+        pytest.skip("BLAS or OpenMP is limited to one thread here: no threaded calls")
     return libs
 
 
@@ -34,8 +39,16 @@ def _blas_calls():
             lambda: fblas.ddot(x, x)]
 
 
+def test_only_openblas_versions_read_and_tested_qualify():
+    """0.3.28 (the first with the callback) crashed through it; later untested versions
+    may index their slots otherwise."""
+    assert [_blas_share.tested_version(v) for v in
+            ("0.3.27", "0.3.28", "0.3.29", "0.3.30", "0.3.31", "0.3.31.188.0", "0.3.32",
+             "0.4.0", "", None)] == [False] * 3 + [True] * 3 + [False] * 4
+
+
 def test_accelerated_installs_the_callback_and_takes_it_out():
-    libs = _libraries()
+    libs = _libraries(parallel=False)
     callback = _runtime.blas_pool_callback()
     assert callback != 0 and not _blas_share.sharing()
     with wsesparse.accelerated():
@@ -221,3 +234,40 @@ def test_a_child_forked_inside_the_block_gets_openblas_threads_back():
             pytest.fail("the forked child hung")
         assert _blas_share.sharing()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+_FORK_WHILE_ANOTHER_THREAD_CALLS = """
+import os, threading, time, numpy as np, wsesparse
+from wsesparse import _blas_share
+a = np.random.default_rng(0).standard_normal((1500, 1500))
+stop = False
+def busy():  # another thread's BLAS calls, through the callback
+    while not stop:
+        a @ a
+with wsesparse.accelerated():
+    t = threading.Thread(target=busy); t.start(); time.sleep(0.3)
+    pid = os.fork()
+    if pid:
+        stop = True; t.join()
+if pid == 0:
+    ok = not _blas_share.sharing()
+    with wsesparse.accelerated():  # (no sharing in a child: the BLAS limit instead)
+        ok = ok and not _blas_share.sharing() and np.allclose(a @ a, a @ a)
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_child_forked_while_another_thread_calls_blas_opens_blocks():
+    """The child inherits the callback's lock taken (the calling thread does not exist
+    there), and a new block registered the libraries under that lock: it hung (found by a
+    review session). Now the child gets a fresh lock and shares nothing: its blocks limit
+    BLAS instead, and its BLAS calls finish."""
+    import subprocess
+    import sys
+    _libraries()
+    res = subprocess.run([sys.executable, "-c", _FORK_WHILE_ANOTHER_THREAD_CALLS],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "0", (res.stdout, res.stderr[-2000:])

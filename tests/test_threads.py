@@ -461,3 +461,32 @@ def test_nested_use_inside_a_thread_pool():
     if _available_cores() >= 2 and "OMP_NUM_THREADS" not in os.environ:
         (max_t, resolved), started = out["default"]
         assert resolved >= 2 and started >= 1, out
+
+
+_KERNELS_IN_A_FORKED_CHILD = """
+import os, numpy as np, wsesparse
+from wsesparse import _threads
+from wsesparse.datasets import random_csr
+A = random_csr(20_000, 20_000, 0.01, np.float64, seed=0)
+x, X = np.ones(20_000), np.ones((20_000, 8))
+y, Y = wsesparse.sparse_matmul(A, x, n_threads=2), wsesparse.sparse_matmul(A, X, n_threads=2)
+pid = os.fork()
+if pid == 0:
+    ok = _threads.forked and _threads.resolve_n_threads(4, 1 << 40) == 1
+    ok = ok and np.allclose(wsesparse.sparse_matmul(A, x, n_threads=2), y)
+    ok = ok and np.allclose(wsesparse.sparse_matmul(A, X), Y)
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status), _threads.forked)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_kernels_in_a_forked_child_run_on_one_thread_and_finish():
+    """GCC's OpenMP team does not survive a fork: a two-thread SpMV in a child forked after
+    the parent's team had run never ended. A child runs every kernel on one thread, even
+    with an explicit n_threads; the parent keeps its own counts."""
+    res = subprocess.run([sys.executable, "-c", _KERNELS_IN_A_FORKED_CHILD],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.split() == ["0", "False"], (
+        res.stdout, res.stderr[-2000:])

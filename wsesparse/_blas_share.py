@@ -4,21 +4,24 @@
 OpenBLAS built with pthreads runs each threaded call on server threads that busy-wait
 about 0.1 s afterwards, on the cores the kernels' threads need next, so solver loops that
 mix products with ``np.dot``/``norm`` (and ARPACK's BLAS-2 work) used to run BLAS on one
-thread inside the block. OpenBLAS 0.3.27 and later can hand a call's jobs to a callback
+thread inside the block. OpenBLAS 0.3.28 and later can hand a call's jobs to a callback
 (``openblas_set_threads_callback_function``); ``_kernels/_blas_pool.h`` runs them on the
 kernels' own OpenMP team. One pool of threads then serves both libraries, and BLAS keeps
 its thread count. Measured in docs/accelerate.md ("One team for BLAS and the kernels").
 
 Libraries whose threads are GNU OpenMP's (MKL's "gnu" layer, OpenBLAS built with OpenMP
-where libgomp is the only OpenMP runtime loaded) already share the kernels' pool and are
-left alone. Among the others only libraries where it is known to be safe take part:
-OpenBLAS with pthreads on Linux,
-a version from 0.3.27 to 0.3.31 (the callback's signature and the slots it indexes were
-read from those builds' code), with the callback setter, its ``blas_num_threads`` and
-``openblas_threads_callback_`` exported, no other callback installed, and at least twice
-as many slots (``MAX_THREADS``) as threads. :func:`share` says whether every BLAS library
-threadpoolctl finds qualifies; if one does not, nothing is installed and the caller limits
-BLAS threads instead.
+where libgomp is the only OpenMP runtime loaded) spin only briefly after a call, as the
+kernels' own threads do: they need no callback and are left as they are (where they are the
+only BLAS libraries, nothing is shared and the caller limits BLAS threads). Among the
+others only libraries where it is known to be safe take part: OpenBLAS with pthreads on
+Linux, version 0.3.30 or 0.3.31 (numpy's and scipy's wheels; the callback's signature and
+the slots it indexes were read from their code: 0.3.28 crashes, see ``_blas_pool.h``), with
+the callback setter, its ``blas_num_threads`` and ``openblas_threads_callback_`` exported,
+no other callback installed, and together at least twice as many slots (``MAX_THREADS``)
+as the largest thread count. :func:`share` says whether every BLAS library threadpoolctl
+finds qualifies; if one does not, nothing is installed and the caller limits BLAS threads
+instead. Do not raise a BLAS thread count while a block is open (from any thread): the
+callback numbers its jobs above the count it reads at the start of a call.
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ import threading
 from wsesparse import _threads
 from wsesparse._kernels import _runtime
 
-__all__ = ["share", "unshare", "sharing", "candidates"]
+__all__ = ["share", "unshare", "sharing", "candidates", "tested_version"]
 
 _SETTERS = ("openblas_set_threads_callback_function",
             "scipy_openblas_set_threads_callback_function64_")
 _CONFIGS = ("openblas_get_config", "scipy_openblas_get_config",
             "scipy_openblas_get_config64_", "openblas_get_config64_")
-_VERSIONS = ((0, 3, 27), (0, 3, 31))  # first and last tested, both included
+_VERSIONS = ((0, 3, 30), (0, 3, 31))  # first and last read and tested, both included
 
 _lock = threading.Lock()
 _holders = 0
@@ -69,6 +72,18 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(g) for g in m.groups()) if m else ()
 
 
+def tested_version(text: str) -> bool:
+    """Whether an OpenBLAS version string is one the callback was read and tested with
+    (builds past the 0.3.31 tag, like numpy 2.4's 0.3.31.188.0, count as 0.3.31).
+
+    Examples
+    --------
+    >>> [tested_version(v) for v in ("0.3.28", "0.3.30", "0.3.31.188.0", "0.3.32", "?")]
+    [False, True, True, False, False]
+    """
+    return _VERSIONS[0] <= _version(text) <= _VERSIONS[1]
+
+
 def candidates() -> tuple[list[_Library], list[str]]:
     """The BLAS libraries loaded in the process that may share the team, and why each
     other one may not (empty when all may)."""
@@ -93,13 +108,15 @@ def candidates() -> tuple[list[_Library], list[str]]:
         if info.get("internal_api") != "openblas" or layer != "pthreads":
             why.append(f"{path}: {info.get('internal_api')} with {layer} threads")
             continue
-        version = _version(info.get("version"))
-        if not _VERSIONS[0] <= version <= _VERSIONS[1]:
-            why.append(f"{path}: OpenBLAS {info.get('version')} (tested: 0.3.27-0.3.31)")
+        if not tested_version(info.get("version")):
+            why.append(f"{path}: OpenBLAS {info.get('version')} (tested: 0.3.30-0.3.31)")
             continue
         lib = _probe(path, why)
         if lib is not None:
             libs.append(lib)
+    if libs and 2 * max(lib.count for lib in libs) > min(lib.slots for lib in libs):
+        why.append(f"{max(lib.count for lib in libs)} BLAS threads need twice as many "
+                   f"slots, {min(lib.slots for lib in libs)} there")
     return (libs, why) if not why else ([], why)
 
 
@@ -138,6 +155,8 @@ def share() -> bool:
     """Take a hold: the first holder installs the callback in every BLAS library (False,
     and nothing installed or held, unless all of them qualify: :func:`candidates`)."""
     global _holders
+    if _threads.forked:
+        return False  # (GCC's OpenMP team does not survive a fork: see wsesparse._threads)
     with _lock:
         if _holders == 0:
             libs, why = candidates()
@@ -147,8 +166,8 @@ def share() -> bool:
                                         min(lib.slots for lib in libs))
             callback = _runtime.blas_pool_callback()
             for lib in libs:
+                _installed.append(lib.setter)  # (first: an interrupt leaves it tracked)
                 lib.setter(callback)
-                _installed.append(lib.setter)
             _threads.blas_shared = True
         _holders += 1
         return True
@@ -172,8 +191,14 @@ def unshare() -> None:
 def _after_fork_in_child() -> None:
     """A child forked while the callback is set gets OpenBLAS's own threads back: a
     threaded BLAS call there through the callback hung (a 700^2 matmul in a child forked
-    inside a block), while OpenBLAS restarts its own threads after a fork. (No lock: the
-    parent's other threads, which may hold it, do not exist in the child.)"""
+    inside a block), while OpenBLAS restarts its own threads after a fork. Nothing is
+    shared in the child again: GCC's OpenMP team does not survive a fork, and blocks
+    limit BLAS threads there (``share`` returns False). (No lock is taken, and both are
+    replaced: the parent's other threads, which may hold them, do not exist in the
+    child.)"""
+    global _lock
+    _lock = threading.Lock()
+    _runtime.blas_pool_after_fork_child()
     _threads.blas_shared = False
     for setter in _installed:
         setter(None)

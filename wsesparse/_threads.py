@@ -23,6 +23,20 @@ _cold_since = float("-inf")  # ... and of the first call after an idle spell
 # OpenBLAS's calls run on the kernels' team (wsesparse._blas_share sets it while held):
 # their teams count as the last team and as calls (its threads may spin after one too).
 blas_shared = False
+# A child process forked from this one runs every kernel on one thread: GCC's OpenMP runtime
+# does not survive a fork (its pool's threads stay in the parent), and a child's first
+# two-thread region after the parent used the team never ended (a SpMV in a child of
+# os.fork(), or of multiprocessing's default start method on Linux).
+forked = False
+
+
+def _after_fork_in_child() -> None:
+    global forked
+    forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def cold_max_work(threads: int) -> int:
@@ -59,12 +73,13 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     product's multiply-adds) of fewer than :func:`cold_max_work` (of the default team)
     run on one thread for ``COLD_RUN_SECONDS`` after no call could take a team for
     ``COLD_TEAM_SECONDS``: a team woken after such a spell may start milliseconds late.
-    An explicit positive integer is used as given.
+    An explicit positive integer is used as given, except in a process forked from another
+    (``forked``): there every call runs on one thread.
     """
     if n_threads is not None:  # (None, the commonest value, costs no call)
         n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
     cap = work // th.MIN_WORK_PER_THREAD
-    if cap < 2 or not _OPENMP:
+    if cap < 2 or not _OPENMP or forked:
         return 1  # decided without asking the OpenMP runtime or the OS
     # Once a team pays at all, more of it pays sooner (16 cores: docs/tuning.md, Threads).
     cap *= th.TEAM_GROWTH

@@ -297,17 +297,20 @@ def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
           run on the kernels' own threads (``wsesparse._blas_share``), so no
           idle BLAS thread holds a core. Where a BLAS library in the process
           cannot do that (MKL, BLIS, OpenBLAS with OpenMP or outside the
-          versions 0.3.27-0.3.31 this was tested with, not Linux), the block
-          limits BLAS to one thread instead. Raising a BLAS thread count inside
-          the block to more than half of OpenBLAS's ``MAX_THREADS`` stops the
-          process with a message.
+          versions 0.3.30-0.3.31 this was tested with, not Linux), the block
+          limits BLAS to one thread instead. Do not raise a BLAS thread count
+          while a block is open: past half of OpenBLAS's ``MAX_THREADS`` that
+          stops the process with a message. Threaded BLAS calls from several
+          Python threads take turns.
         - an int: BLAS runs on that many threads of its own.
         - ``None``: BLAS is left as it is.
 
-        Either is process-wide: it holds from the first block that asks for one
-        until the last such block (or ``enable``) lets go, at the first one's
-        setting. Taking it costs about 1 ms, so open the block around a loop
-        rather than around each product.
+        Both are process-wide: sharing holds from the first block that asks for
+        it until the last such block (or ``enable``) lets go, and so does a
+        limit, at the first limiting block's count (an inner block with
+        ``blas_threads=2`` inside a shared one adds that limit to the sharing).
+        Taking either costs about 1 ms, so open the block around a loop rather
+        than around each product.
 
     Examples
     --------

@@ -344,7 +344,7 @@ def _run_workflows(args: argparse.Namespace) -> int:
     with threadpool_limits(limits=args.threads) if given else contextlib.nullcontext():
         print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
         loop = cg_product_in_loop(args.scale, args.iterations, args.rounds)
-    libs, why = _blas_share.candidates()
+        libs, why = _blas_share.candidates()  # (under the same limits as the blocks)
     print(f"cg's product, medians of its calls in {args.rounds} cg runs and as many calls "
           "alone, inside accelerated() ("
           + ("OpenBLAS's parallel calls on wsesparse's threads" if libs and not why
