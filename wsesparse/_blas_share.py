@@ -104,7 +104,7 @@ def candidates() -> tuple[list[_Library], list[str]]:
         path = info.get("filepath", "?")
         layer = info.get("threading_layer")
         if layer == "gnu" or (layer == "openmp" and gomp_only):
-            continue  # (its threads are GNU OpenMP's, the kernels' own pool already)
+            continue  # (GNU OpenMP's threads: they spin only briefly after a call)
         if info.get("internal_api") != "openblas" or layer != "pthreads":
             why.append(f"{path}: {info.get('internal_api')} with {layer} threads")
             continue
