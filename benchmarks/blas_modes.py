@@ -20,34 +20,15 @@ import sys
 import time
 
 import numpy as np
-import scipy.sparse.linalg as sla
 
 import wsesparse
-from wsesparse.bench.workflows import graph_laplacian, poisson_2d, rectangular_system
+from wsesparse.bench.workflows import SOLVERS, solver_problems
 
 MODES = ("scipy", 1, "shared")
-NAMES = ("cg", "minres", "eigsh", "lsqr")
-
-
-def problem(name: str, scale: float):
-    """``(scipy matrix, solve(op) returning the answer)`` of a workflow, its size times
-    ``scale`` (as in wsesparse/bench/workflows.py)."""
-    if name in ("cg", "minres"):
-        A = poisson_2d(max(4, int(1000 * scale)))
-        b = np.ones(A.shape[0])
-        solver = sla.cg if name == "cg" else sla.minres
-        return A, lambda op: solver(op, b, rtol=1e-30, maxiter=300)[0]
-    if name == "eigsh":
-        n = max(50, int(200_000 * scale))
-        v0 = np.random.default_rng(1).standard_normal(n)
-        return graph_laplacian(n, 20), lambda op: np.sort(
-            sla.eigsh(op, k=4, which="LA", v0=v0, ncv=20, tol=1e-8)[0])
-    R = rectangular_system(max(40, int(200_000 * scale)), max(10, int(50_000 * scale)), 10)
-    c = np.ones(R.shape[0])
-    return R, lambda op: sla.lsqr(op, c, atol=0, btol=0, conlim=0, iter_lim=300)[0]
 
 
 def run(name: str, A, solve, rounds: int) -> str:
+    """The line of one workflow: ``solve(op)`` returns its answer for ``op`` = ``A``."""
     times = {m: [] for m in MODES}
     answers = {}
     for r in range(rounds):
@@ -76,17 +57,17 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scale", type=float, default=1.0, help="problem sizes times this")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--only", default=",".join(NAMES), help=f"among {', '.join(NAMES)}")
+    p.add_argument("--only", default=",".join(SOLVERS), help=f"among {', '.join(SOLVERS)}")
     args = p.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
-    if args.rounds < 1 or not 0 < args.scale <= 1 or not set(only) <= set(NAMES) or not only:
-        p.error(f"need --rounds >= 1, 0 < --scale <= 1 and --only among {', '.join(NAMES)}")
+    if args.rounds < 1 or not 0 < args.scale <= 1 or not set(only) <= set(SOLVERS) or not only:
+        p.error(f"need --rounds >= 1, 0 < --scale <= 1 and --only among {', '.join(SOLVERS)}")
     from wsesparse import _blas_share
     libs, why = _blas_share.candidates()
-    print("shared: " + ("OpenBLAS's parallel calls on wsesparse's threads" if libs and not why
+    print("shared: " + ("OpenBLAS's parallel calls on wsesparse's threads" if libs
                         else "not possible here (" + "; ".join(why) + "): BLAS on one thread"))
-    for name in only:
-        print(run(name, *problem(name, args.scale), args.rounds), flush=True)
+    for name, _, solve, A in solver_problems(args.scale, 300, tuple(only)):
+        print(run(name, A, lambda op, solve=solve: solve(op)[0], args.rounds), flush=True)
     return 0
 
 

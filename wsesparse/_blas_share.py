@@ -86,7 +86,8 @@ def tested_version(text: str) -> bool:
 
 def candidates() -> tuple[list[_Library], list[str]]:
     """The BLAS libraries loaded in the process that may share the team, and why each
-    other one may not (empty when all may)."""
+    other one may not: ``(libraries, [])`` where sharing is possible, ``([], reasons)``
+    where it is not (``([], [])``: no library needs it)."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
@@ -159,8 +160,8 @@ def share() -> bool:
         return False  # (GCC's OpenMP team does not survive a fork: see wsesparse._threads)
     with _lock:
         if _holders == 0:
-            libs, why = candidates()
-            if why or not libs:
+            libs, _ = candidates()
+            if not libs:
                 return False
             _runtime.blas_pool_register([lib.count_address for lib in libs],
                                         min(lib.slots for lib in libs))

@@ -153,6 +153,28 @@ def test_run_workflows_rejects_bad_arguments(kwargs, exc, match):
         wf.run_workflows(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(scale=0), ValueError, "scale must be"),
+    (dict(iterations=0), ValueError, "iterations must be a positive int, got 0"),
+    (dict(only=("cg", "logreg")), ValueError, "only must be a tuple of names among cg, "
+                                              "minres, eigsh, lsqr"),
+    (dict(only="cg"), ValueError, "only must be a tuple of names"),
+])
+def test_solver_problems_rejects_bad_arguments_before_building_any(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        wf.solver_problems(**kwargs)
+
+
+def test_solver_problems_are_those_run_workflows_times():
+    """The same names, problems and answers (run_workflows' scipy column) in order."""
+    built = list(wf.solver_problems(0.02, 5))
+    assert [b[0] for b in built] == list(wf.SOLVERS)
+    results = wf.run_workflows(0.02, 1, 5, only=wf.SOLVERS)
+    for (name, problem, run, A), r in zip(built, results):
+        answer, its = run(A)
+        assert r.name == name and r.problem == problem.format(iterations=its)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: wf.poisson_2d(0), "g must be a positive int, got 0"),
     (lambda: wf.graph_laplacian(1, 4), "n_nodes must be"),

@@ -344,10 +344,10 @@ def _run_workflows(args: argparse.Namespace) -> int:
     with threadpool_limits(limits=args.threads) if given else contextlib.nullcontext():
         print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))
         loop = cg_product_in_loop(args.scale, args.iterations, args.rounds)
-        libs, why = _blas_share.candidates()  # (under the same limits as the blocks)
+        libs, _ = _blas_share.candidates()  # (under the same limits as the blocks)
     print(f"cg's product, medians of its calls in {args.rounds} cg runs and as many calls "
           "alone, inside accelerated() ("
-          + ("OpenBLAS's parallel calls on wsesparse's threads" if libs and not why
+          + ("OpenBLAS's parallel calls on wsesparse's threads" if libs
              else "BLAS on one thread") + "):")
     print(format_loop_products(loop))
     return 0

@@ -13,8 +13,9 @@ routed through wsesparse, and reports both times and how far the answers differ:
   (left out when scikit-learn is not installed).
 
 "accelerated" is the unmodified call on the scipy matrix inside ``with
-wsesparse.accelerated():`` (every product a checked one-shot ``sparse_matmul``, BLAS
-limited to one thread); "CSR" hands the prepared operand ``wsesparse.CSR`` (a
+wsesparse.accelerated():`` (every product a checked one-shot ``sparse_matmul``; BLAS's
+parallel calls on the kernels' threads, or BLAS limited to one thread where a library
+cannot do that); "CSR" hands the prepared operand ``wsesparse.CSR`` (a
 LinearOperator) to the routine inside the same block, where the routine takes one
 (not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to one thread
 (threadpoolctl) and no product routed: the part of the speed-up that the switch's BLAS
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -222,6 +223,56 @@ def _counted(solver, op, *args, **kwargs):
     return x, count[0]
 
 
+SOLVERS = ("cg", "minres", "eigsh", "lsqr")  # (the workflows of solver_problems)
+
+
+def solver_problems(scale: float = 1.0, iterations: int = 300,
+                    only: tuple[str, ...] = ()) -> Iterator[tuple[str, str, Callable, object]]:
+    """The scipy solver workflows (``SOLVERS``, or those named in ``only``), each built when
+    reached: ``(name, problem, run, A)``, with ``run(op)`` returning ``(answer,
+    iterations)`` (None where not counted) for ``op`` the scipy matrix ``A`` or anything
+    that stands for it (a ``CSR``), and ``problem`` a description that may hold
+    ``{iterations}``. Sizes as in :func:`run_workflows`.
+
+    Examples
+    --------
+    >>> [(name, A.shape) for name, _, _, A in solver_problems(0.01, 5, ("cg", "lsqr"))]
+    [('cg', (100, 100)), ('lsqr', (2000, 500))]
+    """
+    scale = check_real(scale, "scale", minimum=0, inclusive=(False, True))
+    iterations = check_int(iterations, "iterations", minimum=1)
+    if isinstance(only, str) or not set(only) <= set(SOLVERS):
+        raise ValueError(f"only must be a tuple of names among {', '.join(SOLVERS)}, "
+                         f"got {only!r}")
+    return _solver_problems(scale, iterations, only)
+
+
+def _solver_problems(scale: float, iterations: int, only: tuple[str, ...]):
+    want = (lambda name: not only or name in only)
+    g = max(4, int(1000 * scale))
+    if want("cg") or want("minres"):
+        A = poisson_2d(g)
+        b = np.ones(A.shape[0])
+        if want("cg"):
+            yield ("cg", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
+                   lambda op: _counted(sla.cg, op, b, rtol=1e-30, maxiter=iterations), A)
+        if want("minres"):
+            yield ("minres", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
+                   lambda op: _counted(sla.minres, op, b, rtol=1e-30, maxiter=iterations), A)
+    if want("eigsh"):
+        n = max(50, int(200_000 * scale))
+        L = graph_laplacian(n, 20)
+        v0 = np.random.default_rng(1).standard_normal(n)  # (ones: the null space)
+        yield ("eigsh", f"graph Laplacian {n} nodes, degree 20, 4 largest",
+               lambda op: _eigsh(op, v0), L)
+    if want("lsqr"):
+        m, n = max(40, int(200_000 * scale)), max(10, int(50_000 * scale))
+        R = rectangular_system(m, n, 10)
+        c = np.ones(m)
+        yield ("lsqr", f"{m}x{n}, 11 per row, {{iterations}} iterations (max {iterations})",
+               lambda op: _lsqr(op, c, iterations), R)
+
+
 def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
                   only: tuple[str, ...] = ()) -> list[WorkflowResult]:
     """Run every workflow (or those named in ``only``) and return their results.
@@ -243,34 +294,10 @@ def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
                          f"got {only!r}")
     results = []
     want = (lambda name: not only or name in only)
-    g = max(4, int(1000 * scale))
-    if want("cg") or want("minres"):
-        A = poisson_2d(g)
-        b = np.ones(A.shape[0])
-        if want("cg"):
-            results.append(_compare(
-                "cg", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
-                lambda op: _counted(sla.cg, op, b, rtol=1e-30, maxiter=iterations),
-                A, rounds))
-        if want("minres"):
-            results.append(_compare(
-                "minres", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
-                lambda op: _counted(sla.minres, op, b, rtol=1e-30, maxiter=iterations),
-                A, rounds))
-    if want("eigsh"):
-        n = max(50, int(200_000 * scale))
-        L = graph_laplacian(n, 20)
-        v0 = np.random.default_rng(1).standard_normal(n)  # (ones: the null space)
-        results.append(_compare(
-            "eigsh", f"graph Laplacian {n} nodes, degree 20, 4 largest",
-            lambda op: _eigsh(op, v0), L, rounds))
-    if want("lsqr"):
-        m, n = max(40, int(200_000 * scale)), max(10, int(50_000 * scale))
-        R = rectangular_system(m, n, 10)
-        c = np.ones(m)
-        results.append(_compare(
-            "lsqr", f"{m}x{n}, 11 per row, {{iterations}} iterations (max {iterations})",
-            lambda op: _lsqr(op, c, iterations), R, rounds))
+    solvers = tuple(name for name in SOLVERS if want(name))
+    if solvers:
+        for name, problem, run, A in solver_problems(scale, iterations, solvers):
+            results.append(_compare(name, problem, run, A, rounds))
     if want("logreg"):
         results.extend(_logreg(scale, rounds))
     return results
