@@ -201,6 +201,9 @@ def test_interleaved_warms_up_every_call_before_the_next_pause():
     # first calls a b c d, then (after d's pause) a b warm, a, b, c timed; c pauses: d
     # warms itself, then its sample.
     assert seen == list("abcd") + list("ab") + list("abc") + list("dd")
+    seen.clear()  # no pause after the last call: the stretch runs to the end of the round
+    btlr.interleaved(calls, rounds=1, pause_after={"a": 0.0}, warmup=0)
+    assert seen == list("abcd") + list("a") + list("bcd") + list("bcd")
 
 
 def test_interleaved_warms_up_for_the_given_time():

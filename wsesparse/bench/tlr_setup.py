@@ -207,7 +207,7 @@ def interleaved(calls: dict[str, Callable[[], object]], rounds: int, inner: int 
     names = list(calls)
     stretch = {}  # name -> the calls from it to the next pause, its warm-up after one
     for i, k in enumerate(names):
-        j = next((j for j in range(i, len(names)) if names[j] in pause_after), len(names) - 1)
+        j = next((j for j in range(i, len(names)) if names[j] in pause_after), len(names))
         stretch[k] = [calls[n] for n in names[i:max(j, i + 1)]]  # (not the pausing call)
     for _ in range(rounds):
         for k, f in calls.items():
