@@ -251,7 +251,7 @@ static inline double WS_HSUM_double(ws_vd a)
  * x[indices[p]] with gather instructions (ws_gdot_<T>_<I>; int64 indices the
  * same way, so that they give int32's bits), the last (< 64 bytes) through
  * masked gathers; the lanes are summed by _mm512_reduce_add (a fixed tree).
- * Checked rows compare each step's indices with lim before gathering.
+ * Checked rows check each step's indices against lim (ws_gx_, below).
  *
  * ws_gx_<T>_<I>(m, ix, x, lim, chk, oor, imax): x[ix[k]] in the lanes k of mask m
  * (0 elsewhere); with chk, sets *oor and gathers nothing if one of those
@@ -260,8 +260,8 @@ static inline double WS_HSUM_double(ws_vd a)
  * largest index in *imax, which the caller compares with lim once a row
  * (ws_gx_bad_int32_t): the gather then waits for a one-cycle min, not for a compare
  * and a branch. Checked / unchecked time of 4096^2 density 0.1 and 2048^2 density
- * 0.2 SpMV, 1 and 2 threads, 2-core Zen 4: 1.04-1.06 against 1.08-1.10 with the
- * compare; the other three types kept theirs (1.01-1.10 either way; docs/tuning.md,
+ * 0.2 SpMV, 1 and 2 threads, 2-core Zen 4, three runs: 1.01-1.05 against 1.06-1.11 with
+ * the compare; the other three types kept theirs (1.01-1.10 either way; docs/tuning.md,
  * "Checks"). */
 /* (WS_SLOW_GATHER, AMD Zen: _tiles_base.h) Builds that gather slowly still gather rows of
  * WS_SPMV_GATHER_ROW_MIN_<T> nonzeros or more that reach ws_spmv_vrow (WS_SPMV_GATHER stays
