@@ -271,3 +271,11 @@ def test_a_child_forked_while_another_thread_calls_blas_opens_blocks():
     res = subprocess.run([sys.executable, "-c", _FORK_WHILE_ANOTHER_THREAD_CALLS],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "0", (res.stdout, res.stderr[-2000:])
+
+
+def test_register_rejects_too_many_libraries_and_no_slots():
+    """Both refused before the callback's registration changes."""
+    with pytest.raises(ValueError, match=r"at most \d+ libraries, got 100"):
+        _runtime.blas_pool_register([0] * 100, 64)
+    with pytest.raises(ValueError, match="max_slots must be positive, got 0"):
+        _runtime.blas_pool_register([], 0)
