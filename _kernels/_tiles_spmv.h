@@ -203,9 +203,22 @@ out_of_range:                                                                   
 #define WS_XV_double(x, ix, p) ((ws_vd){x[ix[p]], x[ix[p + 1]], x[ix[p + 2]], x[ix[p + 3]]})
 #if defined(__AVX2__)
 #include <immintrin.h>
-/* Whether one of the int32 indices ix[0:16] (ix[0:8]) is out of range:
- * unsigned v >= lim as max(v, lim) == v, 8 at a time, one test and branch
- * (int64 indices take the scalar compares). */
+/* Whether one of the int32 indices ix[0:16] (ix[0:8]) is out of range, one test and
+ * branch (int64 indices take the scalar compares). AVX-512: an unsigned compare into a
+ * mask per load (one-shot 4096^2 density 0.1 float32 SpMV on Zen 4, 1 / 2 threads:
+ * 530 / 247 us against 545 / 256; -DWS_OOR_MAX for the AVX2 way in an A/B). AVX2:
+ * unsigned v >= lim as max(v, lim) == v, 8 at a time. */
+#if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(WS_OOR_MAX)
+static inline int ws_oor_i32(const int32_t *ix, __m256i lim)  /* ix[0:16] */
+{
+    return _mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)ix),
+                                   _mm512_broadcast_i32x8(lim)) != 0;
+}
+static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
+{
+    return _mm256_cmpge_epu32_mask(_mm256_loadu_si256((const __m256i *)ix), lim) != 0;
+}
+#else
 static inline int ws_oor_i32(const int32_t *ix, __m256i lim)  /* ix[0:16] */
 {
     const __m256i a = _mm256_loadu_si256((const __m256i *)ix);
@@ -220,6 +233,7 @@ static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
     const __m256i m = _mm256_cmpeq_epi32(_mm256_max_epu32(a, lim), a);
     return !_mm256_testz_si256(m, m);
 }
+#endif
 #define WS_OORV2(q) (ws_chk_ && (sizeof(ws_u_) == 4                               \
     ? (VL == 8 ? ws_oor_i32((const int32_t *)indices + (q), limv)                 \
                : ws_oor_i32_8((const int32_t *)indices + (q), limv))              \
@@ -279,7 +293,21 @@ static inline double WS_HSUM_double(ws_vd a)
 #ifndef WS_SPMV_GATHER_ROW_MIN_double
 #define WS_SPMV_GATHER_ROW_MIN_double 64
 #endif
+/* ... and only where x has more than WS_SPMV_GATHER_LONG_X_BYTES_<T> bytes. A float32 x
+ * of up to 16 KiB stays in L1, where Zen 4's element loads outran its gathers: prepared
+ * 4096^2 density 0.1 (410 a row) 442 / 224 us against 598 / 303 on 1 / 2 threads, rows of
+ * 250-400 from L3 0.74-0.79x the time, from DRAM 0.86-1.10x. float64 keeps its gathers
+ * (0): there the element loads were 0.77-1.30x in cache but 1.0-1.5x slower from DRAM
+ * (docs/tuning.md, "Long float32 rows with x in L1", session 31). */
+#ifndef WS_SPMV_GATHER_LONG_X_BYTES_float
+#define WS_SPMV_GATHER_LONG_X_BYTES_float 16384
+#endif
+#ifndef WS_SPMV_GATHER_LONG_X_BYTES_double
+#define WS_SPMV_GATHER_LONG_X_BYTES_double 0
+#endif
 #else
+#define WS_SPMV_GATHER_LONG_X_BYTES_float 0
+#define WS_SPMV_GATHER_LONG_X_BYTES_double 0
 #define WS_SPMV_GATHER_ROW_MIN_float 0
 #define WS_SPMV_GATHER_ROW_MIN_double 0
 #endif
@@ -542,7 +570,7 @@ WS_MAYBE_UNUSED static inline T ws_spmv_grow##SFX##_##T##_##I(                  
 #define WS_DEFINE_SPMV_ROWS_FN(T, I, U, NAME, VROW, ROW, GROW)                    \
 WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                   \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, U lim, ptrdiff_t vmin)                            \
+    ptrdiff_t r0, ptrdiff_t r1, U lim, ptrdiff_t vmin, ptrdiff_t gmin)            \
 {                                                                                 \
     int bad = 0;                                                                  \
     /* (the lengths of the two rows before; -1: none) */                          \
@@ -559,8 +587,7 @@ WS_SCALAR_LOOP WS_MAYBE_UNUSED static int NAME(                                 
         d2 = d1;                                                                  \
         d1 = n;                                                                   \
         y[i] = (n < vmin) | run ? ROW(indices, data, x, p, p1, lim, &bad)         \
-             : __builtin_expect(WS_SPMV_GATHER_LONG                                \
-                                && n >= WS_SPMV_GATHER_ROW_MIN_##T, 0)              \
+             : __builtin_expect(WS_SPMV_GATHER_LONG && n >= gmin, 0)              \
                  ? GROW(indices, data, x, p, p1, lim, &bad)                        \
                  : VROW(indices, data, x, p, p1, lim, &bad);                       \
     }                                                                             \
@@ -670,16 +697,19 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
     const int far = !WS_SPMV_GATHER && x_bytes > WS_SPMV_FAR_X_BYTES;             \
     const ptrdiff_t vmin = WS_SPMV_GATHER && x_bytes > WS_SPMV_GATHER_X_BYTES     \
         ? WS_SPMV_GATHER_NNZ : far ? WS_SPMV_FAR_VEC_NNZ : WS_SPMV_VEC_NNZ_##T;   \
+    /* (rows that gather in builds that gather long rows only) */                 \
+    const ptrdiff_t gmin = x_bytes > WS_SPMV_GATHER_LONG_X_BYTES_##T              \
+        ? WS_SPMV_GATHER_ROW_MIN_##T : PTRDIFF_MAX;                               \
     const ptrdiff_t nnz = indptr[r1] - indptr[r0];                                \
     const int vec = nnz >= vmin * (r1 - r0);                                      \
     /* (far: vmin >= WS_SPMV_CHK_LOOP_NNZ_<T>, so vec parts check in the loop) */ \
     if (vec && (!CHK || nnz >= WS_SPMV_CHK_LOOP_NNZ_##T * (r1 - r0)))             \
         return (far ? ws_spmv_far_vector_rows##SFX##_##T##_##I                    \
                     : ws_spmv_vector_rows##SFX##_##T##_##I)(                      \
-            indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
+            indptr, indices, data, x, y, r0, r1, lim, vmin, gmin);                \
     if (!CHK && !blocks)                                                          \
         return (far ? ws_spmv_far_rows_##T##_##I : ws_spmv_scalar_rows_##T##_##I)( \
-            indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
+            indptr, indices, data, x, y, r0, r1, lim, vmin, gmin);                \
     /* _chk with blocks = 1: the caller says the matrix streams from DRAM. Short    \
      * rows with int64 indices then compare each index in the row loops, where    \
      * WS_CHK_IN_LOOPS (_tiles_base.h) says so: without AVX-512 there is no       \
@@ -697,7 +727,7 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
                     || ws_spmv_x_at_random_##I(indptr, indices, r0, r1, n_cols)))))  \
         return (far ? ws_spmv_far_rows##SFX##_##T##_##I                           \
                     : ws_spmv_scalar_rows##SFX##_##T##_##I)(                      \
-            indptr, indices, data, x, y, r0, r1, lim, vmin);                      \
+            indptr, indices, data, x, y, r0, r1, lim, vmin, gmin);                \
     /* Short rows in blocks of rows, each block's indices read just before its    \
      * product: by the check (see WS_SPMV_CHK_LOOP_NNZ_<T>) or, unchecked, by a   \
      * prefetch of their lines (blocks; a lone long row: its first                \
@@ -718,11 +748,11 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
         }                                                                         \
         if (vec)                                                                  \
             (far ? ws_spmv_far_vector_rows_##T##_##I : ws_spmv_vector_rows_##T##_##I)( \
-                indptr, indices, data, x, y, i, j, lim, vmin);                    \
+                indptr, indices, data, x, y, i, j, lim, vmin, gmin);              \
         else if (far)                                                             \
-            ws_spmv_far_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
+            ws_spmv_far_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin, gmin); \
         else                                                                      \
-            ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin); \
+            ws_spmv_scalar_rows_##T##_##I(indptr, indices, data, x, y, i, j, lim, vmin, gmin); \
     }                                                                             \
     return 0;                                                                     \
 }

@@ -824,20 +824,55 @@ def _gather_test_length(dtype) -> int:
     return max(mins.get(np.dtype(dtype).name, 0), _spmm.SPMV_FAR_VEC_NNZ) + 40
 
 
+def _x_columns(where: str, dtype) -> int:
+    """Columns of a matrix whose x is small (700), at or just past the build's
+    SPMV_GATHER_LONG_X_BYTES (at least 700), or past SPMV_FAR_X_BYTES."""
+    item = np.dtype(dtype).itemsize
+    at = max(_spmm.SPMV_GATHER_LONG_X_BYTES[np.dtype(dtype).name] // item, 700)
+    return {"small": 700, "at": at, "past": at + 1,
+            "far": _spmm.SPMV_FAR_X_BYTES // item + 1}[where]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("far", [False, True])
-def test_spmv_long_rows_gathered_or_not_keep_their_bits(dtype, far):
+@pytest.mark.parametrize("where", ["small", "at", "past", "far"])
+def test_spmv_long_rows_gathered_or_not_keep_their_bits(dtype, where):
     """Rows of every length up to past SPMV_GATHER_ROW_MIN (builds that gather only long
-    rows switch there, per row): scipy's result, and the same bits one-shot and prepared,
-    for int64 indices, on 1 and 2 threads, and for every partition of the rows (the switch
-    is the row's own, never the part's)."""
-    n_cols = _spmm.SPMV_FAR_X_BYTES // np.dtype(dtype).itemsize + 1 if far else 700
+    rows switch there, per row, where x is past SPMV_GATHER_LONG_X_BYTES): scipy's result,
+    and the same bits one-shot and prepared, for int64 indices, on 1 and 2 threads, and for
+    every partition of the rows (the switch is the row's own, never the part's)."""
+    n_cols = _x_columns(where, dtype)
     A = rows_of_every_length(_gather_test_length(dtype), n_cols, dtype, np.int32, seed=9)
     x = np.random.default_rng(6).standard_normal(n_cols).astype(dtype)
     got = sparse_matmul(CSR(A), x, n_threads=1)
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got, A.toarray() @ x, rtol=tol, atol=tol)
     _assert_the_same_bits_everywhere(A, x, got, parts=(1, 2, 5, A.shape[0]))
+
+
+@pytest.mark.skipif(_spmm.SPMV_GATHER_ROW_MIN is None, reason="the build never gathers")
+@pytest.mark.parametrize("where", ["at", "past"])
+def test_spmv_long_float32_rows_gather_only_where_x_is_past_the_limit(where):
+    """Which way a long float32 row is summed, told by its bits: 2^24 at position 0, 1 at
+    16 and 48, zeros elsewhere, x all ones. Gathers (16 lanes, two accumulators taking 32
+    values a step) put both ones in one lane of the second accumulator: 2^24 + 2. Element
+    loads (8 lanes, two accumulators taking 16 a step) add each one to 2^24 in the first,
+    and each rounds away: 2^24. Builds that gather every row (SPMV_GATHER) gather here;
+    those that gather long rows only (SPMV_GATHER_LONG) do where x has more than
+    SPMV_GATHER_LONG_X_BYTES: one-shot and prepared, on 1 and 2 threads."""
+    n_cols = _x_columns(where, np.float32)
+    length = 32 * (max(_spmm.SPMV_GATHER_ROW_MIN["float32"], 64) // 32 + 1)
+    row = np.zeros(length, np.float32)
+    row[[0, 16, 48]] = 2.0 ** 24, 1, 1
+    rows = 4
+    A = sp.csr_array((np.tile(row, rows), np.tile(np.arange(length, dtype=np.int32), rows),
+                      np.arange(rows + 1, dtype=np.int32) * length), shape=(rows, n_cols))
+    x = np.ones(n_cols, np.float32)
+    gathers = _spmm.SPMV_GATHER or (
+        _spmm.SPMV_GATHER_LONG and 4 * n_cols > _spmm.SPMV_GATHER_LONG_X_BYTES["float32"])
+    for op in (A, CSR(A)):
+        for threads in (1, 2):
+            got = sparse_matmul(op, x, n_threads=threads)
+            assert (got == 2.0 ** 24 + (2 if gathers else 0)).all(), (op, threads, got)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

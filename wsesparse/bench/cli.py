@@ -30,10 +30,12 @@ def print_load_average() -> None:
     from wsesparse._kernels import _spmm
     build = kernel_build()
     if "avx512" in build and not _spmm.SPMV_GATHER:   # (AMD Zen: docs/tuning.md)
-        mins = _spmm.SPMV_GATHER_ROW_MIN
-        build += (f" (SpMV gathers rows of {mins['float32']}+ float32, {mins['float64']}+ "
-                  f"float64 nonzeros only)" if _spmm.SPMV_GATHER_LONG
-                  else " (SpMV without gathers)")
+        mins, xb = _spmm.SPMV_GATHER_ROW_MIN, _spmm.SPMV_GATHER_LONG_X_BYTES
+        rules = [f"{mins[t]}+ nonzeros in {t}" + (f" with x over {xb[t] // 1024} KiB"
+                                                   if xb[t] else "")
+                 for t in ("float32", "float64")]
+        build += (f" (SpMV gathers only rows of {', '.join(rules)})"
+                  if _spmm.SPMV_GATHER_LONG else " (SpMV without gathers)")
     elif "avx512" in build and _spmm.SPMV_RUN_SCALAR:   # (Intel: docs/tuning.md)
         build += " (SpMV gathers, but not for rows in runs of one length)"
     print(f"  kernels built for {build}; numpy {numpy.__version__}, scipy {scipy.__version__}")
