@@ -295,10 +295,9 @@ static inline double WS_HSUM_double(ws_vd a)
 #endif
 /* ... and only where x has more than WS_SPMV_GATHER_LONG_X_BYTES_<T> bytes. A float32 x
  * of up to 16 KiB stays in L1, where Zen 4's element loads outran its gathers: prepared
- * 4096^2 density 0.1 (410 a row) 442 / 224 us against 598 / 303 on 1 / 2 threads, rows of
- * 250-400 from L3 0.74-0.79x the time, from DRAM 0.86-1.10x. float64 keeps its gathers
- * (0): there the element loads were 0.77-1.30x in cache but 1.0-1.5x slower from DRAM
- * (docs/tuning.md, "Long float32 rows with x in L1", session 31). */
+ * 4096^2 density 0.1 (410 a row) 440 / 224 us against 596 / 303 on 1 / 2 threads. float64
+ * keeps its gathers (0): its element loads lost from DRAM (docs/tuning.md, "Long float32
+ * rows with x in L1", session 31). */
 #ifndef WS_SPMV_GATHER_LONG_X_BYTES_float
 #define WS_SPMV_GATHER_LONG_X_BYTES_float 16384
 #endif
