@@ -149,6 +149,8 @@ cdef extern from "_axpy_tiles.h" nogil:
     enum: _SPMV_GATHER_LONG "WS_SPMV_GATHER_LONG"
     enum: _SPMV_GATHER_LONG_X_BYTES_float "WS_SPMV_GATHER_LONG_X_BYTES_float"
     enum: _SPMV_GATHER_LONG_X_BYTES_double "WS_SPMV_GATHER_LONG_X_BYTES_double"
+    enum: _SPMV_GATHER_NEAR_ROW_MIN_float "WS_SPMV_GATHER_NEAR_ROW_MIN_float"
+    enum: _SPMV_GATHER_NEAR_ROW_MIN_double "WS_SPMV_GATHER_NEAR_ROW_MIN_double"
     enum: _SPMV_RUN_SCALAR "WS_SPMV_RUN_SCALAR"
     enum: _SPMV_VEC_NNZ_float "WS_SPMV_VEC_NNZ_float"
     enum: _SPMV_VEC_NNZ_double "WS_SPMV_VEC_NNZ_double"

@@ -293,20 +293,31 @@ static inline double WS_HSUM_double(ws_vd a)
 #ifndef WS_SPMV_GATHER_ROW_MIN_double
 #define WS_SPMV_GATHER_ROW_MIN_double 64
 #endif
-/* ... and only where x has more than WS_SPMV_GATHER_LONG_X_BYTES_<T> bytes. A float32 x
- * of up to 16 KiB stays in L1, where Zen 4's element loads outran its gathers: prepared
- * 4096^2 density 0.1 (410 a row) 440 / 224 us against 596 / 303 on 1 / 2 threads. float64
- * keeps its gathers (0): its element loads lost from DRAM (docs/tuning.md, "Long float32
- * rows with x in L1", session 31). */
+/* ... and where x has at most WS_SPMV_GATHER_LONG_X_BYTES_<T> bytes, only rows of
+ * WS_SPMV_GATHER_NEAR_ROW_MIN_<T> nonzeros or more. A float32 x of up to 16 KiB stays in
+ * L1, where Zen 4's element loads outran its gathers on rows of 160-511: prepared 4096^2
+ * density 0.1 (410 a row) 440 / 224 us against 596 / 303 on 1 / 2 threads, from DRAM too.
+ * Longer rows (4096 columns, density 0.22) kept that lead only while the matrix stayed in
+ * cache (1.2-1.3x faster at 11 MB, 1.2-1.3x slower at 29 MB), so they keep their gathers.
+ * float64 keeps its gathers (0): its element loads lost from DRAM (docs/tuning.md, "Long
+ * float32 rows with x in L1", session 31). */
 #ifndef WS_SPMV_GATHER_LONG_X_BYTES_float
 #define WS_SPMV_GATHER_LONG_X_BYTES_float 16384
 #endif
 #ifndef WS_SPMV_GATHER_LONG_X_BYTES_double
 #define WS_SPMV_GATHER_LONG_X_BYTES_double 0
 #endif
+#ifndef WS_SPMV_GATHER_NEAR_ROW_MIN_float
+#define WS_SPMV_GATHER_NEAR_ROW_MIN_float 512
+#endif
+#ifndef WS_SPMV_GATHER_NEAR_ROW_MIN_double
+#define WS_SPMV_GATHER_NEAR_ROW_MIN_double WS_SPMV_GATHER_ROW_MIN_double
+#endif
 #else
 #define WS_SPMV_GATHER_LONG_X_BYTES_float 0
 #define WS_SPMV_GATHER_LONG_X_BYTES_double 0
+#define WS_SPMV_GATHER_NEAR_ROW_MIN_float 0
+#define WS_SPMV_GATHER_NEAR_ROW_MIN_double 0
 #define WS_SPMV_GATHER_ROW_MIN_float 0
 #define WS_SPMV_GATHER_ROW_MIN_double 0
 #endif
@@ -698,7 +709,7 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
         ? WS_SPMV_GATHER_NNZ : far ? WS_SPMV_FAR_VEC_NNZ : WS_SPMV_VEC_NNZ_##T;   \
     /* (rows that gather in builds that gather long rows only) */                 \
     const ptrdiff_t gmin = x_bytes > WS_SPMV_GATHER_LONG_X_BYTES_##T              \
-        ? WS_SPMV_GATHER_ROW_MIN_##T : PTRDIFF_MAX;                               \
+        ? WS_SPMV_GATHER_ROW_MIN_##T : WS_SPMV_GATHER_NEAR_ROW_MIN_##T;           \
     const ptrdiff_t nnz = indptr[r1] - indptr[r0];                                \
     const int vec = nnz >= vmin * (r1 - r0);                                      \
     /* (far: vmin >= WS_SPMV_CHK_LOOP_NNZ_<T>, so vec parts check in the loop) */ \

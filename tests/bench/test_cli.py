@@ -159,7 +159,7 @@ def test_bench_gives_the_peers_their_thread_counts_back(capsys):
 
 @pytest.mark.parametrize("gather, long_rows, runs, says", [
     (False, True, False, "(SpMV gathers only rows of 160+ nonzeros in float32 with x over "
-                         "16 KiB, 64+ nonzeros in float64)"),
+                         "16 KiB (512+ with less), 64+ nonzeros in float64)"),
     (False, False, False, "(SpMV without gathers)"),
     (True, False, True, "(SpMV gathers, but not for rows in runs of one length)"),
 ])
@@ -173,6 +173,7 @@ def test_build_line_names_the_spmv_rule_of_avx512_builds(gather, long_rows, runs
     monkeypatch.setattr(_spmm, "SPMV_RUN_SCALAR", runs)
     monkeypatch.setattr(_spmm, "SPMV_GATHER_ROW_MIN", {"float32": 160, "float64": 64})
     monkeypatch.setattr(_spmm, "SPMV_GATHER_LONG_X_BYTES", {"float32": 16384, "float64": 0})
+    monkeypatch.setattr(_spmm, "SPMV_GATHER_NEAR_ROW_MIN", {"float32": 512, "float64": 64})
     cli.print_load_average()
     line = next(x for x in capsys.readouterr().out.splitlines() if "kernels built for" in x)
     assert line.split("; numpy")[0].endswith(f"avx512f {says}")

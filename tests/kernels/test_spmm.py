@@ -851,16 +851,21 @@ def test_spmv_long_rows_gathered_or_not_keep_their_bits(dtype, where):
 
 @pytest.mark.skipif(_spmm.SPMV_GATHER_ROW_MIN is None, reason="the build never gathers")
 @pytest.mark.parametrize("where", ["at", "past"])
-def test_spmv_long_float32_rows_gather_only_where_x_is_past_the_limit(where):
+@pytest.mark.parametrize("near_min", [False, True])
+def test_spmv_long_float32_rows_gather_only_where_x_is_past_the_limit(where, near_min):
     """Which way a long float32 row is summed, told by its bits: 2^24 at position 0, 1 at
     16 and 48, zeros elsewhere, x all ones. Gathers (16 lanes, two accumulators taking 32
     values a step) put both ones in one lane of the second accumulator: 2^24 + 2. Element
     loads (8 lanes, two accumulators taking 16 a step) add each one to 2^24 in the first,
     and each rounds away: 2^24. Builds that gather every row (SPMV_GATHER) gather here;
     those that gather long rows only (SPMV_GATHER_LONG) do where x has more than
-    SPMV_GATHER_LONG_X_BYTES: one-shot and prepared, on 1 and 2 threads."""
+    SPMV_GATHER_LONG_X_BYTES, or the row at least SPMV_GATHER_NEAR_ROW_MIN nonzeros
+    (``near_min``: a row that long, else one just past SPMV_GATHER_ROW_MIN): one-shot and
+    prepared, on 1 and 2 threads."""
     n_cols = _x_columns(where, np.float32)
-    length = 32 * (max(_spmm.SPMV_GATHER_ROW_MIN["float32"], 64) // 32 + 1)
+    shortest = (_spmm.SPMV_GATHER_NEAR_ROW_MIN if near_min else _spmm.SPMV_GATHER_ROW_MIN)
+    length = 32 * (max(shortest["float32"], 64) // 32 + 1)
+    assert length <= n_cols
     row = np.zeros(length, np.float32)
     row[[0, 16, 48]] = 2.0 ** 24, 1, 1
     rows = 4
@@ -868,7 +873,9 @@ def test_spmv_long_float32_rows_gather_only_where_x_is_past_the_limit(where):
                       np.arange(rows + 1, dtype=np.int32) * length), shape=(rows, n_cols))
     x = np.ones(n_cols, np.float32)
     gathers = _spmm.SPMV_GATHER or (
-        _spmm.SPMV_GATHER_LONG and 4 * n_cols > _spmm.SPMV_GATHER_LONG_X_BYTES["float32"])
+        _spmm.SPMV_GATHER_LONG
+        and (4 * n_cols > _spmm.SPMV_GATHER_LONG_X_BYTES["float32"]
+             or length >= _spmm.SPMV_GATHER_NEAR_ROW_MIN["float32"]))
     for op in (A, CSR(A)):
         for threads in (1, 2):
             got = sparse_matmul(op, x, n_threads=threads)
