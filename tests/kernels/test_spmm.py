@@ -918,10 +918,14 @@ def test_spmv_rows_in_runs_of_one_length(dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype):
-    """A bad index at each position of a long row (16 positions of its first and last
-    vector steps and the masked tail) next to short rows: found, and nothing read."""
-    n_cols, length = 500, _gather_test_length(dtype) + 5      # (not a multiple of 16)
+@pytest.mark.parametrize("n_cols", [500, 5000])
+def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype, n_cols):
+    """A bad index at each position of a long row (40 positions of its first vector steps,
+    which check 16 or 32 indices at a time, and 21 of its last and the masked tail) next to
+    short rows: found, and nothing read. x of 2 kB or 20 kB: AMD builds gather long float32
+    rows only past 16 kB (SPMV_GATHER_LONG_X_BYTES), Intel builds always, and AVX2 builds
+    never."""
+    length = _gather_test_length(dtype) + 5      # (not a multiple of 16)
     rng = np.random.default_rng(8)
     lengths = np.array([3, length, 7, length + 9, 0, 12])
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
@@ -932,10 +936,10 @@ def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype):
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(sparse_matmul(A, x), A @ x, rtol=tol, atol=tol)
     start, end = int(indptr[1]), int(indptr[2])
-    positions = sorted({*range(start, start + 16), *range(end - 21, end)})
+    positions = sorted({*range(start, start + 40), *range(end - 21, end)})
     for pos in positions:
         for bad in (n_cols, -1):
             B = A.copy()
             B.indices[pos] = bad
-            with pytest.raises(ValueError, match="not below 500"):
+            with pytest.raises(ValueError, match=f"not below {n_cols}"):
                 sparse_matmul(B, x)
