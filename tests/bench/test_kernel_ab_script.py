@@ -20,8 +20,8 @@ def test_ab_loop_prints_every_product_and_puts_the_kernels_back(capsys, monkeypa
     assert built == ["-DX=1"]
     out = capsys.readouterr().out.splitlines()
     rows = out[3:]
-    # 4 random matrices x 2 widths, Poisson, lsqr; one-shot and prepared; 2 thread counts
-    assert len(rows) == (4 * 2 + 2) * 2 * 2
+    # 5 random matrices x 2 widths, Poisson, lsqr; one-shot and prepared; 2 thread counts
+    assert len(rows) == (5 * 2 + 2) * 2 * 2
     for row in rows:
         a, b, ratio = map(float, row.split()[-3:])
         # (times printed to 0.1 us, the ratio to 0.01, from the unrounded times)
