@@ -220,8 +220,8 @@ static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
 }
 /* ix[0:32], for ws_spmv_vrow's checked rows of four steps a check (WS_VROW_CHK32): one
  * branch per 32 indices, not per 16. 2-core Zen 4, checked float32 SpMV, element loads
- * (x of 8-16 kB, rows of 205-410), 1 thread: 499-540 us against 526-593 (docs/tuning.md,
- * "Long float32 rows with x in L1"). */
+ * (x of 8-16 kB, rows of 205-820), 1 thread: 494-500 us against 528-533, 728 against 762
+ * (docs/tuning.md, "Long float32 rows with x in L1"). */
 static inline int ws_oor_i32_32(const int32_t *ix, __m256i lim)
 {
     const __m512i l = _mm512_broadcast_i32x8(lim);
