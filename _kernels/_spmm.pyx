@@ -72,14 +72,16 @@ SPMV_GATHER = bool(_SPMV_GATHER)
 # AVX-512 builds that do not gather short rows (SPMV_GATHER False: AMD Zen) still gather
 # rows of SPMV_GATHER_ROW_MIN[dtype] nonzeros or more that take the vector steps
 # (SPMV_GATHER_LONG; _tiles_spmv.h) where x has more than SPMV_GATHER_LONG_X_BYTES[dtype]
-# bytes, and rows of SPMV_GATHER_NEAR_ROW_MIN[dtype] or more where it has fewer (both 0
-# elsewhere); with SPMV_GATHER every such row gathers (0); builds that never gather (no
-# AVX-512): None.
+# bytes, and rows of SPMV_GATHER_NEAR_ROW_MIN[dtype] or more where it has at most that
+# (both 0 in other builds); with SPMV_GATHER every such row gathers (0); builds that never
+# gather (no AVX-512): None.
 SPMV_GATHER_LONG = bool(_SPMV_GATHER_LONG)
-SPMV_GATHER_LONG_X_BYTES = {"float32": _SPMV_GATHER_LONG_X_BYTES_float,
-                            "float64": _SPMV_GATHER_LONG_X_BYTES_double}
-SPMV_GATHER_NEAR_ROW_MIN = {"float32": _SPMV_GATHER_NEAR_ROW_MIN_float,
-                            "float64": _SPMV_GATHER_NEAR_ROW_MIN_double}
+SPMV_GATHER_LONG_X_BYTES = ({"float32": _SPMV_GATHER_LONG_X_BYTES_float,
+                             "float64": _SPMV_GATHER_LONG_X_BYTES_double}
+                            if SPMV_GATHER_LONG else {"float32": 0, "float64": 0})
+SPMV_GATHER_NEAR_ROW_MIN = ({"float32": _SPMV_GATHER_NEAR_ROW_MIN_float,
+                             "float64": _SPMV_GATHER_NEAR_ROW_MIN_double}
+                            if SPMV_GATHER_LONG else {"float32": 0, "float64": 0})
 SPMV_GATHER_ROW_MIN = ({"float32": _SPMV_GATHER_ROW_MIN_float,
                         "float64": _SPMV_GATHER_ROW_MIN_double}
                        if SPMV_GATHER or SPMV_GATHER_LONG else None)

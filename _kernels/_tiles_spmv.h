@@ -212,7 +212,7 @@ out_of_range:                                                                   
 static inline int ws_oor_i32(const int32_t *ix, __m256i lim)  /* ix[0:16] */
 {
     return _mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)ix),
-                                   _mm512_broadcast_i32x8(lim)) != 0;
+                                   _mm512_broadcastd_epi32(_mm256_castsi256_si128(lim))) != 0;
 }
 static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
 {
@@ -224,7 +224,7 @@ static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
  * (docs/tuning.md, "Long float32 rows with x in L1"). */
 static inline int ws_oor_i32_32(const int32_t *ix, __m256i lim)
 {
-    const __m512i l = _mm512_broadcast_i32x8(lim);
+    const __m512i l = _mm512_broadcastd_epi32(_mm256_castsi256_si128(lim));
     return (_mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)ix), l)
             | _mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)(ix + 16)), l)) != 0;
 }
@@ -258,6 +258,7 @@ static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
     ? ws_oor_i32_8((const int32_t *)indices + (q), limv) : WS_OOR_VL(q)))
 #define WS_LIMV __m256i limv = _mm256_set1_epi32((int32_t)lim); (void)limv;
 #else
+#undef WS_VROW_CHK32
 #define WS_VROW_CHK32 0
 #define ws_oor_i32_32(ix, lim) 0
 #define WS_OORV2(q) (WS_OOR_VL(q) || WS_OOR_VL((q) + VL))
@@ -330,6 +331,10 @@ static inline double WS_HSUM_double(ws_vd a)
 #endif
 #ifndef WS_SPMV_GATHER_NEAR_ROW_MIN_double
 #define WS_SPMV_GATHER_NEAR_ROW_MIN_double WS_SPMV_GATHER_ROW_MIN_double
+#endif
+#if WS_SPMV_GATHER_NEAR_ROW_MIN_float < WS_SPMV_GATHER_ROW_MIN_float \
+    || WS_SPMV_GATHER_NEAR_ROW_MIN_double < WS_SPMV_GATHER_ROW_MIN_double
+#error "WS_SPMV_GATHER_NEAR_ROW_MIN_<T> must be at least WS_SPMV_GATHER_ROW_MIN_<T>"
 #endif
 #else
 #define WS_SPMV_GATHER_LONG_X_BYTES_float 0

@@ -817,11 +817,14 @@ def _assert_the_same_bits_everywhere(A, x, got, parts=(), paths=({},)):
                 assert y.tobytes() == got.tobytes()
 
 
-def _gather_test_length(dtype) -> int:
+def _gather_test_length(dtype, near: bool = False) -> int:
     """A row length past the build's SPMV_GATHER_ROW_MIN (the gathers of long rows in
-    AVX-512 builds that do not gather short ones), and past the vector steps."""
+    AVX-512 builds that do not gather short ones), and past the vector steps; ``near``:
+    also past SPMV_GATHER_NEAR_ROW_MIN (where those rows gather with a small x)."""
+    name = np.dtype(dtype).name
     mins = _spmm.SPMV_GATHER_ROW_MIN or {}                  # (None: the build never gathers)
-    return max(mins.get(np.dtype(dtype).name, 0), _spmm.SPMV_FAR_VEC_NNZ) + 40
+    near_min = _spmm.SPMV_GATHER_NEAR_ROW_MIN[name] if near else 0
+    return max(mins.get(name, 0), near_min, _spmm.SPMV_FAR_VEC_NNZ) + 40
 
 
 def _x_columns(where: str, dtype) -> int:
@@ -841,7 +844,10 @@ def test_spmv_long_rows_gathered_or_not_keep_their_bits(dtype, where):
     and the same bits one-shot and prepared, for int64 indices, on 1 and 2 threads, and for
     every partition of the rows (the switch is the row's own, never the part's)."""
     n_cols = _x_columns(where, dtype)
-    A = rows_of_every_length(_gather_test_length(dtype), n_cols, dtype, np.int32, seed=9)
+    # (x at SPMV_GATHER_LONG_X_BYTES: rows up to past SPMV_GATHER_NEAR_ROW_MIN too; not
+    # with the small x, where such rows make the matrix dense enough for a dense product)
+    length = _gather_test_length(dtype, near=where == "at")
+    A = rows_of_every_length(length, n_cols, dtype, np.int32, seed=9)
     x = np.random.default_rng(6).standard_normal(n_cols).astype(dtype)
     got = sparse_matmul(CSR(A), x, n_threads=1)
     tol = 1e-4 if dtype == np.float32 else 1e-12
@@ -920,11 +926,11 @@ def test_spmv_rows_in_runs_of_one_length(dtype):
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 @pytest.mark.parametrize("n_cols", [500, 5000])
 def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype, n_cols):
-    """A bad index at each position of a long row (40 positions of its first vector steps,
-    which check 16 or 32 indices at a time, and 21 of its last and the masked tail) next to
-    short rows: found, and nothing read. x of 2 kB or 20 kB: AMD builds gather long float32
-    rows only past 16 kB (SPMV_GATHER_LONG_X_BYTES), Intel builds always, and AVX2 builds
-    never."""
+    """A bad index at each position of two long rows (40 positions of the first's first
+    vector steps, which check 16 or 32 indices at a time, and the last 21 of it and 32 of
+    the second, 9 longer, through the steps of 16, the masked tail and the scalar one) next
+    to short rows: found. x of 2 kB or 20 kB: AMD builds gather long float32 rows only past
+    16 kB (SPMV_GATHER_LONG_X_BYTES), Intel builds always, and AVX2 builds never."""
     length = _gather_test_length(dtype) + 5      # (not a multiple of 16)
     rng = np.random.default_rng(8)
     lengths = np.array([3, length, 7, length + 9, 0, 12])
@@ -935,8 +941,9 @@ def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype, n_cols)
     x = rng.standard_normal(n_cols).astype(dtype)
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(sparse_matmul(A, x), A @ x, rtol=tol, atol=tol)
-    start, end = int(indptr[1]), int(indptr[2])
-    positions = sorted({*range(start, start + 40), *range(end - 21, end)})
+    start, end, end2 = int(indptr[1]), int(indptr[2]), int(indptr[4])
+    positions = sorted({*range(start, start + 40), *range(end - 21, end),
+                        *range(end2 - 32, end2)})
     for pos in positions:
         for bad in (n_cols, -1):
             B = A.copy()
