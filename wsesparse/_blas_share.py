@@ -183,10 +183,16 @@ def unshare() -> None:
             raise RuntimeError("wsesparse._blas_share.unshare() without a hold")
         _holders -= 1
         if _holders == 0:
-            _threads.blas_shared = False
-            for setter in _installed:
-                setter(None)
-            _installed.clear()
+            _remove_callbacks()
+
+
+def _remove_callbacks() -> None:
+    """OpenBLAS's own threads run its calls again: the callback out of every library it
+    was installed in."""
+    _threads.blas_shared = False
+    for setter in _installed:
+        setter(None)
+    _installed.clear()
 
 
 def _after_fork_in_child() -> None:
@@ -200,10 +206,7 @@ def _after_fork_in_child() -> None:
     global _lock
     _lock = threading.Lock()
     _runtime.blas_pool_after_fork_child()
-    _threads.blas_shared = False
-    for setter in _installed:
-        setter(None)
-    _installed.clear()
+    _remove_callbacks()
 
 
 if hasattr(os, "register_at_fork"):
