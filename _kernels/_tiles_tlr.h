@@ -71,6 +71,79 @@
 #include <immintrin.h>
 #define TLR_X86_FMA 1
 #endif
+/* The value in a register from here on: GCC otherwise folded a row vector's load into each
+ * of its FMAs as a memory operand, twice the loads (docs/tuning.md, "One right-hand side in
+ * zmm"). */
+#if defined(TLR_X86_FMA) && !defined(TLR_NO_IN_REG)
+#define TLR_IN_REG(v) __asm__("" : "+v"(v))
+#else
+#define TLR_IN_REG(v) ((void)0)
+#endif
+/* 64-byte vectors for tlr_nn_rows's single right-hand side where AVX-512F has them (2-core
+ * Zen 4, docs/tuning.md "One right-hand side in zmm"): the same FMA per element as the 32-byte
+ * code, so the same bits. */
+#if defined(TLR_X86_FMA) && defined(__AVX512F__) && !defined(TLR_NO_ZMM)
+#define TLR_ZMM 1
+typedef float tlr_zv_f __attribute__((vector_size(64)));
+typedef double tlr_zv_d __attribute__((vector_size(64)));
+TLR_INLINE tlr_zv_f tlr_zld_f(const float *p) { tlr_zv_f v; memcpy(&v, p, sizeof v); return v; }
+TLR_INLINE tlr_zv_d tlr_zld_d(const double *p) { tlr_zv_d v; memcpy(&v, p, sizeof v); return v; }
+TLR_INLINE void tlr_zst_f(float *p, tlr_zv_f v) { memcpy(p, &v, sizeof v); }
+TLR_INLINE void tlr_zst_d(double *p, tlr_zv_d v) { memcpy(p, &v, sizeof v); }
+TLR_INLINE tlr_zv_f tlr_zbc_f(float x) { return (tlr_zv_f)_mm512_set1_ps(x); }
+TLR_INLINE tlr_zv_d tlr_zbc_d(double x) { return (tlr_zv_d)_mm512_set1_pd(x); }
+TLR_INLINE tlr_zv_f tlr_zfma_f(tlr_zv_f a, tlr_zv_f b, tlr_zv_f c)
+{ return (tlr_zv_f)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
+TLR_INLINE tlr_zv_d tlr_zfma_d(tlr_zv_d a, tlr_zv_d b, tlr_zv_d c)
+{ return (tlr_zv_d)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c); }
+#define TLR_ZMM_FN(R, W, sfx) \
+TLR_INLINE void tlr_nn_mrbz1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const tlr_zv_##sfx *ar, \
+                                   const tlr_zv_##sfx *ai, const int RB, const int CX,         \
+                                   const int REG)                                              \
+{                                                                                              \
+    /* one zmm (2 W reals) of RB rows into out and q, as tlr_nn_mrb1 (REG: its TLR_IN_REG) */  \
+    tlr_zv_##sfx b[TLR_NN_BC], p = tlr_zld_##sfx(out), qq = CX ? tlr_zld_##sfx(q) : p;         \
+    int r;                                                                                     \
+    for (r = 0; r < RB; r++) {                                                                 \
+        b[r] = tlr_zld_##sfx(B + r * lr);                                                      \
+        if (REG) TLR_IN_REG(b[r]);                                                             \
+    }                                                                                          \
+    for (r = 0; r < RB; r++) {                                                                 \
+        p = tlr_zfma_##sfx(ar[r], b[r], p);                                                    \
+        if (CX) qq = tlr_zfma_##sfx(ai[r], b[r], qq);                                          \
+    }                                                                                          \
+    tlr_zst_##sfx(out, p);                                                                     \
+    if (CX) tlr_zst_##sfx(q, qq);                                                              \
+}                                                                                              \
+                                                                                               \
+TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lz, R *out, R *q,       \
+                                  const R *a, const R *pf, const int RB, const int CX)         \
+{                                                                                              \
+    /* s == 1 with AVX-512: the first Lz reals (a multiple of 2 W) of RB rows, one zmm of     \
+       each a step; pf: the next rows, a line of each a step. The same FMA per element as     \
+       tlr_nn_mrb1, so the same bits. */                                                      \
+    tlr_zv_##sfx ar[TLR_NN_BC], ai[TLR_NN_BC];                                                 \
+    ptrdiff_t l; int r;                                                                        \
+    for (r = 0; r < RB; r++) {                                                                 \
+        ar[r] = tlr_zbc_##sfx(a[CX ? 2 * r : r]);                                              \
+        ai[r] = CX ? tlr_zbc_##sfx(a[2 * r + 1]) : ar[r];                                      \
+    }                                                                                          \
+    if (pf)                                                                                    \
+        for (l = 0; l < Lz; l += 2 * W) {                                                      \
+            for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
+            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, RB, CX, 0);                  \
+        }                                                                                      \
+    else                                                                                       \
+        for (l = 0; l < Lz; l += 2 * W)                                                        \
+            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, RB, CX, 1);                  \
+}
+#define TLR_NN_MRBZ(sfx, B, lr, Lz, out, q, a, pf, RB, CX) \
+    tlr_nn_mrbz_##sfx(B, lr, Lz, out, q, a, pf, RB, CX)
+#else
+#define TLR_ZMM 0
+#define TLR_ZMM_FN(R, W, sfx)
+#define TLR_NN_MRBZ(sfx, B, lr, Lz, out, q, a, pf, RB, CX) ((void)0)
+#endif
 /* scalar FMA matching one lane of tlr_fma_* */
 #ifdef TLR_X86_FMA
 #define TLR_FMA1(suffix, a, b, c) __builtin_fma##suffix((a), (b), (c))
@@ -289,6 +362,13 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #ifndef TLR_NN_MROWS_BYTES
 #define TLR_NN_MROWS_BYTES 786432
 #endif
+/* The prefetch level (tlr_nn's pf) from which tlr_nn_rows prefetches the next rows: 1 (bases
+ * beyond L2) with 32-byte vectors; 2 (beyond L3) with the zmm loop, which from L3 ran 4-6 %
+ * faster without (2499^2 complex64 on a 2-core Zen 4; docs/tuning.md, "One right-hand side
+ * in zmm"). */
+#ifndef TLR_NN_ROWS_PF
+#define TLR_NN_ROWS_PF (TLR_ZMM ? 2 : 1)
+#endif
 #ifndef TLR_NN_ROWS_MAX
 #define TLR_NN_ROWS_MAX 2048
 #endif
@@ -426,14 +506,19 @@ static void tlr_nn_tail_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr, const 
                                                                                                \
 TLR_INLINE void tlr_nn_mrb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, ptrdiff_t so,        \
                                   const V *ar, const V *ai, ptrdiff_t rem, const int RB,       \
-                                  const int S, const int CX, const int PART)                   \
+                                  const int S, const int CX, const int PART, const int REG)    \
 {                                                                                              \
     /* one vector of RB rows into S columns of out (P) and q (Q, complex), so reals apart;     \
-       PART: the first rem reals (masked). Each column's chain runs over the rows in order. */ \
+       PART: the first rem reals (masked). Each column's chain runs over the rows in order.    \
+       REG (rows from cache, not prefetched): each row vector loaded into a register once,    \
+       not as a memory operand of each of its FMAs (docs/tuning.md, "One right-hand side in   \
+       zmm"). */                                                                              \
     V b[TLR_NN_BC];                                                                            \
     int r, c;                                                                                  \
-    for (r = 0; r < RB; r++)                                                                   \
+    for (r = 0; r < RB; r++) {                                                                 \
         b[r] = PART ? tlr_ldm_##sfx(B + r * lr, rem) : tlr_ld_##sfx(B + r * lr);               \
+        if (REG) TLR_IN_REG(b[r]);                                                             \
+    }                                                                                          \
     for (c = 0; c < S; c++) {                                                                  \
         V p = tlr_ld_##sfx(out + c * so), qq = CX ? tlr_ld_##sfx(q + c * so) : p;              \
         for (r = 0; r < RB; r++) {                                                             \
@@ -445,6 +530,7 @@ TLR_INLINE void tlr_nn_mrb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, ptrdif
     }                                                                                          \
 }                                                                                              \
                                                                                                \
+TLR_ZMM_FN(R, W, sfx)\
 TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
                                  const R *a, ptrdiff_t la, R *out, R *q, ptrdiff_t so,         \
                                  const R *pf, const int RB, const int S, const int CX)         \
@@ -459,13 +545,22 @@ TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff
             ar[c * RB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);                       \
             ai[c * RB + r] = CX ? tlr_bc_##sfx(a[c * la + 2 * r + 1]) : ar[c * RB + r];        \
         }                                                                                      \
-    for (l = 0; l < Lv; l += W) {                                                              \
-        if (pf && !(l & W)) /* a cache line of each of the next RB rows per two vectors */     \
-            for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
-        tlr_nn_mrb1_##sfx(B + l, lr, out + l, q + l, so, ar, ai, 0, RB, S, CX, 0);             \
+    l = 0;                                                                                     \
+    if (TLR_ZMM && S == 1) { /* (l stays even in vectors: the prefetches below continue) */  \
+        l = Lv - Lv % (2 * W);                                                                 \
+        TLR_NN_MRBZ(sfx, B, lr, l, out, q, a, pf, RB, CX);                                     \
     }                                                                                          \
+    if (pf)                                                                                    \
+        for (; l < Lv; l += W) {                                                               \
+            if (!(l & W)) /* a cache line of each of the next RB rows per two vectors */       \
+                for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                        \
+            tlr_nn_mrb1_##sfx(B + l, lr, out + l, q + l, so, ar, ai, 0, RB, S, CX, 0, 0);      \
+        }                                                                                      \
+    else                                                                                       \
+        for (; l < Lv; l += W)                                                                 \
+            tlr_nn_mrb1_##sfx(B + l, lr, out + l, q + l, so, ar, ai, 0, RB, S, CX, 0, 1);      \
     if (TLR_MASKED_TAIL && rem) /* the partial vector: zeros beyond the row's end */           \
-        tlr_nn_mrb1_##sfx(B + Lv, lr, out + Lv, q + Lv, so, ar, ai, rem, RB, S, CX, 1);        \
+        tlr_nn_mrb1_##sfx(B + Lv, lr, out + Lv, q + Lv, so, ar, ai, rem, RB, S, CX, 1, 0);     \
 }                                                                                              \
                                                                                                \
 TLR_INLINE void tlr_nn_rb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,         \
@@ -528,7 +623,8 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
         if (cx) memset(q, 0, (size_t)(Lm > L ? Lm : L) * sizeof(R));                           \
         for (t = t0; t < t0 + tb; ) {                                                          \
             const ptrdiff_t rb = t0 + tb - t < TLR_NN_RB ? t0 + tb - t : TLR_NN_RB;            \
-            const R *Bt = B + t * lr, *at = a + t * f, *pn = pf ? Bt + rb * lr : NULL;         \
+            const R *Bt = B + t * lr, *at = a + t * f;                                         \
+            const R *pn = pf >= TLR_NN_ROWS_PF ? Bt + rb * lr : NULL;                          \
             switch ((cx ? 8 : 0) + (int)rb) { /* rb <= TLR_NN_RB <= 8 */                       \
             case 1: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 1, 0); break;             \
             case 2: tlr_nn_rb_##sfx(Bt, lr, Lv, rem, at, out, q, pn, 2, 0); break;             \

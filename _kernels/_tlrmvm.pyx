@@ -87,6 +87,8 @@ cdef extern from "_tiles_tlr.h" nogil:
     int _NN_ROWS_MAX "TLR_NN_ROWS_MAX"
     int _NN_MROWS_S "TLR_NN_MROWS_S"
     long long _NN_MROWS_BYTES "TLR_NN_MROWS_BYTES"
+    int _NN_ZMM "TLR_ZMM"
+    int _NN_ROWS_PF "TLR_NN_ROWS_PF"
 
 # How the forward kernel (tlr_nn, _tiles_tlr.h) takes its blocks; they differ between builds,
 # so tests read them here. Rows of at most FORWARD_ROWS_MAX reals are streamed in address
@@ -99,6 +101,11 @@ cdef extern from "_tiles_tlr.h" nogil:
 FORWARD_ROWS_MAX = _NN_ROWS_MAX
 FORWARD_ROWS_GROUP = _NN_MROWS_S
 FORWARD_ROWS_GROUP_BYTES = _NN_MROWS_BYTES
+# One right-hand side's rows go 64 bytes at a time where AVX-512F builds have them
+# (FORWARD_ROWS_ZMM), then 32 bytes, then a masked partial vector; they prefetch the next rows
+# from the prefetch level FORWARD_ROWS_PREFETCH on (1: bases beyond L2, 2: beyond L3).
+FORWARD_ROWS_ZMM = bool(_NN_ZMM)
+FORWARD_ROWS_PREFETCH = _NN_ROWS_PF
 
 
 cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
@@ -341,8 +348,9 @@ def tlr_matmat(cnp.ndarray U not None, cnp.ndarray V not None,
     (wsesparse/tlr/_split.py). Types,
     layouts and writeability are checked here (ValueError); shapes, offsets and items
     were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
-    (0 none; 1 for bases from L3: the one-vector kernels; 2 for bases from DRAM: also the
-    adjoint's tiles of several vectors). Neither the items nor prefetch changes the result.
+    (0 none; 1 for bases from L3: the one-vector kernels, except the forward's rows in
+    zmm builds, FORWARD_ROWS_PREFETCH; 2 for bases from DRAM: those too and the adjoint's
+    tiles of several vectors). Neither the items nor prefetch changes the result.
     """
     _call(False, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), X, Y,
           col_items, row_items, n_threads, _level(prefetch))

@@ -218,6 +218,33 @@ def test_forward_paths_give_the_same_bits(dtype):
                                    atol=rtol * np.abs(D).sum(axis=1).max() * np.abs(X).max())
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_single_vector_rows_of_every_length(dtype):
+    """One right-hand side streams its rows 64 bytes at a time where the build has AVX-512
+    (``_tlrmvm.FORWARD_ROWS_ZMM``), then 32 bytes, then a masked partial vector; the block
+    products of several vectors take the register tiles. One tile of every rank up to 19 (the
+    phase-1 rows) and every height up to 37 (the phase-3 rows): rows of 1 to 74 reals, every
+    remainder of those vectors. At every prefetch level the single-vector product equals each
+    column of a block product bit for bit, and the dense product to rounding."""
+    rng = np.random.default_rng(12)
+    rtol = RTOL[dtype] * 10
+    for h, k in [(37, k) for k in range(1, 20)] + [(h, min(h, 3)) for h in range(1, 37)]:
+        T = TLRMatrix.from_tiles((h, 23), 64, {(0, 0): (_rand(rng, (h, k), dtype),
+                                                        _rand(rng, (23, k), dtype))},
+                                 dtype=dtype)
+        X = _rand(rng, (23, 5), dtype)
+        block = T @ X
+        for level in (0, 1, 2):
+            for c in (0, 4):
+                one = kernel_product(T, X[:, c:c + 1], prefetch=level)
+                assert one.tobytes() == np.ascontiguousarray(block[:, c:c + 1]).tobytes(), (h, k)
+        D = T.toarray().astype(np.complex128)
+        np.testing.assert_allclose(block, D @ X, rtol=rtol,
+                                   atol=rtol * np.abs(D).sum(axis=1).max() * np.abs(X).max())
+    assert isinstance(_tlrmvm.FORWARD_ROWS_ZMM, bool)
+    assert _tlrmvm.FORWARD_ROWS_PREFETCH in (1, 2)
+
+
 def test_prefetch_rule(monkeypatch):
     """The products prefetch bases larger than one core's L2 (level 1), and also in the
     adjoint's tiles of several vectors beyond L3 (level 2); an unknown size (0) counts as

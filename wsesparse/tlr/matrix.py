@@ -35,8 +35,9 @@ _CACHES = ("_cast_cache", "_item_cache", "_plan_cache")
 def _prefetch_bases(nbytes: int) -> int:
     """How the kernels prefetch bases of ``nbytes`` (``_tlrmvm.tlr_matmat``'s ``prefetch``):
     0 within one core's L2, where it gains nothing; 1 beyond it (from L3), the one-vector
-    kernels; 2 beyond L3 (from DRAM), also the adjoint's tiles of several vectors, which it
-    slowed from L3 (docs/tuning.md, "TLR tiles"). An unknown size (0) counts as exceeded."""
+    kernels (in AVX-512 builds the adjoint's only: ``_tlrmvm.FORWARD_ROWS_PREFETCH``); 2
+    beyond L3 (from DRAM), also the adjoint's tiles of several vectors, which it slowed from
+    L3 (docs/tuning.md, "TLR tiles"). An unknown size (0) counts as exceeded."""
     hw = _hardware.current()
     if 0 < hw.l2_bytes and nbytes <= hw.l2_bytes:
         return 0
