@@ -414,8 +414,12 @@ class TLRMatrix:
         if (type(x) is np.ndarray and x.ndim == 1 and x.shape[0] == n_in and x.dtype == self.dtype
                 and (n_in + n_out + 2 * self._K) * x.itemsize < CHECK_MIN_BYTES):
             # A vector of T's dtype, what solver loops pass: none of the checks and
-            # conversions below applies (3-4 us of a 15 us call on a small operator).
-            return self._run(x.reshape(n_in, 1), adjoint, self.dtype, n_threads).reshape(n_out)
+            # conversions below applies (3-4 us of a 15 us call on a small operator), nor
+            # _run's transposes (0.3 us of 6.1 on a 64^2 one: docs/tuning.md, "The call").
+            y = np.empty((1, n_out), dtype=self.dtype)
+            self._kernel(np.ascontiguousarray(x).reshape(1, n_in), y, adjoint, self.dtype,
+                         n_threads)
+            return y.reshape(n_out)
         name = "y" if adjoint else "x"
         if x is None or np.isscalar(x):
             raise TypeError(f"{name} must be a 1-D or 2-D array, got {describe(x)}")
@@ -456,18 +460,24 @@ class TLRMatrix:
         return Y[:, 0] if vec else Y
 
     def _run(self, X: np.ndarray, adjoint: bool, dtype: np.dtype, n_threads) -> np.ndarray:
-        U, V = self._bases(dtype)
-        s = X.shape[1]
         XT = np.ascontiguousarray(X.T)
-        YT = np.empty((s, self.shape[1] if adjoint else self.shape[0]), dtype=dtype)
-        nt = resolve_n_threads(n_threads, (self._u_size + self._v_size) * s, idle_rule=True)
+        YT = np.empty((X.shape[1], self.shape[1] if adjoint else self.shape[0]), dtype=dtype)
+        self._kernel(XT, YT, adjoint, dtype, n_threads)
+        return YT.T
+
+    def _kernel(self, XT: np.ndarray, YT: np.ndarray, adjoint: bool, dtype: np.dtype,
+                n_threads) -> None:
+        """``YT = (T or T.H) XT`` for the C-contiguous (s, n_in) and (s, n_out) arrays of
+        ``dtype``."""
+        U, V = self._bases(dtype)
+        nt = resolve_n_threads(n_threads, (self._u_size + self._v_size) * XT.shape[0],
+                               idle_rule=True)
         first, second, prefetch = self._plan(nt, adjoint, dtype)
         # (both entry points take the input, the output and the two phases' items in order;
         # the kernel allocates its work arrays)
         kernel = _tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat
         kernel(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
                self.kcol_ptr, self.perm, XT, YT, first, second, nt, prefetch)
-        return YT.T
 
     def _plan(self, n_threads: int, adjoint: bool, dtype: np.dtype) -> tuple:
         """The work items of :meth:`_items` and the prefetch level of the bases of
