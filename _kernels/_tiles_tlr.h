@@ -90,6 +90,15 @@ TLR_INLINE tlr_zv_f tlr_zld_f(const float *p) { tlr_zv_f v; memcpy(&v, p, sizeof
 TLR_INLINE tlr_zv_d tlr_zld_d(const double *p) { tlr_zv_d v; memcpy(&v, p, sizeof v); return v; }
 TLR_INLINE void tlr_zst_f(float *p, tlr_zv_f v) { memcpy(p, &v, sizeof v); }
 TLR_INLINE void tlr_zst_d(double *p, tlr_zv_d v) { memcpy(p, &v, sizeof v); }
+/* the first n (< 16 or 8) reals, the other lanes zero; reading and writing nothing beyond */
+TLR_INLINE tlr_zv_f tlr_zldm_f(const float *p, ptrdiff_t n)
+{ return (tlr_zv_f)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p); }
+TLR_INLINE tlr_zv_d tlr_zldm_d(const double *p, ptrdiff_t n)
+{ return (tlr_zv_d)_mm512_maskz_loadu_pd((__mmask8)((1u << n) - 1), p); }
+TLR_INLINE void tlr_zstm_f(float *p, tlr_zv_f v, ptrdiff_t n)
+{ _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v); }
+TLR_INLINE void tlr_zstm_d(double *p, tlr_zv_d v, ptrdiff_t n)
+{ _mm512_mask_storeu_pd(p, (__mmask8)((1u << n) - 1), (__m512d)v); }
 TLR_INLINE tlr_zv_f tlr_zbc_f(float x) { return (tlr_zv_f)_mm512_set1_ps(x); }
 TLR_INLINE tlr_zv_d tlr_zbc_d(double x) { return (tlr_zv_d)_mm512_set1_pd(x); }
 TLR_INLINE tlr_zv_f tlr_zfma_f(tlr_zv_f a, tlr_zv_f b, tlr_zv_f c)
@@ -98,30 +107,39 @@ TLR_INLINE tlr_zv_d tlr_zfma_d(tlr_zv_d a, tlr_zv_d b, tlr_zv_d c)
 { return (tlr_zv_d)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c); }
 #define TLR_ZMM_FN(R, W, sfx) \
 TLR_INLINE void tlr_nn_mrbz1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const tlr_zv_##sfx *ar, \
-                                   const tlr_zv_##sfx *ai, const int RB, const int CX,         \
-                                   const int REG)                                              \
+                                   const tlr_zv_##sfx *ai, ptrdiff_t n, const int RB,          \
+                                   const int CX, const int REG, const int PART)                \
 {                                                                                              \
-    /* one zmm (2 W reals) of RB rows into out and q, as tlr_nn_mrb1 (REG: its TLR_IN_REG) */  \
-    tlr_zv_##sfx b[TLR_NN_BC], p = tlr_zld_##sfx(out), qq = CX ? tlr_zld_##sfx(q) : p;         \
+    /* one zmm (2 W reals; PART: the first n) of RB rows into out and q, as tlr_nn_mrb1       \
+       (REG: its TLR_IN_REG) */                                                               \
+    tlr_zv_##sfx b[TLR_NN_BC], p, qq;                                                          \
     int r;                                                                                     \
+    p = PART ? tlr_zldm_##sfx(out, n) : tlr_zld_##sfx(out);                                    \
+    qq = !CX ? p : PART ? tlr_zldm_##sfx(q, n) : tlr_zld_##sfx(q);                             \
     for (r = 0; r < RB; r++) {                                                                 \
-        b[r] = tlr_zld_##sfx(B + r * lr);                                                      \
+        b[r] = PART ? tlr_zldm_##sfx(B + r * lr, n) : tlr_zld_##sfx(B + r * lr);               \
         if (REG) TLR_IN_REG(b[r]);                                                             \
     }                                                                                          \
     for (r = 0; r < RB; r++) {                                                                 \
         p = tlr_zfma_##sfx(ar[r], b[r], p);                                                    \
         if (CX) qq = tlr_zfma_##sfx(ai[r], b[r], qq);                                          \
     }                                                                                          \
-    tlr_zst_##sfx(out, p);                                                                     \
-    if (CX) tlr_zst_##sfx(q, qq);                                                              \
+    if (PART) {                                                                                \
+        tlr_zstm_##sfx(out, p, n);                                                             \
+        if (CX) tlr_zstm_##sfx(q, qq, n);                                                      \
+    } else {                                                                                   \
+        tlr_zst_##sfx(out, p);                                                                 \
+        if (CX) tlr_zst_##sfx(q, qq);                                                          \
+    }                                                                                          \
 }                                                                                              \
                                                                                                \
-TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lz, R *out, R *q,       \
+TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out, R *q,        \
                                   const R *a, const R *pf, const int RB, const int CX)         \
 {                                                                                              \
-    /* s == 1 with AVX-512: the first Lz reals (a multiple of 2 W) of RB rows, one zmm of     \
-       each a step; pf: the next rows, a line of each a step. The same FMA per element as     \
+    /* s == 1 with AVX-512: the L reals of RB rows, one zmm of each a step, the last (partial) \
+       one masked; pf: the next rows, a line of each a step. The same FMA per element as      \
        tlr_nn_mrb1, so the same bits. */                                                      \
+    const ptrdiff_t Lz = L - L % (2 * W);                                                      \
     tlr_zv_##sfx ar[TLR_NN_BC], ai[TLR_NN_BC];                                                 \
     ptrdiff_t l; int r;                                                                        \
     for (r = 0; r < RB; r++) {                                                                 \
@@ -131,18 +149,20 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lz, R *out
     if (pf)                                                                                    \
         for (l = 0; l < Lz; l += 2 * W) {                                                      \
             for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
-            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, RB, CX, 0);                  \
+            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 0, 0);            \
         }                                                                                      \
     else                                                                                       \
         for (l = 0; l < Lz; l += 2 * W)                                                        \
-            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, RB, CX, 1);                  \
+            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 1, 0);            \
+    if (Lz < L)                                                                                \
+        tlr_nn_mrbz1_##sfx(B + Lz, lr, out + Lz, q + Lz, ar, ai, L - Lz, RB, CX, 0, 1);        \
 }
-#define TLR_NN_MRBZ(sfx, B, lr, Lz, out, q, a, pf, RB, CX) \
-    tlr_nn_mrbz_##sfx(B, lr, Lz, out, q, a, pf, RB, CX)
+#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, pf, RB, CX) \
+    tlr_nn_mrbz_##sfx(B, lr, L, out, q, a, pf, RB, CX)
 #else
 #define TLR_ZMM 0
 #define TLR_ZMM_FN(R, W, sfx)
-#define TLR_NN_MRBZ(sfx, B, lr, Lz, out, q, a, pf, RB, CX) ((void)0)
+#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, pf, RB, CX) ((void)0)
 #endif
 /* scalar FMA matching one lane of tlr_fma_* */
 #ifdef TLR_X86_FMA
@@ -545,11 +565,11 @@ TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff
             ar[c * RB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);                       \
             ai[c * RB + r] = CX ? tlr_bc_##sfx(a[c * la + 2 * r + 1]) : ar[c * RB + r];        \
         }                                                                                      \
-    l = 0;                                                                                     \
-    if (TLR_ZMM && S == 1) { /* (l stays even in vectors: the prefetches below continue) */  \
-        l = Lv - Lv % (2 * W);                                                                 \
-        TLR_NN_MRBZ(sfx, B, lr, l, out, q, a, pf, RB, CX);                                     \
+    if (TLR_ZMM && S == 1) { /* (masked loads: TLR_MASKED_TAIL, nothing for tlr_nn_rtail) */ \
+        TLR_NN_MRBZ(sfx, B, lr, Lv + rem, out, q, a, pf, RB, CX);                              \
+        return;                                                                                \
     }                                                                                          \
+    l = 0;                                                                                     \
     if (pf)                                                                                    \
         for (; l < Lv; l += W) {                                                               \
             if (!(l & W)) /* a cache line of each of the next RB rows per two vectors */       \

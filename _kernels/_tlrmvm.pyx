@@ -102,7 +102,7 @@ FORWARD_ROWS_MAX = _NN_ROWS_MAX
 FORWARD_ROWS_GROUP = _NN_MROWS_S
 FORWARD_ROWS_GROUP_BYTES = _NN_MROWS_BYTES
 # One right-hand side's rows go 64 bytes at a time where AVX-512F builds have them
-# (FORWARD_ROWS_ZMM), then 32 bytes, then a masked partial vector; they prefetch the next rows
+# (FORWARD_ROWS_ZMM; else 32), then a masked partial vector; they prefetch the next rows
 # from the prefetch level FORWARD_ROWS_PREFETCH on (1: bases beyond L2, 2: beyond L3).
 FORWARD_ROWS_ZMM = bool(_NN_ZMM)
 FORWARD_ROWS_PREFETCH = _NN_ROWS_PF

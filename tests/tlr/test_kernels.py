@@ -221,7 +221,7 @@ def test_forward_paths_give_the_same_bits(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_single_vector_rows_of_every_length(dtype):
     """One right-hand side streams its rows 64 bytes at a time where the build has AVX-512
-    (``_tlrmvm.FORWARD_ROWS_ZMM``), then 32 bytes, then a masked partial vector; the block
+    (``_tlrmvm.FORWARD_ROWS_ZMM``; else 32), then a masked partial vector; the block
     products of several vectors take the register tiles. One tile of every rank up to 19 (the
     phase-1 rows) and every height up to 37 (the phase-3 rows): rows of 1 to 74 reals, every
     remainder of those vectors. At every prefetch level the single-vector product equals each
