@@ -79,9 +79,9 @@
 #else
 #define TLR_IN_REG(v) ((void)0)
 #endif
-/* 64-byte vectors for tlr_nn_rows's single right-hand side where AVX-512F has them (2-core
- * Zen 4, docs/tuning.md "One right-hand side in zmm"): the same FMA per element as the 32-byte
- * code, so the same bits. */
+/* 64-byte vectors for tlr_nn_rows's single right-hand side where AVX-512F has them and the
+ * rows are not prefetched (2-core Zen 4, docs/tuning.md "One right-hand side in zmm"): the
+ * same FMA per element as the 32-byte code, so the same bits. */
 #if defined(TLR_X86_FMA) && defined(__AVX512F__) && !defined(TLR_NO_ZMM)
 #define TLR_ZMM 1
 typedef float tlr_zv_f __attribute__((vector_size(64)));
@@ -108,17 +108,17 @@ TLR_INLINE tlr_zv_d tlr_zfma_d(tlr_zv_d a, tlr_zv_d b, tlr_zv_d c)
 #define TLR_ZMM_FN(R, W, sfx) \
 TLR_INLINE void tlr_nn_mrbz1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const tlr_zv_##sfx *ar, \
                                    const tlr_zv_##sfx *ai, ptrdiff_t n, const int RB,          \
-                                   const int CX, const int REG, const int PART)                \
+                                   const int CX, const int PART)                               \
 {                                                                                              \
-    /* one zmm (2 W reals; PART: the first n) of RB rows into out and q, as tlr_nn_mrb1       \
-       (REG: its TLR_IN_REG) */                                                               \
+    /* one zmm (2 W reals; PART: the first n) of RB rows into out and q, as tlr_nn_mrb1 with  \
+       REG */                                                                                 \
     tlr_zv_##sfx b[TLR_NN_BC], p, qq;                                                          \
     int r;                                                                                     \
     p = PART ? tlr_zldm_##sfx(out, n) : tlr_zld_##sfx(out);                                    \
     qq = !CX ? p : PART ? tlr_zldm_##sfx(q, n) : tlr_zld_##sfx(q);                             \
     for (r = 0; r < RB; r++) {                                                                 \
         b[r] = PART ? tlr_zldm_##sfx(B + r * lr, n) : tlr_zld_##sfx(B + r * lr);               \
-        if (REG) TLR_IN_REG(b[r]);                                                             \
+        TLR_IN_REG(b[r]);                                                                      \
     }                                                                                          \
     for (r = 0; r < RB; r++) {                                                                 \
         p = tlr_zfma_##sfx(ar[r], b[r], p);                                                    \
@@ -134,11 +134,11 @@ TLR_INLINE void tlr_nn_mrbz1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const
 }                                                                                              \
                                                                                                \
 TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out, R *q,        \
-                                  const R *a, const R *pf, const int RB, const int CX)         \
+                                  const R *a, const int RB, const int CX)                      \
 {                                                                                              \
-    /* s == 1 with AVX-512: the L reals of RB rows, one zmm of each a step, the last (partial) \
-       one masked; pf: the next rows, a line of each a step. The same FMA per element as      \
-       tlr_nn_mrb1, so the same bits. */                                                      \
+    /* s == 1 with AVX-512, rows not prefetched: the L reals of RB rows, one zmm of each a     \
+       step, the last (partial) one masked. The same FMA per element as tlr_nn_mrb1, so the   \
+       same bits. */                                                                          \
     const ptrdiff_t Lz = L - L % (2 * W);                                                      \
     tlr_zv_##sfx ar[TLR_NN_BC], ai[TLR_NN_BC];                                                 \
     ptrdiff_t l; int r;                                                                        \
@@ -146,23 +146,16 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
         ar[r] = tlr_zbc_##sfx(a[CX ? 2 * r : r]);                                              \
         ai[r] = CX ? tlr_zbc_##sfx(a[2 * r + 1]) : ar[r];                                      \
     }                                                                                          \
-    if (pf)                                                                                    \
-        for (l = 0; l < Lz; l += 2 * W) {                                                      \
-            for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                            \
-            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 0, 0);            \
-        }                                                                                      \
-    else                                                                                       \
-        for (l = 0; l < Lz; l += 2 * W)                                                        \
-            tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 1, 0);            \
+    for (l = 0; l < Lz; l += 2 * W)                                                            \
+        tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 0);                   \
     if (Lz < L)                                                                                \
-        tlr_nn_mrbz1_##sfx(B + Lz, lr, out + Lz, q + Lz, ar, ai, L - Lz, RB, CX, 0, 1);        \
+        tlr_nn_mrbz1_##sfx(B + Lz, lr, out + Lz, q + Lz, ar, ai, L - Lz, RB, CX, 1);           \
 }
-#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, pf, RB, CX) \
-    tlr_nn_mrbz_##sfx(B, lr, L, out, q, a, pf, RB, CX)
+#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, RB, CX) tlr_nn_mrbz_##sfx(B, lr, L, out, q, a, RB, CX)
 #else
 #define TLR_ZMM 0
 #define TLR_ZMM_FN(R, W, sfx)
-#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, pf, RB, CX) ((void)0)
+#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, RB, CX) ((void)0)
 #endif
 /* scalar FMA matching one lane of tlr_fma_* */
 #ifdef TLR_X86_FMA
@@ -382,10 +375,11 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
 #ifndef TLR_NN_MROWS_BYTES
 #define TLR_NN_MROWS_BYTES 786432
 #endif
-/* The prefetch level (tlr_nn's pf) from which tlr_nn_rows prefetches the next rows: 1 (bases
- * beyond L2) with 32-byte vectors; 2 (beyond L3) with the zmm loop, which from L3 ran 4-6 %
- * faster without (2499^2 complex64 on a 2-core Zen 4; docs/tuning.md, "One right-hand side
- * in zmm"). */
+/* The prefetch level (tlr_nn's pf) from which tlr_nn_rows prefetches the next rows (in
+ * 32-byte vectors); below it, AVX-512F builds read them in zmm. 1 (bases beyond L2) without
+ * zmm; 2 (beyond a third of L3) with: the zmm loop without prefetch ran the 2499^2 complex64
+ * forward 10 % faster, and the 32-byte loop with prefetch operators of 11-24 MB 3-12 % faster
+ * than the zmm loop with it (2-core Zen 4; docs/tuning.md, "One right-hand side in zmm"). */
 #ifndef TLR_NN_ROWS_PF
 #define TLR_NN_ROWS_PF (TLR_ZMM ? 2 : 1)
 #endif
@@ -565,8 +559,8 @@ TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff
             ar[c * RB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);                       \
             ai[c * RB + r] = CX ? tlr_bc_##sfx(a[c * la + 2 * r + 1]) : ar[c * RB + r];        \
         }                                                                                      \
-    if (TLR_ZMM && S == 1) { /* (masked loads: TLR_MASKED_TAIL, nothing for tlr_nn_rtail) */ \
-        TLR_NN_MRBZ(sfx, B, lr, Lv + rem, out, q, a, pf, RB, CX);                              \
+    if (TLR_ZMM && S == 1 && !pf) { /* (masked: TLR_MASKED_TAIL, nothing for tlr_nn_rtail) */ \
+        TLR_NN_MRBZ(sfx, B, lr, Lv + rem, out, q, a, RB, CX);                                  \
         return;                                                                                \
     }                                                                                          \
     l = 0;                                                                                     \

@@ -102,8 +102,9 @@ FORWARD_ROWS_MAX = _NN_ROWS_MAX
 FORWARD_ROWS_GROUP = _NN_MROWS_S
 FORWARD_ROWS_GROUP_BYTES = _NN_MROWS_BYTES
 # One right-hand side's rows go 64 bytes at a time where AVX-512F builds have them
-# (FORWARD_ROWS_ZMM; else 32), then a masked partial vector; they prefetch the next rows
-# from the prefetch level FORWARD_ROWS_PREFETCH on (1: bases beyond L2, 2: beyond L3).
+# (FORWARD_ROWS_ZMM; else 32), then a masked partial vector, except where they prefetch the
+# next rows (32 bytes then): from the prefetch level FORWARD_ROWS_PREFETCH on (1: bases beyond
+# L2, 2: beyond a third of L3; wsesparse/tlr/matrix.py).
 FORWARD_ROWS_ZMM = bool(_NN_ZMM)
 FORWARD_ROWS_PREFETCH = _NN_ROWS_PF
 
@@ -349,8 +350,8 @@ def tlr_matmat(cnp.ndarray U not None, cnp.ndarray V not None,
     layouts and writeability are checked here (ValueError); shapes, offsets and items
     were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
     (0 none; 1 for bases from L3: the one-vector kernels, except the forward's rows in
-    zmm builds, FORWARD_ROWS_PREFETCH; 2 for bases from DRAM: those too and the adjoint's
-    tiles of several vectors). Neither the items nor prefetch changes the result.
+    zmm builds, FORWARD_ROWS_PREFETCH; 2 for bases beyond a third of L3: those too and the
+    adjoint's tiles of several vectors). Neither the items nor prefetch changes the result.
     """
     _call(False, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), X, Y,
           col_items, row_items, n_threads, _level(prefetch))

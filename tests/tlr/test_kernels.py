@@ -221,11 +221,12 @@ def test_forward_paths_give_the_same_bits(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_single_vector_rows_of_every_length(dtype):
     """One right-hand side streams its rows 64 bytes at a time where the build has AVX-512
-    (``_tlrmvm.FORWARD_ROWS_ZMM``; else 32), then a masked partial vector; the block
-    products of several vectors take the register tiles. One tile of every rank up to 19 (the
-    phase-1 rows) and every height up to 37 (the phase-3 rows): rows of 1 to 74 reals, every
-    remainder of those vectors. At every prefetch level the single-vector product equals each
-    column of a block product bit for bit, and the dense product to rounding."""
+    (``_tlrmvm.FORWARD_ROWS_ZMM``) and does not prefetch them (else 32), then a masked
+    partial vector; the block products of several vectors take the register tiles. One tile
+    of every rank up to 19 (the phase-1 rows) and every height up to 37 (the phase-3 rows):
+    rows of 1 to 74 reals, every remainder of those vectors. At every prefetch level the
+    single-vector product equals each column of a block product bit for bit, and the dense
+    product to rounding."""
     rng = np.random.default_rng(12)
     rtol = RTOL[dtype] * 10
     for h, k in [(37, k) for k in range(1, 20)] + [(h, min(h, 3)) for h in range(1, 37)]:
@@ -246,9 +247,8 @@ def test_single_vector_rows_of_every_length(dtype):
 
 
 def test_prefetch_rule(monkeypatch):
-    """The products prefetch bases larger than one core's L2 (level 1), and also in the
-    adjoint's tiles of several vectors beyond L3 (level 2); an unknown size (0) counts as
-    exceeded."""
+    """The products prefetch bases larger than one core's L2 (level 1), and more of them
+    beyond a third of L3 (level 2); an unknown size (0) counts as exceeded."""
     import dataclasses
 
     from wsesparse import _hardware
@@ -258,9 +258,10 @@ def test_prefetch_rule(monkeypatch):
         monkeypatch.setattr(_hardware, "current",
                             lambda: dataclasses.replace(hw, l2_bytes=l2, l3_bytes=l3))
 
-    sizes(1 << 20, 32 << 20)
-    assert [tlr_matrix._prefetch_bases(n) for n in (1, 1 << 20, (1 << 20) + 1, 32 << 20,
-                                                    (32 << 20) + 1)] == [0, 0, 1, 1, 2]
+    sizes(1 << 20, 30 << 20)
+    share = (30 << 20) // tlr_matrix.L3_SHARE
+    assert [tlr_matrix._prefetch_bases(n) for n in (1, 1 << 20, (1 << 20) + 1, share,
+                                                    share + 1, 30 << 20)] == [0, 0, 1, 1, 2, 2]
     sizes(0, 32 << 20)
     assert tlr_matrix._prefetch_bases(1) == 1
     sizes(1 << 20, 0)

@@ -32,16 +32,24 @@ __all__ = ["TLRMatrix"]
 _CACHES = ("_cast_cache", "_item_cache", "_plan_cache")
 
 
+# Bases up to this fraction of L3 count as read from L3 (prefetch level 1), more as from
+# DRAM (level 2): on a 2-core Zen 4 VM with 32 MB of L3, 15 and 24 MB operators ran 1.2-2.2x
+# faster with the forward rows' prefetch, 6-12 MB ones as fast or faster without
+# (docs/tuning.md, "One right-hand side in zmm").
+L3_SHARE = 3
+
+
 def _prefetch_bases(nbytes: int) -> int:
     """How the kernels prefetch bases of ``nbytes`` (``_tlrmvm.tlr_matmat``'s ``prefetch``):
-    0 within one core's L2, where it gains nothing; 1 beyond it (from L3), the one-vector
-    kernels (in AVX-512 builds the adjoint's only: ``_tlrmvm.FORWARD_ROWS_PREFETCH``); 2
-    beyond L3 (from DRAM), also the adjoint's tiles of several vectors, which it slowed from
-    L3 (docs/tuning.md, "TLR tiles"). An unknown size (0) counts as exceeded."""
+    0 within one core's L2, where it gains nothing; 1 within a third of L3 (``L3_SHARE``),
+    the one-vector kernels except the forward's rows in AVX-512 builds
+    (``_tlrmvm.FORWARD_ROWS_PREFETCH``); 2 beyond (from DRAM, or an L3 shared with others):
+    those too, and the adjoint's tiles of several vectors, which it slowed from L3
+    (docs/tuning.md, "TLR tiles"). An unknown size (0) counts as exceeded."""
     hw = _hardware.current()
     if 0 < hw.l2_bytes and nbytes <= hw.l2_bytes:
         return 0
-    return 1 if 0 < hw.l3_bytes and nbytes <= hw.l3_bytes else 2
+    return 1 if 0 < hw.l3_bytes and nbytes <= hw.l3_bytes // L3_SHARE else 2
 
 
 class TLRMatrix:
