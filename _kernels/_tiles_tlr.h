@@ -553,17 +553,16 @@ TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff
        added into S columns of out (P) and q (Q, unswapped; complex) one vector at a time,     \
        each row read in address order */                                                       \
     V ar[TLR_NN_BC], ai[TLR_NN_BC];                                                            \
-    ptrdiff_t l; int r, c;                                                                     \
+    ptrdiff_t l = 0; int r, c;                                                                 \
+    if (TLR_ZMM && S == 1 && !pf) { /* (all of each row: it leaves nothing to tlr_nn_rtail) */ \
+        TLR_NN_MRBZ(sfx, B, lr, Lv + rem, out, q, a, RB, CX);                                  \
+        return;                                                                                \
+    }                                                                                          \
     for (c = 0; c < S; c++)                                                                    \
         for (r = 0; r < RB; r++) {                                                             \
             ar[c * RB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);                       \
             ai[c * RB + r] = CX ? tlr_bc_##sfx(a[c * la + 2 * r + 1]) : ar[c * RB + r];        \
         }                                                                                      \
-    if (TLR_ZMM && S == 1 && !pf) { /* (masked: TLR_MASKED_TAIL, nothing for tlr_nn_rtail) */ \
-        TLR_NN_MRBZ(sfx, B, lr, Lv + rem, out, q, a, RB, CX);                                  \
-        return;                                                                                \
-    }                                                                                          \
-    l = 0;                                                                                     \
     if (pf)                                                                                    \
         for (; l < Lv; l += W) {                                                               \
             if (!(l & W)) /* a cache line of each of the next RB rows per two vectors */       \
