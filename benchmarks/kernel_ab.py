@@ -11,7 +11,9 @@ columns, on random matrices from cache and from DRAM, Poisson 2-D and lsqr's rec
 system, at each thread count: medians of ``--rounds`` interleaved rounds
 (``wsesparse.bench.tlr_setup.interleaved``; about 20 ms of calls a sample), microseconds, and
 B / A. ``--set rows`` times prepared SpMV of random rows of one length each and of
-Poisson-distributed lengths instead (``row_cases``). Every B result is compared with A's
+Poisson-distributed lengths instead (``row_cases``); ``--set tlr`` the TLR-MVM kernels
+(``_tlrmvm``: forward and adjoint with one vector, forward with 16) on a cache-resident and a
+DRAM-resident seismic operator (``tlr_cases``). Every B result is compared with A's
 (``allclose``: the two builds may sum in other orders).
 
 Why: Intel AVX-512 builds gather x in SpMV (``WS_SLOW_GATHER`` 0, ``_tiles_base.h``); AMD
@@ -23,6 +25,7 @@ row length")::
     python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=1         # on an Intel machine
     python benchmarks/kernel_ab.py --cflags=-DWS_SLOW_GATHER=0 --threads 1,2 --rounds 5
     python benchmarks/kernel_ab.py --set rows --cflags=-DWS_SPMV_GATHER_NNZ=32   # row lengths
+    python benchmarks/kernel_ab.py --set tlr --cflags=-DTLR_NO_ZMM     # TLR rows in 32 bytes
     git worktree add ../old HEAD~1 && python benchmarks/kernel_ab.py --source ../old
 """
 
@@ -51,9 +54,10 @@ import wsesparse
 from wsesparse import CSR, _drivers, matmul, sparse_matmul
 from wsesparse._hardware import available_cores
 from wsesparse._timing import comma_list, thread_counts
-from wsesparse.bench.tlr_setup import interleaved
+from wsesparse.bench.tlr_setup import interleaved, seismic_operator
 from wsesparse.bench.workflows import poisson_2d, rectangular_system
 from wsesparse.datasets import random_csr
+from wsesparse.tlr import matrix as tlr_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 _SKIP = shutil.ignore_patterns(".git", ".venv", "build", "*.so", ".asv", "__pycache__",
@@ -85,9 +89,10 @@ def load_beside(folder: Path, name: str):
 
 @contextlib.contextmanager
 def swapped(modules: dict):
-    """The drivers call the given kernel modules (name -> module) inside the block."""
+    """The drivers and ``TLRMatrix`` call the given kernel modules (name -> module) inside
+    the block."""
     saved = []
-    for owner in (_drivers, matmul):
+    for owner in (_drivers, matmul, tlr_matrix):
         for name, mod in modules.items():
             if hasattr(owner, name):
                 saved.append((owner, name, getattr(owner, name)))
@@ -153,6 +158,38 @@ def row_cases(scale: float):
 ROW_LENGTHS = (4, 6, 8, 12, 16, 24, 32)
 
 
+def tlr_cases(scale: float):
+    """``(label, kind, f)``: ``f(n_threads)`` runs ``T @ x``, ``T.H @ y`` or ``T @ X`` (16
+    columns) of complex64 ``seismic_operator`` s: 2499^2 (4.5 MB of bases, from cache) and
+    9801^2 (56 MB, from DRAM) at scale 1."""
+    rng = np.random.default_rng(0)
+    out = []
+    for nx, ny in ((49, 51), (99, 99)):
+        T = seismic_operator(max(6, round(nx * scale)), max(6, round(ny * scale)))[0]
+        m, n = T.shape
+        x, y = (np.asarray(rng.standard_normal(k) + 1j, np.complex64) for k in (n, m))
+        X = (rng.standard_normal((n, 16)) + 1j).astype(np.complex64)
+        label = f"TLR {m}^2 ({T.nbytes / 1e6:.1f} MB)"
+        out += [(label, "fwd s=1", lambda t, T=T, x=x: T.matvec(x, n_threads=t)),
+                (label, "adj s=1", lambda t, T=T, y=y: T.rmatvec(y, n_threads=t)),
+                (label, "fwd s=16", lambda t, T=T, X=X: T.matvec(X, n_threads=t))]
+    return out
+
+
+def _calls(which: str, scale: float):
+    """``(label, kind, f)`` of a ``--set``: ``f(n_threads)`` is one timed call."""
+    if which == "tlr":
+        return tlr_cases(scale)
+    out = []
+    for label, A, X in (cases if which == "products" else row_cases)(scale):
+        P = CSR(A)
+        if which == "products":
+            out.append((label, "one-shot",
+                        lambda t, A=A, X=X: sparse_matmul(A, X, n_threads=t)))
+        out.append((label, "prepared", lambda t, P=P, X=X: sparse_matmul(P, X, n_threads=t)))
+    return out
+
+
 def _repeated(fn, reps: int, modules: dict | None = None):
     """A call of ``fn`` ``reps`` times, with the kernel ``modules`` swapped in if given."""
     def run():
@@ -167,48 +204,46 @@ def main(argv=None) -> int:
     p.add_argument("--cflags", default="", help="the B build's extra CFLAGS")
     p.add_argument("--source", type=Path, default=ROOT,
                    help="the B build's source tree (default: this checkout)")
-    p.add_argument("--modules", type=comma_list(str), default=["_spmm", "_scatter"],
-                   help="kernel modules taken from the B build")
+    p.add_argument("--modules", type=comma_list(str), default=None,
+                   help="kernel modules taken from the B build (default: _spmm,_scatter; "
+                        "with --set tlr: _tlrmvm)")
     p.add_argument("--threads", type=comma_list(int), default=None,
                    help="thread counts (default: 1, 2, 4, ... and all cores)")
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--scale", type=float, default=1.0, help="problem sides times this")
-    p.add_argument("--set", choices=("products", "rows"), default="products",
+    p.add_argument("--set", choices=("products", "rows", "tlr"), default="products",
                    help="products: what users call, one-shot and prepared; rows: prepared "
                         "SpMV of random rows of one length each and of Poisson-distributed "
-                        "lengths (row_cases)")
+                        "lengths (row_cases); tlr: TLR-MVM (tlr_cases)")
     a = p.parse_args(argv)
+    modules = a.modules or (["_tlrmvm"] if a.set == "tlr" else ["_spmm", "_scatter"])
     counts = sorted(set(a.threads or thread_counts(available_cores())))
     if not counts or counts[0] < 1 or a.rounds < 1 or not a.scale > 0:
         p.error("need --threads >= 1, --rounds >= 1 and --scale > 0")
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         folder = build_alternative(a.cflags, Path(tmp) / "src", a.source)
-        alt = {name: load_beside(folder, name) for name in a.modules}
+        alt = {name: load_beside(folder, name) for name in modules}
         print(f"B: {a.source.name}, CFLAGS={a.cflags!r} (built in "
               f"{time.perf_counter() - t0:.0f} s); A: "
-              f"wsesparse {wsesparse.__version__} as installed; modules {', '.join(a.modules)}")
+              f"wsesparse {wsesparse.__version__} as installed; modules {', '.join(modules)}")
         print(f"us, medians of {a.rounds} interleaved rounds; B / A < 1: B is faster")
         print(f"{'product':36s} {'call':9s} {'thr':>3s} {'A':>9s} {'B':>9s} {'B / A':>6s}")
-        for label, A, X in (cases if a.set == "products" else row_cases)(a.scale):
-            P = CSR(A)
-            calls = (("one-shot", lambda t: sparse_matmul(A, X, n_threads=t)),
-                     ("prepared", lambda t: sparse_matmul(P, X, n_threads=t)))
-            for kind, f in calls[a.set == "rows":]:
-                for t in counts:
-                    ref = f(t)
-                    with swapped(alt):
-                        got = f(t)
-                    if not np.allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max()):
-                        raise AssertionError(f"{label}, {kind}: B's result differs from A's")
-                    t1 = time.perf_counter()
-                    f(t)
-                    reps = max(3, min(200, int(0.02 / max(time.perf_counter() - t1, 1e-6))))
-                    times = interleaved({"A": _repeated(lambda: f(t), reps),
-                                         "B": _repeated(lambda: f(t), reps, alt)}, a.rounds)
-                    ta, tb = (times[k][1] / reps * 1e6 for k in ("A", "B"))
-                    print(f"{label:36s} {kind:9s} {t:>3d} {ta:>9.1f} {tb:>9.1f} {tb / ta:>6.2f}",
-                          flush=True)
+        for label, kind, f in _calls(a.set, a.scale):
+            for t in counts:
+                ref = f(t)
+                with swapped(alt):
+                    got = f(t)
+                if not np.allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max()):
+                    raise AssertionError(f"{label}, {kind}: B's result differs from A's")
+                t1 = time.perf_counter()
+                f(t)
+                reps = max(3, min(200, int(0.02 / max(time.perf_counter() - t1, 1e-6))))
+                times = interleaved({"A": _repeated(lambda: f(t), reps),
+                                     "B": _repeated(lambda: f(t), reps, alt)}, a.rounds)
+                ta, tb = (times[k][1] / reps * 1e6 for k in ("A", "B"))
+                print(f"{label:36s} {kind:9s} {t:>3d} {ta:>9.1f} {tb:>9.1f} {tb / ta:>6.2f}",
+                      flush=True)
     return 0
 
 

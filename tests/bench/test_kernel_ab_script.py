@@ -43,6 +43,28 @@ def test_row_set_times_prepared_spmv_of_every_row_length(capsys, monkeypatch):
     assert labels == [f"{s}{n}/row" for n in kernel_ab.ROW_LENGTHS for s in ("", "~")]
 
 
+def test_tlr_set_times_forward_and_adjoint_through_the_b_module(capsys, monkeypatch):
+    """--set tlr swaps TLRMatrix's _tlrmvm (the B build) and times three calls of each
+    operator; the installed module stands in for B."""
+    from wsesparse._kernels import _tlrmvm
+    from wsesparse.tlr import matrix as tlr_matrix
+    folder = Path(_tlrmvm.__file__).parent
+    monkeypatch.setattr(kernel_ab, "build_alternative", lambda cflags, where, source: folder)
+    seen = []
+    real = kernel_ab.load_beside
+    monkeypatch.setattr(kernel_ab, "load_beside",
+                        lambda folder, name: seen.append(name) or real(folder, name))
+    assert kernel_ab.main(["--set", "tlr", "--threads", "1", "--rounds", "1",
+                           "--scale", "0.05"]) == 0
+    assert seen == ["_tlrmvm"]
+    out = capsys.readouterr().out.splitlines()
+    assert "modules _tlrmvm" in out[0]
+    rows = out[3:]
+    assert [" ".join(r.split()[4:6]) for r in rows] == ["fwd s=1", "adj s=1", "fwd s=16"] * 2
+    assert all(r.startswith("TLR ") for r in rows)
+    assert tlr_matrix._tlrmvm is _tlrmvm                               # put back
+
+
 def test_swapped_replaces_only_inside_the_block():
     fake = object()
     with kernel_ab.swapped({"_spmm": fake}):
