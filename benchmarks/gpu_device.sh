@@ -8,9 +8,10 @@
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
 #   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
 #   transposed, zones, runs (Intel's SpMV run rule against a build without it:
-#   kernel_ab.py, B / A > 1 where the rule helps), blas (the workflows under
-#   accelerated() with BLAS on one thread against BLAS on the kernels' threads:
-#   blas_modes.py), or 1 for the first five; CPU_TIMEOUT
+#   kernel_ab.py, B / A > 1 where the rule helps), tlr_ab (the TLR forward rows in zmm
+#   against 32 bytes: kernel_ab.py --set tlr, B / A > 1 where zmm helps), blas (the
+#   workflows under accelerated() with BLAS on one thread against BLAS on the kernels'
+#   threads: blas_modes.py), or 1 for the first five; CPU_TIMEOUT
 #   bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on any machine, e.g. as a
 #   second call on a warm device.
 #   PY names the interpreter (default python3: on the lent machines the one with cupy, torch,
@@ -71,6 +72,8 @@ for part in $parts; do
         zones) cmd=(benchmarks/scatter_zones.py) ;;
         runs) cmd=(benchmarks/kernel_ab.py --set rows --cflags=-DWS_SPMV_RUN_SCALAR=0
                    --threads "1,$(nproc)" --rounds 5) ;;
+        tlr_ab) cmd=(benchmarks/kernel_ab.py --set tlr --cflags=-DTLR_NO_ZMM
+                     --threads "1,$(nproc)" --rounds 5) ;;
         blas) cmd=(benchmarks/blas_modes.py --rounds 3) ;;
         *) echo "unknown CPU part $part"; continue ;;
     esac
