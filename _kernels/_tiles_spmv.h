@@ -228,13 +228,11 @@ static inline int ws_oor_i32_32(const int32_t *ix, __m256i lim)
     return (_mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)ix), l)
             | _mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)(ix + 16)), l)) != 0;
 }
+#define WS_HAVE_OOR_I32_32 1
 #ifndef WS_VROW_CHK32
 #define WS_VROW_CHK32 1
 #endif
 #else
-#undef WS_VROW_CHK32
-#define WS_VROW_CHK32 0
-#define ws_oor_i32_32(ix, lim) 0
 static inline int ws_oor_i32(const int32_t *ix, __m256i lim)  /* ix[0:16] */
 {
     const __m256i a = _mm256_loadu_si256((const __m256i *)ix);
@@ -258,12 +256,14 @@ static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
     ? ws_oor_i32_8((const int32_t *)indices + (q), limv) : WS_OOR_VL(q)))
 #define WS_LIMV __m256i limv = _mm256_set1_epi32((int32_t)lim); (void)limv;
 #else
-#undef WS_VROW_CHK32
-#define WS_VROW_CHK32 0
-#define ws_oor_i32_32(ix, lim) 0
 #define WS_OORV2(q) (WS_OOR_VL(q) || WS_OOR_VL((q) + VL))
 #define WS_OORV1(q) WS_OOR_VL(q)
 #define WS_LIMV
+#endif
+#ifndef WS_HAVE_OOR_I32_32  /* (no AVX-512 compare: 16 indices a check and branch) */
+#undef WS_VROW_CHK32
+#define WS_VROW_CHK32 0
+#define ws_oor_i32_32(ix, lim) 0
 #endif
 #define WS_OOR_VL(q) (VL == 8 ? WS_OOR8(q) : (WS_OOR(q) || WS_OOR((q) + 1) ||     \
                                             WS_OOR((q) + 2) || WS_OOR((q) + 3)))
