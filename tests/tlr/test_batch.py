@@ -61,3 +61,18 @@ def test_batch_bad_arguments(T, A):
     with pytest.raises(TypeError, match="n_rhs must be a positive int, got 1.5"):
         TLRBatch([T]).mvm_bytes(1.5)
     assert TLRBatch([T, T]).mvm_bytes(2) == 2 * T.mvm_bytes(2)
+
+
+def test_errors_name_the_slice():
+    rng = np.random.default_rng(0)
+    good = rng.standard_normal((4, 3))
+    B = TLRBatch.from_dense([good, good], nb=2, tol=1e-6)
+    for threads in (1, 2):
+        with pytest.raises(ValueError, match=r"^slice 1: T @ x: .* x needs 3 rows"):
+            B.matvec([np.ones(3), np.ones(5)], n_threads=threads)
+    with pytest.raises(ValueError, match=r"^slice 0: T.H @ y"):
+        B.rmatvec([np.ones(3), np.ones(4)])
+    with pytest.raises(TypeError, match=r"^slice 1: A must be a 2-D array, got None"):
+        TLRBatch.from_dense([good, None], nb=2)
+    with pytest.raises(ValueError, match=r"^slice 2: A contains NaN or inf"):
+        TLRBatch.from_dense(np.stack([good, good, np.full((4, 3), np.nan)]), nb=2)

@@ -64,6 +64,8 @@ BAD_FILES = {
     "nb_float": lambda T, p: _save(T, p, nb=np.array(16.7)),
     "nb_array": lambda T, p: _save(T, p, nb=np.array([16, 16])),
     "tol_str": lambda T, p: _save(T, p, tol=np.array("abc")),
+    "tol_negative": lambda T, p: _save(T, p, tol=np.array(-1.0)),
+    "tol_inf": lambda T, p: _save(T, p, tol=np.array(np.inf)),
     "nan_bases": lambda T, p: _save(T, p, U=np.full_like(T.U, np.nan)),
     # A damaged zip directory: zipfile raised NotImplementedError ("zip file version") or
     # RuntimeError ("encrypted").

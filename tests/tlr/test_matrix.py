@@ -8,6 +8,8 @@ docs/adversarial_inputs.md.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -246,3 +248,56 @@ def test_tlr_too_big(assert_early_memory_error):
     assert_early_memory_error(
         lambda: TLRMatrix.from_function(lambda r, c: None, (2**40, 4), nb=256),
         "4,294,967,296 tiles")
+
+
+def test_tile_indices_wrap_like_numpy_and_outside_the_grid_raise():
+    """tile(-3, 0) of a 3 x 2 grid returned factors cut from two tiles; tile(3, 0) and
+    tile(-1, 0) failed inside reshape."""
+    A = np.random.default_rng(0).standard_normal((10, 7))
+    T = TLRMatrix.from_dense(A, nb=4, tol=1e-9)
+    assert T.ranks.shape == (3, 2)
+    for i in range(-3, 3):
+        for j in range(-2, 2):
+            U, V = T.tile(i, j)
+            rows = slice(T.row_ptr[i % 3], T.row_ptr[i % 3 + 1])
+            cols = slice(T.col_ptr[j % 2], T.col_ptr[j % 2 + 1])
+            np.testing.assert_allclose(U @ V.T, A[rows, cols], atol=1e-8)
+    for i, j in [(3, 0), (-4, 0), (0, 2), (0, -3)]:
+        with pytest.raises(IndexError, match="out of the 3 x 2 tile grid"):
+            T.tile(i, j)
+    with pytest.raises(TypeError):
+        T.tile(0.0, 0)
+
+
+def test_nb_and_tol_are_what_save_can_write():
+    """nb >= 2**63 and tol=0/1/'1e-3' were accepted, saved, and then refused by load."""
+    A = np.arange(20.0).reshape(5, 4)
+    with pytest.raises(ValueError, match=r"nb must be a positive int below 2\*\*63"):
+        TLRMatrix.from_dense(A, nb=2**63)
+    U = np.ones((2, 1))
+    with pytest.raises(ValueError, match="nb must be"):
+        TLRMatrix.from_tiles((3, 3), 2**64, {(0, 0): (np.ones((3, 1)), np.ones((3, 1)))})
+    with pytest.raises(TypeError, match="tol"):
+        TLRMatrix.from_tiles((3, 3), 2, {(0, 0): (U, U)}, tol="1e-3")
+    for bad in (-1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="tol"):
+            TLRMatrix.from_tiles((3, 3), 2, {(0, 0): (U, U)}, tol=bad)
+    for tol in (0, 1, np.float16(1e-3), None):
+        T = TLRMatrix.from_tiles((3, 3), 2, {(0, 0): (U, U)}, tol=tol)
+        buf = io.BytesIO()
+        T.save(buf)
+        buf.seek(0)
+        S = TLRMatrix.load(buf)
+        assert S.tol == T.tol and (tol is None) == (S.tol is None)
+
+
+def test_messages_name_the_argument_and_its_own_dtype():
+    """from_tiles(tiles=None) said "'NoneType' object is not iterable"; a float128 x with a
+    complex64 T was reported as "x has dtype complex256"."""
+    with pytest.raises(TypeError, match="tiles must be a dict .* or a callable .* got None"):
+        TLRMatrix.from_tiles((3, 3), 2, None)
+    T = TLRMatrix.from_dense(np.ones((4, 3), np.complex64), nb=2, tol=1e-3)
+    if np.dtype(np.longdouble).itemsize > 8:  # (platforms with an extended long double)
+        with pytest.raises(TypeError, match=f"x has dtype {np.dtype(np.longdouble)}; with T "
+                                            "of complex64 it would promote to"):
+            T @ np.ones(3, np.longdouble)

@@ -8,15 +8,32 @@ to pick the dtype of a TLR product.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 
-from wsesparse._checks import (KERNEL_DTYPES, check_numeric_dtype, check_real, check_seed,
-                               describe)
+from wsesparse._checks import (KERNEL_DTYPES, check_int, check_numeric_dtype, check_real,
+                               check_seed, describe)
 
-__all__ = ["check_tol", "kernel_dtype", "storage_dtype", "check_seed",
+__all__ = ["check_nb", "check_tol", "check_tol_metadata", "kernel_dtype", "storage_dtype", "check_seed",
            "check_shape", "check_magnitude", "reject_sparse", "rounding_slack", "tile_factors",
            "work_dtype"]
+
+
+def check_nb(nb) -> int:
+    """The tile size: a positive int that ``TLRMatrix.save`` can write (an int64)."""
+    nb = check_int(nb, "nb", minimum=1)
+    if nb >= 2**63:
+        raise ValueError(f"nb must be a positive int below 2**63, got {nb}")
+    return nb
+
+
+def check_tol_metadata(tol) -> float | None:
+    """The ``tol`` a matrix records (from_tiles, the constructor, load): None, or a finite
+    real >= 0 as a float, so that ``save`` writes it and ``load`` reads it back."""
+    if tol is None:
+        return None
+    return check_real(tol, "tol", minimum=0)
 
 
 def check_tol(tol, dtype: np.dtype, max_rank: int) -> float:
@@ -132,6 +149,9 @@ def tile_factors(tiles, rp: np.ndarray, cp: np.ndarray, nb: int) -> dict:
     ntr, ntc = len(rp) - 1, len(cp) - 1
     if callable(tiles):
         get = tiles
+    elif not isinstance(tiles, Mapping):
+        raise TypeError(f"tiles must be a dict of (i, j): (U, V) or a callable of (i, j), "
+                        f"got {describe(tiles)}")
     else:
         for key in tiles:
             if not (isinstance(key, tuple) and len(key) == 2

@@ -48,7 +48,8 @@ class TLRBatch:
         if As is None or np.isscalar(As) or (hasattr(As, "ndim") and As.ndim != 3):
             raise ValueError(f"As must be a sequence of 2-D arrays or an (F, m, n) array, "
                              f"got {describe(As)}")
-        return cls(TLRMatrix.from_dense(A, nb=nb, tol=tol, **kw) for A in As)
+        return cls(_on_slice(k, TLRMatrix.from_dense, A, nb=nb, tol=tol, **kw)
+                   for k, A in enumerate(As))
 
     def __len__(self) -> int:
         return len(self.matrices)
@@ -81,15 +82,26 @@ class TLRBatch:
         if len(xs) != len(self.matrices):
             raise ValueError(f"xs has {len(xs)} vectors for {len(self.matrices)} matrices")
         workers = min(resolve_n_threads(n_threads), max(len(xs), 1))
-        op = (lambda T, x: T.rmatvec(x, n_threads=1)) if adjoint else \
-             (lambda T, x: T.matvec(x, n_threads=1))
+        def op(k, T, x):
+            return _on_slice(k, T.rmatvec if adjoint else T.matvec, x, n_threads=1)
+        ks = range(len(xs))
         if workers == 1:
-            return [op(T, x) for T, x in zip(self.matrices, xs)]
+            return [op(k, T, x) for k, T, x in zip(ks, self.matrices, xs)]
         with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(op, self.matrices, xs))
+            return list(pool.map(op, ks, self.matrices, xs))
 
     def rmatvec(self, ys, n_threads: int | None = None) -> list[np.ndarray]:
         return self.matvec(ys, n_threads, adjoint=True)
 
     def __matmul__(self, xs):
         return self.matvec(xs)
+
+
+def _on_slice(k: int, f, *args, **kw):
+    """``f(*args, **kw)``; a TypeError or ValueError names slice ``k`` of the batch."""
+    try:
+        return f(*args, **kw)
+    except (TypeError, ValueError) as exc:
+        if type(exc) not in (TypeError, ValueError):
+            raise
+        raise type(exc)(f"slice {k}: {exc}") from exc

@@ -24,8 +24,8 @@ from wsesparse._checks import check_allocation, check_int, check_numeric_dtype, 
 from wsesparse._progress import Progress, progress_enabled
 from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr._layout import tile_bounds
-from wsesparse.tlr._validate import (check_magnitude, check_seed, check_tol, rounding_slack,
-                                     work_dtype)
+from wsesparse.tlr._validate import (check_magnitude, check_nb, check_seed, check_tol,
+                                     rounding_slack, work_dtype)
 
 __all__ = ["compress_tiles"]
 
@@ -204,7 +204,7 @@ def compress_tiles(shape: tuple[int, int], get: Callable[[slice, slice], np.ndar
     >>> bool(np.allclose(factors[(1, 1)][0] @ factors[(1, 1)][1].T, A[3:, 3:]))
     True
     """
-    nb = check_int(nb, "nb", minimum=1)
+    nb = check_nb(nb)
     m, n = shape
     if rank is not None:
         rank = check_int(rank, "rank", minimum=1)

@@ -106,6 +106,8 @@ def load(cls, file):
     if tol.shape != () or tol.dtype.kind != "f":
         raise bad(f"tol must be one float, got {describe(tol)}")
     tol = float(tol)
+    if not (np.isnan(tol) or 0 <= tol < np.inf):  # (NaN: saved from tol=None)
+        raise bad(f"tol must be a finite float >= 0 or NaN, got {tol}")
     T = cls(tuple(int(v) for v in shape), int(nb), d["ranks"], d["U"], d["V"],
             None if np.isnan(tol) else tol)
     if not (np.isfinite(T.U).all() and np.isfinite(T.V).all()):

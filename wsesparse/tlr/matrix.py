@@ -7,6 +7,7 @@ Compression lives in :mod:`wsesparse.tlr.compression`, ``.npz`` files in
 from __future__ import annotations
 
 
+import operator
 from typing import Callable
 
 import numpy as np
@@ -20,8 +21,9 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import io as tlr_io
 from wsesparse.tlr._layout import ALIGN, aligned_empty, copy_aligned, tile_bounds
 from wsesparse.tlr._split import FORWARD_CUT_ABOVE, FORWARD_GRAIN, tile_items
-from wsesparse.tlr._validate import (check_magnitude, check_shape, kernel_dtype, tile_factors,
-                                     reject_sparse, storage_dtype, work_dtype)
+from wsesparse.tlr._validate import (check_magnitude, check_nb, check_shape, check_tol_metadata,
+                                     kernel_dtype, reject_sparse, storage_dtype, tile_factors,
+                                     work_dtype)
 from wsesparse.tlr.compression import compress_tiles
 
 __all__ = ["TLRMatrix"]
@@ -73,7 +75,7 @@ class TLRMatrix:
         (w_j, sum_i k_ij) block; ``U`` holds, per tile row i,
         ``[U_i0, U_i1, ...]`` in column-major order.
     tol : float or None
-        The accuracy the matrix was built with (metadata).
+        The accuracy the matrix was built with (metadata): None, or a finite float >= 0.
 
     Attributes
     ----------
@@ -102,11 +104,11 @@ class TLRMatrix:
     def __init__(self, shape: tuple[int, int], nb: int, ranks: np.ndarray,
                  U: np.ndarray, V: np.ndarray, tol: float | None = None):
         m, n = check_shape(shape)
-        nb = check_int(nb, "nb", minimum=1)
+        nb = check_nb(nb)
         U, V = np.asarray(U), np.asarray(V)
         self.shape = (m, n)
         self.nb = nb
-        self.tol = tol
+        self.tol = check_tol_metadata(tol)
         ranks = np.asarray(ranks)
         # (the grid from the shape before any array of its size: a file's corrupt shape
         # must give this error, not a MemoryError from tile_bounds)
@@ -178,6 +180,9 @@ class TLRMatrix:
         dtype : dtype, optional
             Storage dtype: float32, float64, complex64 or complex128; default:
             the common dtype of the factors (float64 for integers).
+        tol : float, optional
+            The accuracy of the factors, recorded as ``T.tol`` (metadata): a finite
+            float >= 0, or None (unknown).
 
         Raises
         ------
@@ -199,7 +204,8 @@ class TLRMatrix:
                [1., 1., 0.],
                [0., 0., 0.]])
         """
-        nb = check_int(nb, "nb", minimum=1)
+        nb = check_nb(nb)
+        tol = check_tol_metadata(tol)
         m, n = check_shape(shape)
         rp, cp = tile_bounds(m, nb), tile_bounds(n, nb)
         factors = tile_factors(tiles, rp, cp, nb)
@@ -323,7 +329,7 @@ class TLRMatrix:
             norm2 = float(np.linalg.norm(arr.astype(wd, copy=False)) ** 2) if arr.size < 2**26 \
                 else float(sum(np.linalg.norm(arr[r:r + 4096].astype(wd)) ** 2
                                for r in range(0, arr.shape[0], 4096)))
-        nb = check_int(nb, "nb", minimum=1)
+        nb = check_nb(nb)
         check_magnitude(float(np.abs(arr).max()), norm2, "A", dtype, min(nb, arr.shape[1]))
         nb, factors, tol = compress_tiles(arr.shape, lambda r, c: arr[r, c], nb, tol, rank, dtype,
                                           seed, n_threads, progress, norm2=norm2, check=False)
@@ -441,6 +447,11 @@ class TLRMatrix:
                              f"{name} needs {n_in} rows")
         rt = np.result_type(self.dtype, arr.dtype)
         if rt not in KERNEL_DTYPES:
+            if arr.dtype.kind == "f" and arr.dtype.itemsize > 8 or arr.dtype.kind == "c":
+                # (float128/complex256: the message named the promoted dtype as x's)
+                raise TypeError(f"{name} has dtype {arr.dtype}; with T of {self.dtype} it "
+                                f"would promote to {rt}; TLR matrices are float32, float64, "
+                                "complex64 or complex128")
             rt = kernel_dtype(rt, name)
         vec = arr.ndim == 1
         X = arr.reshape(n_in, -1)
@@ -596,7 +607,30 @@ class TLRMatrix:
 
     # ------------------------------------------------------------- inspection
     def tile(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
-        """Views ``(U_ij, V_ij)`` of tile (i, j), with ``A_ij ~ U_ij @ V_ij.T``."""
+        """Views ``(U_ij, V_ij)`` of tile (i, j), with ``A_ij ~ U_ij @ V_ij.T``.
+
+        ``i`` and ``j`` index the tile grid (``T.ranks.shape``); negative ones count from
+        the end, as in numpy. Raises IndexError outside the grid.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from wsesparse import TLRMatrix
+        >>> A = np.add.outer(np.arange(10.0), np.arange(7.0))
+        >>> T = TLRMatrix.from_dense(A, nb=4, tol=1e-9)
+        >>> U, V = T.tile(-1, 0)  # the last tile row: rows 8-9
+        >>> bool(np.allclose(U @ V.T, A[8:, :4]))
+        True
+        """
+        grid = self.ranks.shape
+        ij = []
+        for name, v, size in (("i", i, grid[0]), ("j", j, grid[1])):
+            v = operator.index(v)
+            if not -size <= v < size:
+                raise IndexError(f"tile {name}={v} is out of the {grid[0]} x {grid[1]} tile "
+                                 "grid")
+            ij.append(v % size)
+        i, j = ij
         h = self.row_ptr[i + 1] - self.row_ptr[i]
         w = self.col_ptr[j + 1] - self.col_ptr[j]
         k = self.ranks[i, j]
