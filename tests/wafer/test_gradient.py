@@ -76,3 +76,11 @@ def test_a_run_of_no_cycles_has_an_infinite_speedup():
     assert r.cycles == 0 and r.dense_cycles > 0 and r.speedup == float("inf")
     Y, r2 = wafer.execute_gemm(np.zeros((3, 3)), np.ones((3, 4)), machine=m, psum="seed")
     assert r2.speedup == float("inf") and not Y.any()
+
+
+def test_delta_shape_error_names_dy_and_w():
+    """It reported "inner dimensions differ: A is csc_array (20, 30)" (W.T) and "B"."""
+    W = sp.random(30, 20, density=0.3, format="csr", random_state=0)
+    with pytest.raises(ValueError, match=r"dY must have 30 rows to match W of shape \(30, 20\)"):
+        wafer.delta(W, np.ones((5, 3)))
+    np.testing.assert_allclose(wafer.delta(W, np.ones(30)), W.T @ np.ones(30))

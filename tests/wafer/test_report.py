@@ -20,3 +20,20 @@ def test_report_table_and_json():
     assert d["cycles"] == rep.cycles and len(d["row_nnz"]) == 4 and d["shape"] == [20, 12]
     assert rep.seconds == pytest.approx(rep.cycles / m.clock_hz)
     assert rep.speedup == pytest.approx(rep.dense_cycles / rep.cycles)
+
+
+def test_reports_with_arrays_compare_by_value():
+    """GemmReport, GradientReport and Assignment hold numpy arrays: the dataclasses' own ==
+    raised "truth value of an array is ambiguous"."""
+    m = dataclasses.replace(wafer.WSE2, rows=4, cols=2)
+    W = sp.random(20, 12, density=0.3, format="csr", random_state=1)
+    for make in (lambda: wafer.estimate_gemm(W, 8, machine=m),
+                 lambda: wafer.estimate_gradient(W, 8, machine=m),
+                 lambda: wafer.balance([3, 1, 2, 5, 0], 2, "round_robin")):
+        a, b = make(), make()
+        assert a == b and not a != b
+    rep = wafer.estimate_gemm(W, 8, machine=m)
+    other = dataclasses.replace(rep, row_nnz=rep.row_nnz + 1)
+    assert rep != other and rep != dataclasses.replace(rep, cycles=rep.cycles + 1)
+    assert rep != dataclasses.replace(rep, row_nnz=rep.row_nnz[:-1])
+    assert (rep == "report") is False

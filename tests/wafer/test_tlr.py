@@ -205,3 +205,16 @@ def test_summary_adds_up_with_waves():
     many = estimate_tlrmvm(T, copies=10 * one.cores_available // one.cores_per_matrix)
     assert not many.fits and "a wave;" in many.summary()
     assert f"{many.total_cycles} in all with the waves" in many.summary()
+
+
+def test_double_precision_note_names_every_double_dtype_in_any_order():
+    """The note looked at the batch's first matrix only: [float32, float64] had none."""
+    A = np.random.default_rng(0).standard_normal((50, 40))
+    T64 = TLRMatrix.from_dense(A, nb=16, tol=1e-3)
+    T32 = TLRMatrix.from_dense(A, nb=16, tol=1e-3, dtype=np.float32)
+    a = estimate_tlrmvm(TLRBatch([T64, T32]), copies=1)
+    b = estimate_tlrmvm(TLRBatch([T32, T64]), copies=1)
+    note = "float64 costed as single precision (fp32 on the wafer)"
+    assert note in a.notes and note in b.notes and a.total_cycles == b.total_cycles
+    assert not any("costed as single" in n
+                   for n in estimate_tlrmvm(TLRBatch([T32, T32]), copies=1).notes)

@@ -62,6 +62,7 @@ def test_model_and_count_parsing():
     (["--engines", "0"], "--engines must be between 1"), (["--engines", "x"], "--engines"),
     (["--tokens", "lots"], "--tokens"), (["--model", "huge"], "--model"),
     (["--sparsity", "1"], "--sparsity must be"),
+    (["--max-engines", "0"], "--max-engines must be a positive int, got 0"),
 ])
 def test_train_errors_name_the_argument(argv, word, capsys):
     assert main(["train", "--model", "125M"] + argv) == 2
@@ -88,3 +89,19 @@ def test_counts_out_of_range_and_memory_errors_are_messages(capsys):
     assert main(["simulate", "--shape", "100000x100000", "--sparsity", "0", "--tokens", "10"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("wsesparse simulate: error: ") and "memory" in err
+
+
+def test_train_model_beyond_memory_or_index_range_is_a_message(capsys, monkeypatch):
+    """--model 1e18 passed random_weights' check of its pattern (8 bytes a nonzero), then the
+    estimates' copies of it took 4.5x that and the process was killed; --model 1e300 named
+    random_weights' n_in."""
+    from wsesparse import _checks
+    from wsesparse.wafer import training
+    monkeypatch.setattr(_checks, "available_memory", lambda: 1 << 20)
+    training._matrix_phases.cache_clear()
+    assert main(["train", "--model", "125M"]) == 2
+    assert "(the pattern and its copies) needs" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert main(["train", "--model", "1e300"]) == 2
+    err = capsys.readouterr().err
+    assert "the model is too large to estimate" in err and "n_in" not in err

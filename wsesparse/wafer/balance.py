@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wsesparse._checks import check_int, describe
+from wsesparse.wafer._compare import fields_equal
 
 BALANCERS = ("identity", "contiguous", "round_robin", "serpentine", "greedy")
 
@@ -41,6 +42,8 @@ class Assignment:
     slot_of_feature: np.ndarray
     features_per_row: np.ndarray
     row_nnz: np.ndarray
+
+    __eq__ = fields_equal  # (arrays compared by value)
 
     @property
     def max_over_mean(self) -> float:

@@ -206,6 +206,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise ValueError("--engines needs at least one engine count")
     machine = PRESETS[args.machine]
     if args.max_engines is not None:
+        check_int(args.max_engines, "--max-engines", minimum=1)
         machine = dataclasses.replace(machine, max_engines=args.max_engines)
     # (the options' names in the errors: the estimate would name sparsity and engines)
     check_real(args.sparsity, "--sparsity", minimum=0, maximum=1, inclusive=(True, False))

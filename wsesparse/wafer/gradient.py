@@ -53,6 +53,11 @@ def delta(W, dY) -> np.ndarray:
     True
     """
     csr = as_csr_pattern(W)
+    shape = np.shape(dY)
+    if len(shape) not in (1, 2) or shape[0] != csr.shape[0]:
+        # (sparse_matmul's message named W.T as "A" and dY as "B")
+        raise ValueError(f"dY must have {csr.shape[0]} rows to match W of shape {csr.shape}, "
+                         f"got {describe(dY)}")
     return sparse_matmul(csr.T, dY)
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wsesparse.wafer._compare import fields_equal
+
 
 @dataclass(frozen=True)
 class GemmReport:
@@ -77,6 +79,8 @@ class GemmReport:
     row_cycles: np.ndarray = field(repr=False)
     row_stall_cycles: np.ndarray = field(repr=False)
     psum: str = "fabric"
+
+    __eq__ = fields_equal  # (arrays compared by value)
 
     def to_dict(self) -> dict:
         """Plain-Python dict (arrays become lists), ready for ``json.dumps``.

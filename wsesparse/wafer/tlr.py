@@ -223,8 +223,9 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
                                maximum=machine.sram_bytes - 1)
     notes = []
     complex_ = mats[0].dtype.kind == "c"
-    if mats[0].dtype.itemsize > (8 if complex_ else 4):
-        notes.append(f"{mats[0].dtype} costed as single precision (fp32 on the wafer)")
+    double = sorted({str(M.dtype) for M in mats if M.dtype.itemsize > (8 if complex_ else 4)})
+    if double:
+        notes.append(f"{' and '.join(double)} costed as single precision (fp32 on the wafer)")
     itemsize = 8 if complex_ else 4
     # one complex multiply-add = 4 real FMACs
     cyc_per_elem = (4 if complex_ else 1) / machine.fmac_fp32

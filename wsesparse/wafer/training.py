@@ -50,7 +50,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from wsesparse._checks import check_int, check_real
+from wsesparse._checks import check_allocation, check_int, check_real
 from wsesparse.wafer.estimate import estimate_gemm, random_weights
 from wsesparse.wafer.gradient import estimate_gradient
 from wsesparse.wafer.machine import DEFAULT_DTYPE, WSE2, Machine, check_dtype, with_psum
@@ -221,6 +221,16 @@ def _matrix_phases(machine: Machine, M: int, K: int, n_tokens: int, engines: int
                    sparsity: float, dtype: str, budget: float, seed: int):
     """Cycles of forward, delta and weight gradient of an M x K matrix (cached)."""
     mm, Mp, Kp, n, f = _scaled_problem(machine, M, K, n_tokens, budget, engines)
+    if Kp >= 2**31:
+        raise ValueError(f"the model is too large to estimate: its {float(M):.3g} x "
+                         f"{float(K):.3g} matrices scale to {float(Kp):.3g} columns at least, "
+                         "and a pattern needs fewer than 2**31")
+    # random_weights checks its pattern (8 bytes a nonzero); the two estimates then copy,
+    # transpose and reorder it: a peak of 4.5x the pattern at --model 3e16 (session 33)
+    nnz = (1.0 - float(sparsity)) * Mp * Kp
+    check_allocation(int(40 * nnz) + 8 * Mp,
+                     f"the estimate of a {M} x {K} matrix, scaled to {Mp} x {Kp} with "
+                     f"~{int(nnz):,} nonzeros (the pattern and its copies)")
     W = random_weights(Mp, Kp, sparsity, seed=seed)
     fwd = estimate_gemm(W, n, machine=mm, engines=engines, dtype=dtype)
     grad = estimate_gradient(W, n, machine=mm, engines=engines, dtype=dtype)
