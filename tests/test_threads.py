@@ -490,3 +490,19 @@ def test_kernels_in_a_forked_child_run_on_one_thread_and_finish():
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.split() == ["0", "False"], (
         res.stdout, res.stderr[-2000:])
+
+
+def test_n_threads_above_the_limit_is_an_error_not_a_crash():
+    """n_threads=40000 made libgomp abort the process ("Thread creation failed") and 100000
+    crashed it; explicit counts now stop at MAX_THREADS (4 per core, at least 64)."""
+    from wsesparse import _threads
+    assert _threads.MAX_THREADS >= 64 and _threads.MAX_THREADS >= 4 * (os.cpu_count() or 1)
+    A = sp.random(300, 200, density=0.05, format="csr", random_state=0)
+    X = np.ones((200, 8))
+    np.testing.assert_allclose(sparse_matmul(A, X, n_threads=_threads.MAX_THREADS), A @ X)
+    for bad in (_threads.MAX_THREADS + 1, 100000):
+        with pytest.raises(ValueError, match=rf"n_threads must be a positive int or None, at "
+                                             rf"most {_threads.MAX_THREADS} .* got {bad}"):
+            sparse_matmul(A, X, n_threads=bad)
+        with pytest.raises(ValueError, match="n_threads must be"):
+            sparse_matmul(CSR(A), np.ones(200), n_threads=bad)

@@ -201,7 +201,8 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         # One column is a vector in memory (both C-contiguous): the SpMV kernel, so A @ X
         # gives the bits of A @ X[:, 0], and its speed (the row tiles took (n, 1) products
         # up to 3x longer; docs/tuning.md, "One column").
-        X, Y = X.reshape(-1), Y.reshape(-1)
+        # (views as ndarray: an np.matrix out reshapes to (1, m), not to a vector)
+        X, Y = np.asarray(X).reshape(-1), np.asarray(Y).reshape(-1)
     if X.ndim == 1:
         threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows), idle_rule=True)
         blocks = streamed = False

@@ -17,6 +17,10 @@ _OPENMP = _runtime.openmp_enabled()
 # thread that must share its core waits for a scheduler time slice (milliseconds) and
 # the whole product waits with it (docs/tuning.md, "Threads").
 LOAD_AWARE = os.environ.get("WSESPARSE_LOAD_AWARE", "1").strip() != "0"
+# The largest explicit n_threads: 4 per core, at least 64. Beyond the system's thread limit
+# OpenMP aborted the process (n_threads=40000) or crashed it (100000); well before it a
+# product took seconds to start its team on 2 cores.
+MAX_THREADS = max(64, 4 * (os.cpu_count() or 1))
 _last_team = 1  # threads of the last team: they may still be spinning, runnable
 _last_call = float("-inf")  # monotonic time of the last call that could take a team
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
@@ -73,11 +77,15 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     product's multiply-adds) of fewer than :func:`cold_max_work` (of the default team)
     run on one thread for ``COLD_RUN_SECONDS`` after no call could take a team for
     ``COLD_TEAM_SECONDS``: a team woken after such a spell may start milliseconds late.
-    An explicit positive integer is used as given, except in a process forked from another
-    (``forked``): there every call runs on one thread.
+    An explicit positive integer up to ``MAX_THREADS`` (4 per core, at least 64) is used as
+    given, except in a process forked from another (``forked``): there every call runs on
+    one thread. A larger one raises ValueError.
     """
     if n_threads is not None:  # (None, the commonest value, costs no call)
         n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
+        if n_threads > MAX_THREADS:
+            raise ValueError(f"n_threads must be a positive int or None, at most {MAX_THREADS} "
+                             f"(4 per core, at least 64), got {n_threads}")
     cap = work // th.MIN_WORK_PER_THREAD
     if cap < 2 or not _OPENMP or forked:
         return 1  # decided without asking the OpenMP runtime or the OS

@@ -139,6 +139,24 @@ def test_out_matrix_container(rng):
     assert_matches(out, A @ X)
 
 
+@pytest.mark.parametrize("method", ["auto", "sparse"])
+def test_out_matrix_of_one_column_or_row(rng, method):
+    """A one-column (or, for X @ A, one-row) np.matrix out: the SpMV path reshaped it to
+    (1, m), not to a vector, and the kernel raised "x and y must be 1-D"."""
+    from wsesparse import CSR
+    A = sp.csr_matrix(random_sparse(rng, 30, 20, 0.3))
+    for left in (A, CSR(A)):
+        for X in (random_dense(rng, (20, 1)), np.asmatrix(random_dense(rng, (20, 1)))):
+            out = np.asmatrix(np.zeros((30, 1)))
+            assert sparse_matmul(left, X, out=out, method=method) is out
+            assert_matches(out, A @ np.asarray(X), exact_type=False)
+    for right in (A.tocsc(), CSR(A)):
+        Z = random_dense(rng, (1, 30))
+        out = np.asmatrix(np.zeros((1, 20)))
+        assert sparse_matmul(Z, right, out=out, method=method) is out
+        assert_matches(out, Z @ A, exact_type=False)
+
+
 # -- bad out -----------------------------------------------------------------------------------
 def test_out_wrong_shape(S):
     with pytest.raises(ValueError, match=r"out has shape \(6, 3\), but the product has shape "
