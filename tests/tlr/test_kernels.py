@@ -246,6 +246,30 @@ def test_single_vector_rows_of_every_length(dtype):
     assert _tlrmvm.FORWARD_ROWS_PREFETCH in (1, 2)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_adjoint_rows_of_every_length(dtype):
+    """The adjoint's dot products (``tlr_cn``) over rows of 1 to 74 reals, every remainder of
+    its vectors: the phase-1 rows (tile heights 1-37) and the phase-3 rows (ranks 1-19),
+    with rows of zeros. At every prefetch level the single-vector product equals each column
+    of a block product bit for bit (also in the sign of zeros: ``tobytes``), and the dense
+    product to rounding."""
+    rng = np.random.default_rng(13)
+    rtol = RTOL[dtype] * 10
+    for h, k in [(37, k) for k in range(1, 20)] + [(h, min(h, 3)) for h in range(1, 37)]:
+        U, V = _rand(rng, (h, k), dtype), _rand(rng, (23, k), dtype)
+        U[h // 2:] = 0
+        T = TLRMatrix.from_tiles((h, 23), 64, {(0, 0): (U, V)}, dtype=dtype)
+        Y = _rand(rng, (h, 5), dtype)
+        block = T.H @ Y
+        for level in (0, 1, 2):
+            for c in (0, 4):
+                one = kernel_product(T, Y[:, c:c + 1], adjoint=True, prefetch=level)
+                assert one.tobytes() == np.ascontiguousarray(block[:, c:c + 1]).tobytes(), (h, k)
+        D = T.toarray().astype(np.complex128)
+        np.testing.assert_allclose(block, D.conj().T @ Y, rtol=rtol,
+                                   atol=rtol * np.abs(D).sum(axis=0).max() * np.abs(Y).max())
+
+
 def test_prefetch_rule(monkeypatch):
     """The products prefetch bases larger than one core's L2 (level 1), and more of them
     beyond a third of L3 (level 2); an unknown size (0) counts as exceeded."""
