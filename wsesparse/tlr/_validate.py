@@ -15,9 +15,9 @@ import numpy as np
 from wsesparse._checks import (KERNEL_DTYPES, check_int, check_numeric_dtype, check_real,
                                check_seed, describe)
 
-__all__ = ["check_nb", "check_tol", "check_tol_metadata", "kernel_dtype", "storage_dtype", "check_seed",
-           "check_shape", "check_magnitude", "reject_sparse", "rounding_slack", "tile_factors",
-           "work_dtype"]
+__all__ = ["check_nb", "check_tol", "check_tol_metadata", "kernel_dtype", "storage_dtype",
+           "check_seed", "check_shape", "check_magnitude", "reject_sparse", "rounding_slack",
+           "tile_factors", "work_dtype"]
 
 
 def check_nb(nb) -> int:
