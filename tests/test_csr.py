@@ -578,3 +578,25 @@ def test_pickles_and_copies_carry_the_arrays_not_the_caches(rng):
         assert not np.shares_memory(Q.T.data, T.data)
     gc.collect()
     assert P.T is T and T.T is P  # the original's transpose still points back at it
+
+
+def test_float16_values_are_stored_as_float32():
+    """float16 values were kept: products worked (float32), but toarray, to_scipy and
+    wsesparse.dask failed on them, since scipy.sparse has no float16."""
+    C = CSR.from_arrays(np.array([1, 2], np.float16), [1, 0], [0, 1, 2], (2, 2))
+    assert C.dtype == np.float32 and C.data.dtype == np.float32
+    np.testing.assert_array_equal(C.toarray(), [[0, 1], [2, 0]])
+    assert C.to_scipy().dtype == np.float32
+    y = sparse_matmul(C, np.ones(2, np.float16))
+    assert y.dtype == np.float32 and (y == [1, 2]).all()
+
+
+def test_int32_arrays_with_more_than_2_31_columns_become_int64():
+    """The docstring's rule (int32 only below 2**31 columns) held for scipy input but not
+    for from_arrays with int32 arrays."""
+    C = CSR.from_arrays(np.ones(2), np.array([0, 2**31 - 1], np.int32),
+                        np.array([0, 1, 2], np.int32), (2, 2**31 + 5))
+    assert C.indptr.dtype == C.indices.dtype == np.int64
+    small = CSR.from_arrays(np.ones(2), np.array([0, 1], np.int32),
+                            np.array([0, 1, 2], np.int32), (2, 2))
+    assert small.indices.dtype == np.int32

@@ -112,3 +112,17 @@ def test_plot_draws_in_sparsity_order(tmp_path, monkeypatch):
     assert list(line[0]) == sorted(line[0])
     assert diamond[0] == pytest.approx(1 / (1 - 0.9))
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("kw,exc,msg", [
+    (dict(engines=2), TypeError, "engines must be a list of engine counts, got 2"),
+    (dict(engines=None), TypeError, "engines must be a list of engine counts, got None"),
+    (dict(shape=(0, 128)), ValueError, r"shape\[0\] must be a positive int, got 0"),
+    (dict(shape=(64, -1)), ValueError, r"shape\[1\] must be a positive int, got -1"),
+    (dict(shape=(64.0, 128)), TypeError, r"shape\[0\] must be a positive int, got 64.0"),
+])
+def test_sweep_errors_name_its_own_arguments(kw, exc, msg):
+    """(an int engines had "no len()"; a bad shape was named n_out / n_in)"""
+    args = dict(shape=(64, 128), sparsities=[0.5], tokens=8, engines=[1]) | kw
+    with pytest.raises(exc, match=msg):
+        sweep(**args)

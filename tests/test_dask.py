@@ -253,6 +253,11 @@ def test_tlr_batch_errors(client, tlr_batch):
         wd.tlr_matvec_batch([np.eye(3)], [np.ones(3)])
     with pytest.raises(TypeError, match=r"matrices\[1\] must be a TLRMatrix"):
         wd.scatter_tlr([tlr_batch[0], "x"])
+    # (a single matrix said "'TLRMatrix' object is not iterable"; [] failed inside the
+    # scheduler)
+    with pytest.raises(TypeError, match="matrices must be a sequence of TLRMatrix, got TLR"):
+        wd.scatter_tlr(tlr_batch[0])
+    assert wd.scatter_tlr([]) == [] and wd.scatter_tlr(iter([])) == []
     # A future of something else failed only when computed (a review found it)
     with pytest.raises(TypeError, match=r"matrices\[0\] must be .* Future of .*ndarray"):
         wd.tlr_matvec_batch([client.scatter(np.eye(3))], [np.ones(3)])

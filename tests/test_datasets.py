@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wsesparse.datasets import hilbert_order, seismic_slice
+from wsesparse.datasets import hilbert_order, random_csr, random_dense, seismic_slice
 
 
 @settings(max_examples=30, deadline=None)
@@ -199,3 +199,23 @@ def test_single_precision_slice_of_a_huge_geometry_is_finite(dtype):
             assert A.dtype == np.dtype(dtype) and np.isfinite(A).all()
             want = B if A.dtype.kind == "c" else B.real
             np.testing.assert_allclose(A, want, rtol=1e-5, atol=1e-6 * np.abs(B).max())
+
+
+def test_dtypes_outside_the_kernels_and_unknown_names_are_type_errors():
+    """random_csr(dtype=float16) returned a scipy matrix scipy cannot use (toarray failed);
+    an unknown dtype name gave numpy's "data type 'bogus' not understood"."""
+    for f in (lambda dt: random_csr(4, 5, 0.5, dt), lambda dt: random_csr(4, 5, 0.5, dt,
+                                                                           method="scipy"),
+              lambda dt: random_dense(3, 3, dt), lambda dt: seismic_slice(nx=2, ny=2, dtype=dt)):
+        with pytest.raises(TypeError, match="dtype must be float32, float64, complex64 or "
+                                            "complex128, got float16"):
+            f(np.float16)
+        with pytest.raises(TypeError, match="dtype must be a float or complex dtype, got 'bogus'"):
+            f("bogus")
+
+
+@pytest.mark.parametrize("kw", [dict(spacing=1e155), dict(depths=(1e160,), reflectivity=(0.3,))])
+def test_seismic_geometry_beyond_float64_distances_is_an_error(kw):
+    """Squared distances overflowed float64: 12-16 of 16 entries NaN, with warnings only."""
+    with pytest.raises(ValueError, match="too far apart for float64 distances"):
+        seismic_slice(nx=2, ny=2, dtype=np.complex128, **kw)

@@ -70,6 +70,8 @@ class CSR(LinearOperator):
     ----------
     shape : tuple of int
     dtype : numpy.dtype
+        The values' dtype; float16 values are stored as float32 (scipy.sparse has no
+        float16, and products of them are float32).
     nnz : int
         Stored entries (duplicates counted).
     indptr, indices, data : ndarray
@@ -154,6 +156,10 @@ class CSR(LinearOperator):
         if data.ndim != 1:
             raise ValueError(f"A.data must be 1-D, got {describe(data)}")
         check_numeric_dtype(data.dtype, "A.data")
+        if data.dtype == np.float16:
+            # (scipy.sparse has no float16: toarray, to_scipy and wsesparse.dask failed on it;
+            # products were float32 already)
+            data = data.astype(np.float32)
         if len(indptr) != n_rows + 1:
             raise ValueError(
                 f"A has a corrupt compressed structure: indptr has {len(indptr)} entries, "
@@ -162,7 +168,8 @@ class CSR(LinearOperator):
         # One index type for both arrays, and one the kernels are compiled for: int64
         # here, narrowed below where the values allow it.
         # (uint64 values beyond int64 wrap negative and fail the check below.)
-        both32 = indptr.dtype == np.int32 and indices.dtype == np.int32
+        both32 = (indptr.dtype == np.int32 and indices.dtype == np.int32
+                  and n_cols <= _INT32_MAX)  # (the kernels compare indices with n_cols)
         itype = np.int32 if both32 else np.int64
         conv = np.array if copy else np.ascontiguousarray
         self.indptr = conv(indptr, dtype=itype)

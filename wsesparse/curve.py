@@ -6,6 +6,8 @@ import argparse
 import csv
 import sys
 
+import numpy as np
+
 from wsesparse._checks import check_int
 from wsesparse._progress import Progress, add_progress_argument, progress_enabled
 from wsesparse.wafer.balance import BALANCERS
@@ -55,6 +57,11 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
     tokens = check_int(tokens, "tokens", minimum=1)
     if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
         raise ValueError(f"shape must be a pair (rows, columns), got {shape!r}")
+    # (random_weights named them n_out / n_in; an int engines had "no len()")
+    shape = (check_int(shape[0], "shape[0]", minimum=1), check_int(shape[1], "shape[1]",
+                                                                   minimum=1))
+    if isinstance(engines, (str, bytes)) or np.ndim(engines) != 1:
+        raise TypeError(f"engines must be a list of engine counts, got {engines!r}")
     if isinstance(sparsities, (str, bytes)) or not hasattr(sparsities, "__len__"):
         raise TypeError(f"sparsities must be a list of numbers, got {sparsities!r}")
     out = []

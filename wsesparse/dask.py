@@ -32,7 +32,7 @@ of wsesparse never imports dask.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -343,6 +343,9 @@ def scatter_tlr(matrices: Sequence[TLRMatrix], client=None) -> list:
     >>> futs = scatter_tlr(batch.matrices)            # doctest: +SKIP
     >>> ys = dask.compute(*tlr_matvec_batch(futs, xs))  # doctest: +SKIP
     """
+    if isinstance(matrices, TLRMatrix) or not isinstance(matrices, Iterable):
+        raise TypeError(f"matrices must be a sequence of TLRMatrix, got {describe(matrices)}")
+    matrices = list(matrices)
     for k, T in enumerate(matrices):
         if not isinstance(T, TLRMatrix):
             raise TypeError(f"matrices[{k}] must be a TLRMatrix, got {describe(T)}")
@@ -350,7 +353,8 @@ def scatter_tlr(matrices: Sequence[TLRMatrix], client=None) -> list:
     if c is None:
         raise ValueError("scatter_tlr needs a distributed client: pass client= or create one "
                          "(distributed.Client(...)) first")
-    return c.scatter(list(matrices), hash=False)
+    # (an empty list: distributed's scatter failed inside the scheduler)
+    return c.scatter(matrices, hash=False) if matrices else []
 
 
 def _tlr_meta(T: TLRMatrix) -> tuple[tuple[int, int], str] | str:

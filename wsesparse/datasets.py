@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from wsesparse._checks import check_int, check_numeric_dtype, check_real, check_seed
+from wsesparse._checks import check_int, check_real, check_seed
 
 __all__ = ["seismic_slice", "hilbert_order", "random_csr", "random_dense"]
 
@@ -165,10 +165,7 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
         raise ValueError(f"reflectivity must lie in (-1, 1), got {refl.tolist()}")
     if order not in ("hilbert", "row"):
         raise ValueError(f"order must be 'hilbert' or 'row', got {order!r}")
-    dtype = np.dtype(dtype)
-    check_numeric_dtype(dtype, "dtype")
-    if dtype.kind not in "fc":
-        raise TypeError(f"dtype must be a float or complex dtype, got {dtype}")
+    dtype = _float_dtype(dtype)
 
     idx = hilbert_order(nx, ny) if order == "hilbert" else np.arange(nx * ny)
     gx = (idx // ny).astype(np.float64) * spacing
@@ -182,7 +179,13 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     # Single-precision outputs are computed in single precision (phases up to
     # ~100 rad lose ~1e-5 rad, far below what float32 stores); about 2x faster.
     real = np.float32 if dtype.itemsize <= 8 and dtype != np.float64 else np.float64
-    far = (np.ptp(gx) ** 2 + np.ptp(gy) ** 2 if n else 0.0) + max(dz * dz for dz, _ in arrivals)
+    with np.errstate(over="ignore"):
+        far = (np.ptp(gx) ** 2 + np.ptp(gy) ** 2 if n else 0.0) + max(dz * dz
+                                                                      for dz, _ in arrivals)
+    if not far < np.finfo(np.float64).max / 4:
+        # (spacing=1e155, depths=(1e160,): squared distances of inf, then NaN entries)
+        raise ValueError(f"spacing={spacing:g} and depths up to {depths.max():g} put sources "
+                         "and receivers too far apart for float64 distances; use smaller ones")
     if real is np.float32 and not far < np.finfo(np.float32).max / 4:
         # Squared distances beyond float32 (spacing=1e20): inf, then cos(inf) = NaN where
         # complex128 gives finite values (a review found it). Computed in float64 instead.
@@ -231,9 +234,14 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
 
 
 def _float_dtype(dtype) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if dtype.kind not in "fc":
-        raise TypeError(f"dtype must be a float or complex dtype, got {dtype}")
+    """float32/float64/complex64/complex128 (float16 and longer floats: scipy.sparse and
+    the kernels have none), else TypeError naming ``dtype``."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be a float or complex dtype, got {dtype!r}") from None
+    if (dtype.kind, dtype.itemsize) not in (("f", 4), ("f", 8), ("c", 8), ("c", 16)):
+        raise TypeError(f"dtype must be float32, float64, complex64 or complex128, got {dtype}")
     return dtype
 
 

@@ -125,6 +125,15 @@ def test_bench_rejects_rounds_below_one(capsys):
     (["--gpu", "--gpu-size", "0"], "--gpu-size must be a positive int, got 0"),
     (["--gpu", "--gpu-densities", "2,-0.5"], "--gpu-densities must be a number in (0, 1]"),
     (["--gpu", "--nb", "-3"], "--nb must be a positive int, got -3"),
+    # (an empty grid printed an empty table and exited 0; the others failed after the
+    # header, naming n_threads, seed, scale, iterations)
+    (["--sizes", ""], "--sizes needs at least one value"),
+    (["--tokens", ","], "--tokens needs at least one value"),
+    (["--densities", ""], "--densities needs at least one value"),
+    (["--threads", "100000"], "--threads must be at most"),
+    (["--seed", "-1"], "--seed must be an int in [0, "),
+    (["--workflows", "--scale", "0"], "--scale must be a positive finite number, got 0.0"),
+    (["--workflows", "--iterations", "0"], "--iterations must be a positive int, got 0"),
 ])
 def test_bench_rejects_bad_grid_options_before_any_table(capsys, args, message):
     """(--sizes 0 and --tokens 0 failed inside numpy after the header was printed, the

@@ -11,6 +11,7 @@ import time
 
 from wsesparse._checks import check_int, check_real
 from wsesparse._progress import Progress, add_progress_argument, progress_enabled
+from wsesparse._threads import MAX_THREADS
 from wsesparse.bench.bandwidth import (triad_bandwidth, triad_bandwidth_kernel,
                                        triad_bandwidth_torch)
 from wsesparse.bench.peers import PEER_ORDER, load_peers, restore_peer_threads
@@ -164,10 +165,12 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
         For a ``--dtypes`` entry without a kernel, ``--rounds`` below 1, a ``--sizes`` or
         ``--tokens`` entry below 1, a ``--densities`` entry outside (0, 1], ``--repeats``
         below 1, a non-positive ``--budget`` or ``--max-call``, ``--tlr`` with
-        ``--workflows``, a non-positive ``--threads``, (with ``--gpu``) a non-positive
-        ``--gpu-size`` or a ``--gpu-densities`` entry outside (0, 1], or (with ``--tlr`` or
-        ``--gpu``) a non-positive ``--nx``, ``--nb`` or ``--cache-grid`` or ``--tol``
-        outside (0, 1).
+        ``--workflows``, an empty ``--sizes``/``--tokens``/``--densities``/``--dtypes``, a
+        ``--threads`` outside [1, ``MAX_THREADS``], a negative ``--seed``, (with
+        ``--workflows``) a non-positive ``--scale`` or ``--iterations``, (with ``--gpu``) a
+        non-positive ``--gpu-size`` or a ``--gpu-densities`` entry outside (0, 1], or (with
+        ``--tlr`` or ``--gpu``) a non-positive ``--nx``, ``--nb`` or ``--cache-grid`` or
+        ``--tol`` outside (0, 1).
     """
     if args.dtypes and any(d not in TOLERANCE for d in args.dtypes):
         raise ValueError(f"--dtypes must be among {', '.join(TOLERANCE)}, got "
@@ -185,8 +188,20 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     check_int(args.repeats, "--repeats", minimum=1)
     check_real(args.budget, "--budget", minimum=0, inclusive=(False, True))
     check_real(args.max_call, "--max-call", minimum=0, inclusive=(False, True))
+    if not args.quick:
+        for name in ("sizes", "tokens", "densities", "dtypes"):
+            if not [v for v in getattr(args, name) if v != ""]:
+                # (an empty table and exit 0; a --csv of a bare line ending)
+                raise ValueError(f"--{name} needs at least one value")
     if args.threads is not None:
         check_int(args.threads, "--threads", minimum=1)
+        if args.threads > MAX_THREADS:
+            raise ValueError(f"--threads must be at most {MAX_THREADS} (4 per core, at least "
+                             f"64), got {args.threads}")
+    check_int(args.seed, "--seed", minimum=0, maximum=2**63 - 1)
+    if getattr(args, "workflows", False):
+        check_real(args.scale, "--scale", minimum=0, inclusive=(False, True))
+        check_int(args.iterations, "--iterations", minimum=1)
     if getattr(args, "tlr", False) and getattr(args, "workflows", False):
         raise ValueError("--tlr and --workflows are two sections: give one of them")
     if getattr(args, "gpu", False):
