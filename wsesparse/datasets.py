@@ -255,7 +255,7 @@ def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, 
         Shape.
     density : float in [0, 1]
         Fraction of the entries that are nonzeros.
-    dtype : float or complex dtype
+    dtype : float32, float64, complex64 or complex128
     seed : int
         Seed of ``numpy.random.default_rng``; equal arguments give equal matrices.
     method : {"blocks", "scipy"}
@@ -341,7 +341,7 @@ def random_dense(k: int, n: int, dtype=np.float64, seed: int = 1, *,
     ----------
     k, n : int
         Shape.
-    dtype : float or complex dtype
+    dtype : float32, float64, complex64 or complex128
     seed : int
         Seed of ``numpy.random.default_rng``; equal arguments give equal arrays.
     draws : float dtype or None
