@@ -447,12 +447,11 @@ class TLRMatrix:
                              f"{name} needs {n_in} rows")
         rt = np.result_type(self.dtype, arr.dtype)
         if rt not in KERNEL_DTYPES:
-            if arr.dtype.kind == "f" and arr.dtype.itemsize > 8 or arr.dtype.kind == "c":
-                # (float128/complex256: the message named the promoted dtype as x's)
-                raise TypeError(f"{name} has dtype {arr.dtype}; with T of {self.dtype} it "
-                                f"would promote to {rt}; TLR matrices are float32, float64, "
-                                "complex64 or complex128")
-            rt = kernel_dtype(rt, name)
+            # (with T of a kernel dtype and x numeric, rt is a native float or complex: outside
+            # them only for an extended long double x; kernel_dtype named rt as x's dtype)
+            raise TypeError(f"{name} has dtype {arr.dtype}; with T of {self.dtype} it "
+                            f"would promote to {rt}; TLR matrices are float32, float64, "
+                            "complex64 or complex128")
         vec = arr.ndim == 1
         X = arr.reshape(n_in, -1)
         s = X.shape[1]
