@@ -90,7 +90,7 @@ cdef extern from "_tiles_tlr.h" nogil:
     int _NN_ZMM "TLR_ZMM"
     int _NN_ROWS_PF "TLR_NN_ROWS_PF"
 
-# How the forward kernel (tlr_nn, _tiles_tlr.h) takes its blocks; they differ between builds,
+# How the forward kernel (tlr_nn, _tiles_tlr_nn.h) takes its blocks; they differ between builds,
 # so tests read them here. Rows of at most FORWARD_ROWS_MAX reals are streamed in address
 # order: one right-hand side at a time, or FORWARD_ROWS_GROUP complex (twice as many real)
 # ones per pass (0: none, the register tiles take s > 1). More right-hand sides than a group

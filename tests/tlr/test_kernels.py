@@ -1,6 +1,6 @@
 """TLR-MVM kernels: forward, adjoint and many right-hand sides against dense products.
 
-Covers the kernels of ``_kernels/_tiles_tlr.h`` (register tiles, and the row-streaming
+Covers the kernels of ``_kernels/_tiles_tlr*.h`` (register tiles, and the row-streaming
 ``tlr_nn_rows`` and ``tlr_nn_rows_m`` for one right-hand side and for a group of them): every
 dtype, s = 1..70 right-hand sides (all remainders of the vector tiles and groups), ranks that
 leave partial vectors and zero tile rows/columns, the adjoint identity, and bitwise
