@@ -11,6 +11,7 @@ import numbers
 import os
 
 import numpy as np
+import scipy.sparse as sp
 
 from wsesparse._kernels._csr_tools import (CSR_BAD_INDEX, CSR_BAD_START, CSR_DECREASING,
                                            CSR_SHORT)
@@ -173,8 +174,11 @@ def check_int(value, name: str, *, minimum: int | None = None, maximum: int | No
     else:
         v = int(value)
     if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
+        digits = str(v)
+        if len(digits) > 24:  # (10**400 printed 401 digits)
+            digits = f"{digits[:8]}... ({len(digits.lstrip('-'))} digits)"
         raise ValueError(f"{name} must be {_int_expected(minimum, maximum, allow_none)}, "
-                         f"got {v}")
+                         f"got {digits}")
     return v
 
 
@@ -286,6 +290,9 @@ def as_dense_operand(x, name: str) -> np.ndarray:
         return x  # the commonest case, at no cost
     if x is None:
         raise TypeError(f"{name} is None; expected an array-like operand")
+    if sp.issparse(x):  # (np.asarray made it a 0-d object array: "X has dtype object")
+        raise TypeError(f"{name} must be dense here, got {describe(x)}; pass "
+                        f"{name}.toarray()")
     if np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0):
         raise ValueError(
             f"{name} is a scalar ({x!r}); scalar operands are not allowed in a "

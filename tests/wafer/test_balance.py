@@ -66,6 +66,8 @@ def test_round_robin_on_uniform_gpt3_rows_get_over_70k():
 @pytest.mark.parametrize("args,exc,word", [
     (([1, 2], 0, "identity"), ValueError, "rows"), (([1, 2], 2, "magic"), ValueError, "method"),
     (([1.5, 2], 2, "identity"), TypeError, "feature_nnz"), (([-1, 2], 2, "identity"), ValueError, "feature_nnz"),
+    # (a review: greedy's heap took minutes and ~100 GB at rows=10**9)
+    (([1, 2], 2**20 + 1, "greedy"), ValueError, r"rows must be an int in \[1, 1048576\]"),
 ])
 def test_balance_rejects_bad_input(args, exc, word):
     with pytest.raises(exc, match=word):

@@ -111,6 +111,20 @@ def test_psum_keyword_everywhere_matches_the_machine_field():
         wafer.estimate_gemm(W, 48, machine=m, psum="wire")
 
 
+def test_psum_reading_changes_cycles_not_traffic():
+    """The seed reading prices a hop differently; the partial sums still cross the ring (the
+    executor moves them). A review found 'seed' reporting 0 partial-sum wavelets."""
+    m = dataclasses.replace(wafer.WSE2, rows=8, cols=4)
+    W = sp.random(96, 64, density=0.05, format="csr", random_state=0)
+    fab, seed = (wafer.estimate_gemm(W, 48, machine=m, psum=p) for p in ("fabric", "seed"))
+    assert fab.cycles != seed.cycles
+    assert seed.psum_wavelets == fab.psum_wavelets > 0
+    assert seed.fabric_bytes == fab.fabric_bytes
+    # 96 outputs, each crossing rows - 1 links of every grid column in ceil(12 * 2 / 4) payloads
+    per = -(-12 * 2 // m.payload_bytes)
+    assert fab.psum_wavelets == 96 * (m.rows - 1) * m.cols * per
+
+
 def test_cli_psum(capsys):
     from wsesparse.cli import main
     outs = {}

@@ -94,6 +94,20 @@ def test_execute_nonfinite_propagate_like_scipy(rng):
     np.testing.assert_allclose(Y[fin], ref[fin], rtol=1e-4, atol=1e-5)
 
 
+def test_an_inf_weight_gives_no_warning_of_its_own():
+    """An inf weight met the tiles' zero padding (NaN lanes Y drops) and warned "invalid value
+    encountered in multiply" where scipy's W @ X is silent (a review)."""
+    import warnings
+    W = sp.random(20, 12, density=0.3, format="csr", random_state=3, dtype=np.float32)
+    W.data[4] = np.inf
+    X = np.ones((12, 5), dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Y, _ = wafer.execute_gemm(W, X, machine=SMALL, dtype="float32")
+        ref = W @ X
+    np.testing.assert_array_equal(np.isposinf(Y), np.isposinf(ref))
+
+
 def test_execute_sram_too_small_still_runs_and_says_so():
     """A machine whose SRAM cannot hold one token per core: the result is still computed
     (costed at one token per core) and the report says it does not fit."""
@@ -116,6 +130,8 @@ def test_execute_sram_too_small_still_runs_and_says_so():
     (weights(), np.ones((12, 0)), ValueError, r"X has no tokens"),
     (weights(), np.ones((11, 3)), ValueError, "W and X do not chain"),
     (weights(), np.ones((12, 3), object), TypeError, "X has dtype object"),
+    # (a review: a scipy sparse X said "X has dtype object")
+    (weights(), sp.csr_array(np.ones((12, 3))), TypeError, r"X must be dense here, got csr_array"),
     (weights(), np.full((12, 3), "a"), TypeError, r"X has dtype <U1 \(str\)"),
 ])
 def test_execute_bad_operands(W, X, exc, match):
@@ -130,3 +146,28 @@ def test_wafer_too_big(assert_early_memory_error):
         lambda: wafer.execute_gemm(W, np.broadcast_to(np.float32(1), (4, 2**40))),
         "X 4 x 1099511627776")
     assert_early_memory_error(lambda: wafer.random_weights(2**40, 4, 0.5), "1099511627776")
+
+
+@pytest.mark.parametrize("n_tokens,engines", [(10, 7), (10, 10), (7, 3), (1, 1)])
+def test_every_engine_gets_tokens(n_tokens, engines, monkeypatch):
+    """The batch is split evenly: every engine runs at least one token and the busiest
+    ceil(n_tokens / engines), the layout's tokens_per_engine. A review found chunks of that
+    size leaving the last engines empty (10 tokens on 7 engines: 2,2,2,2,2,0,0)."""
+    from wsesparse.wafer import execute
+    m = dataclasses.replace(wafer.WSE2, rows=4, cols=1)
+    W = sp.random(8, 6, density=0.5, format="csr", random_state=0)
+    X = np.random.default_rng(0).standard_normal((6, n_tokens))
+    sizes = []
+    run = execute._run_engine
+
+    def spy(csr, Xe, *args, **kwargs):
+        sizes.append(Xe.shape[1])
+        return run(csr, Xe, *args, **kwargs)
+
+    monkeypatch.setattr(execute, "_run_engine", spy)
+    Y, rep = wafer.execute_gemm(W, X, machine=m, engines=engines, dtype="float32")
+    assert sum(sizes) == n_tokens and len(sizes) == engines
+    assert min(sizes) >= 1 and max(sizes) == -(-n_tokens // engines)
+    np.testing.assert_allclose(Y, W @ X, rtol=1e-5, atol=1e-6)
+    assert rep.cycles == wafer.estimate_gemm(W, n_tokens, machine=m, engines=engines,
+                                             dtype="float32").cycles

@@ -93,3 +93,25 @@ def test_gemv_sram_too_small_is_reported():
 def test_gemv_bad_operands(A, x, exc, match):
     with pytest.raises(exc, match=match):
         wafer.execute_gemv(A, x, machine=SMALL)
+
+
+def test_fp16_segments_are_rounded_on_every_link():
+    """A segment crosses each link in fp16 (what the reduction's cost counts), as in
+    execute_gemm's ring: a review found execute_gemv summing the segments in fp32 and
+    rounding once (2052 where the hardware it costs gives 2048). Only what crosses a link is
+    rounded: the tree's receiving core keeps its fp32 sum, so it ends at 2052."""
+    A, x = np.array([[1.0, 2048.0, 1.0, 1.0]]), np.ones(4)
+    got = {red: wafer.execute_gemv(A, x, machine=dataclasses.replace(wafer.WSE2, rows=1, cols=4),
+                                   balance="identity", reduction=red)[0][0]
+           for red in wafer.REDUCTIONS}
+    Y, _ = wafer.execute_gemm(A, x[:, None], machine=dataclasses.replace(wafer.WSE2, rows=4,
+                                                                         cols=1),
+                              balance="identity")
+    # chain: ((1 + 2048) -> 2048) + 1 -> 2049 -> 2048, + 1 -> 2048; the ring, one chunk, the
+    # same hops from column 1; tree: (1 + 2048) + fp16(1 + 1) = 2051 -> 2052
+    assert got == {"chain": 2048.0, "ring": 2048.0, "tree": 2052.0}
+    assert Y[0, 0] == got["chain"]
+    y32 = {red: wafer.execute_gemv(A, x, machine=dataclasses.replace(wafer.WSE2, rows=1, cols=4),
+                                   balance="identity", reduction=red, dtype="float32")[0][0]
+           for red in wafer.REDUCTIONS}
+    assert set(y32.values()) == {2051.0}

@@ -83,4 +83,6 @@ def test_delta_shape_error_names_dy_and_w():
     W = sp.random(30, 20, density=0.3, format="csr", random_state=0)
     with pytest.raises(ValueError, match=r"dY must have 30 rows to match W of shape \(30, 20\)"):
         wafer.delta(W, np.ones((5, 3)))
+    with pytest.raises(TypeError, match="dY is None"):  # (was the ValueError above; a review)
+        wafer.delta(W, None)
     np.testing.assert_allclose(wafer.delta(W, np.ones(30)), W.T @ np.ones(30))

@@ -37,3 +37,28 @@ def test_reports_with_arrays_compare_by_value():
     assert rep != other and rep != dataclasses.replace(rep, cycles=rep.cycles + 1)
     assert rep != dataclasses.replace(rep, row_nnz=rep.row_nnz[:-1])
     assert (rep == "report") is False
+
+
+def _strict(text):
+    """json.loads that refuses NaN and Infinity, as JSON.parse and jq do."""
+    def refuse(c):
+        raise ValueError(f"not JSON: {c}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_where_a_float_is_not_finite():
+    """A review: to_json wrote Infinity (a zero-cost run's speedup) and the training JSON NaN
+    (speedup_vs_dense not computed), which strict parsers reject. Both are null now; to_dict
+    keeps the floats."""
+    free = dataclasses.replace(wafer.WSE2, rows=2, cols=2, cycles_per_hop=0, psum_copy_cycles=0,
+                               psum_reset_cycles=0, psum_add_cycles=0,
+                               weight_intake_bytes_per_s=1e30)
+    g = wafer.estimate_gemm(sp.csr_array((4, 4)), 4, machine=free, psum="seed")
+    assert g.speedup == float("inf") and g.to_dict()["speedup"] == float("inf")
+    assert _strict(g.to_json())["speedup"] is None
+    tiny = wafer.TransformerConfig("tiny", n_layers=1, d_model=64, n_heads=4, vocab=100,
+                                   seq_len=16)
+    r = wafer.estimate_training(tiny, sparsity=0.5, compare_dense=False)
+    d = _strict(r.to_json())
+    assert d["speedup_vs_dense"] is None and d["engines"] == r.engines
+    assert d["step_seconds"] == r.step_seconds

@@ -146,9 +146,14 @@ def tlr():
 @pytest.mark.parametrize("kw,exc,match", [
     (dict(machine=None), TypeError, "machine must be a wafer.Machine"),
     (dict(machine="wse2"), TypeError, "machine must be a wafer.Machine"),
-    (dict(systems=2.0), TypeError, "systems must be a positive int"),
-    (dict(systems=True), TypeError, "systems must be a positive int"),
-    (dict(copies=-1), ValueError, "copies must be a positive int"),
+    (dict(systems=2.0), TypeError, "systems must be an int in"),
+    (dict(systems=True), TypeError, "systems must be an int in"),
+    (dict(copies=-1), ValueError, "copies must be an int in \\[1, "),
+    # (a review: 10**6 systems gave 1.6 million PB/s, 10**400 a bare OverflowError)
+    (dict(systems=wafer.WSE2.max_engines + 1), ValueError,
+     "systems must be an int in \\[1, 192\\]"),
+    (dict(systems=10**400), ValueError, r"systems must be .*, got 10000000\.\.\. \(401 digits\)"),
+    (dict(copies=10**400), ValueError, "copies must be"),
     (dict(reserved_bytes=-1), ValueError, "reserved_bytes must be an int"),
     (dict(reserved_bytes=wafer.WSE2.sram_bytes), ValueError, "reserved_bytes must be an int"),
     (dict(reserved_bytes=10.0), TypeError, "reserved_bytes must be an int"),
@@ -205,6 +210,21 @@ def test_summary_adds_up_with_waves():
     many = estimate_tlrmvm(T, copies=10 * one.cores_available // one.cores_per_matrix)
     assert not many.fits and "a wave;" in many.summary()
     assert f"{many.total_cycles} in all with the waves" in many.summary()
+
+
+def test_a_copy_lives_on_one_engine():
+    """Copies are counted per engine: 48 engines hold 48 times one engine's copies, at 48
+    times its bandwidth. A review found the cores of all engines pooled: 8-core copies on 48
+    WSE-2s (745,500 cores each, 4 left over) gave 24 copies more, straddling two engines."""
+    T = TLRMatrix.from_dense(np.random.default_rng(0).standard_normal((200, 200))
+                             .astype(np.float32), nb=32, tol=1e-3)
+    e1, e48 = estimate_tlrmvm(T, systems=1), estimate_tlrmvm(T, systems=48)
+    assert e1.copies == wafer.WSE2.cores // e1.cores_per_matrix
+    assert e48.copies == 48 * e1.copies and e48.fits
+    assert e48.bandwidth_bytes_per_s == pytest.approx(48 * e1.bandwidth_bytes_per_s, rel=1e-12)
+    over = estimate_tlrmvm(T, systems=2, copies=2 * e1.copies + 1)
+    assert not over.fits and f"{2 * e1.copies} copies fit at once ({e1.copies} per engine): " \
+        "2 waves" in over.notes[0]
 
 
 def test_double_precision_note_names_every_double_dtype_in_any_order():

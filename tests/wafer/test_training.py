@@ -41,6 +41,16 @@ def test_gpt3_table_parameter_counts(name):
     assert c.n_params == pytest.approx(nominal, rel=0.05)
     assert c.n_params - c.non_embedding_params == c.vocab * c.d_model + c.seq_len * c.d_model
     assert T.gpt3("GPT-3 " + name) == c
+    # any case, as `wsesparse train --model` takes them (a review: gpt3("1.3b") was refused)
+    assert T.gpt3(name.lower()) == T.gpt3("gpt3-" + name.lower()) == c
+
+
+def test_more_heads_than_d_model_is_an_error():
+    """A review: n_heads=8, d_model=4 made heads 1 wide and Q, K, V 8 wide (not d_model)."""
+    with pytest.raises(ValueError, match=r"n_heads \(8\) exceeds d_model \(4\)"):
+        T("x", n_layers=1, d_model=4, n_heads=8)
+    assert T("x", n_layers=1, d_model=4, n_heads=8, d_head=2).d_head == 2
+    assert T("x", n_layers=1, d_model=4, n_heads=4).d_head == 1
 
 
 def test_scaled_models():

@@ -129,7 +129,7 @@ def balance(feature_nnz, rows: int, method: str = "round_robin") -> Assignment:
     feature_nnz : array_like of int, shape (K,)
         Nonzeros in each input feature (column of W).
     rows : int
-        Physical rows of the grid.
+        Physical rows of the grid, 1 to 2**20 (as ``Machine.rows``).
     method : {'identity', 'contiguous', 'round_robin', 'serpentine', 'greedy'}
         ``identity``: feature j on row ``j % rows`` (stored order, dealt cyclically);
         ``contiguous``: blocks of ``ceil(K / rows)`` consecutive features per row;
@@ -152,7 +152,9 @@ def balance(feature_nnz, rows: int, method: str = "round_robin") -> Assignment:
     >>> balance([9, 9, 1, 1], rows=2, method="round_robin").row_nnz.tolist()
     [10, 10]
     """
-    rows = check_int(rows, "rows", minimum=1)
+    # (Machine.rows' bound: greedy's heap of one entry per row took minutes and ~100 GB at
+    # rows=10**9)
+    rows = check_int(rows, "rows", minimum=1, maximum=2**20)
     check_method(method)
     nnz = np.asarray(feature_nnz)
     if nnz.ndim != 1:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import re
 import time
@@ -19,6 +18,7 @@ from wsesparse._checks import check_int, check_real
 from wsesparse.wafer.balance import BALANCERS
 from wsesparse.wafer.estimate import as_csr_pattern, estimate_gemm, random_weights
 from wsesparse.wafer.machine import PRESETS, PSUM_READINGS
+from wsesparse.wafer.report import strict_json
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -180,9 +180,8 @@ def model_config(text: str):
 
     key = re.sub(r"(?i)^(gpt-3 |gpt3-)", "", str(text).strip())
     # (any case: '1.3b' ran a scaled model of 1.3e9 parameters, not the paper's 1.3B)
-    paper = {k.lower(): k for k in GPT3_TABLE}.get(key.lower())
-    if paper is not None:
-        return TransformerConfig.gpt3(paper)
+    if key.lower() in {k.lower() for k in GPT3_TABLE}:
+        return TransformerConfig.gpt3(key)
     try:
         n = parse_count(key, "--model")
     except ValueError as exc:
@@ -227,8 +226,7 @@ def run_train(args: argparse.Namespace) -> int:
                               dtype=args.dtype) for e in engines]
     elapsed = time.perf_counter() - t0
     if args.json:
-        print(json.dumps([r.to_dict() for r in reps] if len(reps) > 1 else reps[0].to_dict(),
-                         indent=2))
+        print(strict_json([r.to_dict() for r in reps]) if len(reps) > 1 else reps[0].to_json())
         return 0
     if len(reps) == 1:
         print(reps[0])

@@ -93,14 +93,17 @@ def as_csr_pattern(W, name: str = "W") -> sp.csr_array:
 
 
 def pass_parameters(machine: Machine, dtype: str, width: int) -> dict:
-    """Per-pass cycle constants of the recurrence for ``width`` tokens per core."""
+    """Per-pass cycle constants of the recurrence for ``width`` tokens per core, and
+    ``wire``: the payloads one partial sum takes over a link. The psum reading changes what
+    a hop costs (``reduce``), not what moves: under 'seed' too the partial sums cross the
+    fabric (a review found 'seed' reporting no partial-sum wavelets)."""
     wire = math.ceil(width * DTYPE_BYTES[dtype] / machine.payload_bytes)
     return dict(
         axpy=math.ceil(width / machine.fmac(dtype)),
         overhead=machine.psum_copy_cycles + machine.psum_reset_cycles,
         reduce=max(machine.psum_add_cycles, wire) if machine.psum_on_wire
         else machine.psum_add_cycles,
-        wire=wire if machine.psum_on_wire else 0,
+        wire=wire,
     )
 
 
@@ -185,7 +188,8 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
         Columns of X (the batch) over all engines.
     machine : Machine
     balance : str or Assignment
-        'identity', 'contiguous', 'round_robin' (default, published) or 'greedy'.
+        'identity', 'contiguous', 'round_robin' (default, published), 'serpentine' or
+        'greedy' (:func:`wsesparse.wafer.balance`), or an ``Assignment``.
     engines : int
         Engines sharing the batch; weights are broadcast to all of them.
     dtype : {'float16', 'float32'}, default 'float16' (``machine.DEFAULT_DTYPE``, shared by every estimate_* and execute_*)

@@ -163,6 +163,9 @@ def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
     (fp32 accumulation); the grid row's partial segments are then combined in
     the order the scheme combines them (chain: left to right; ring: per chunk,
     starting after the chunk's owner; tree: pairwise by distance 1, 2, 4, ...).
+    As in :func:`execute_gemm`, a segment crosses each link in ``dtype`` (the
+    cost counts ``dtype``'s bytes on the wire): fp16 partial sums are rounded
+    at every hop and added in fp32 on arrival.
 
     Examples
     --------
@@ -188,6 +191,10 @@ def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
     Ad.data = csr.data.astype(dtype).astype(np.float32)  # values rounded to dtype
     xd = xa.astype(dtype).astype(np.float32)
     y = np.zeros(csr.shape[0], dtype=np.float32)
+
+    def wire(v):  # a segment as it crosses a link
+        return v.astype(dtype).astype(np.float32)
+
     for r in range(R):
         I = np.flatnonzero(rows.row_of_feature == r)
         if I.size == 0:
@@ -200,12 +207,12 @@ def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
         if reduction == "chain":
             acc = parts[0]
             for p in parts[1:]:
-                acc = acc + p
+                acc = wire(acc) + p
         elif reduction == "tree":
             step = 1
             while step < C:
                 for c in range(0, C - step, 2 * step):
-                    parts[c] = parts[c] + parts[c + step]
+                    parts[c] = parts[c] + wire(parts[c + step])
                 step *= 2
             acc = parts[0]
         else:
@@ -213,7 +220,7 @@ def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
             for k, chunk in enumerate(np.array_split(np.arange(I.size), C)):
                 s = parts[(k + 1) % C][chunk]
                 for step in range(2, C + 1):
-                    s = s + parts[(k + step) % C][chunk]
+                    s = wire(s) + parts[(k + step) % C][chunk]
                 acc[chunk] = s
         y[I] = acc
     return y.astype(dtype), _cost(csr, dtype, rows, cols, machine, balance)

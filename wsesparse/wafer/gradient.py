@@ -53,6 +53,8 @@ def delta(W, dY) -> np.ndarray:
     True
     """
     csr = as_csr_pattern(W)
+    if dY is None:
+        raise TypeError("dY is None; expected an array-like operand")
     shape = np.shape(dY)
     if len(shape) not in (1, 2) or shape[0] != csr.shape[0]:
         # (sparse_matmul's message named W.T as "A" and dY as "B")

@@ -26,7 +26,8 @@ class Layout:
     Attributes
     ----------
     tokens_per_engine : int
-        Tokens each engine processes (the batch split across engines).
+        Tokens of the busiest engine: the batch split evenly across engines,
+        ``ceil(n_tokens / engines)`` (every engine gets at least one).
     tokens_per_core : int
         Tokens of one column group, ``ceil(tokens_per_engine / cols)``.
     pass_widths : tuple of (width, count)

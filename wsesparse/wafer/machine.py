@@ -213,6 +213,9 @@ def with_psum(machine: Machine, psum: str | None) -> Machine:
 
 def check_dtype(dtype) -> str:
     """Normalise a dtype argument to 'float16' or 'float32', or raise naming ``dtype``."""
+    if dtype is None:  # (np.dtype(None) is float64: "got float64" misled)
+        raise ValueError(f"dtype must be one of {sorted(DTYPE_BYTES)} for the wafer model, "
+                         "got None")
     try:
         name = np.dtype(dtype).name
     except TypeError:

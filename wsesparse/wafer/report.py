@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from wsesparse.wafer._compare import fields_equal
+
+
+def strict_json(obj, indent: int | None = 2) -> str:
+    """``obj`` as JSON text with each non-finite float as null: JSON (RFC 8259) has no NaN or
+    Infinity, and strict parsers (``JSON.parse``, jq) rejected what ``json.dumps`` wrote for
+    them (a review)."""
+    def finite(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        return v
+    return json.dumps(finite(obj), indent=indent, allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -83,7 +99,8 @@ class GemmReport:
     __eq__ = fields_equal  # (arrays compared by value)
 
     def to_dict(self) -> dict:
-        """Plain-Python dict (arrays become lists), ready for ``json.dumps``.
+        """Plain-Python dict (arrays become lists), ready for ``json.dumps``; floats stay
+        floats, inf included (:meth:`to_json` writes it as null).
 
         Examples
         --------
@@ -107,8 +124,8 @@ class GemmReport:
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The report as a JSON string."""
-        return json.dumps(self.to_dict(), indent=indent)
+        """The report as a JSON string; a non-finite float (``speedup`` inf) is null."""
+        return strict_json(self.to_dict(), indent=indent)
 
     def __str__(self) -> str:
         m, k = self.shape

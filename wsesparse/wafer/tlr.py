@@ -181,11 +181,11 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         ``cols``, ``sram_bytes``, ``clock_hz``, ``fmac_fp32``,
         ``payload_bits``, ``cycles_per_hop``.
     systems : int
-        Number of engines working together.
+        Number of engines working together, 1 to ``machine.max_engines``.
     copies : int, optional
         Independent matrices of the same shape and ranks processed at once
         (seismic: frequency slices). Default: as many as fit on all cores,
-        which is how a full frequency batch fills the machines.
+        which is how a full frequency batch fills the machines. At most 2**53.
     reserved_bytes : int
         SRAM per core kept back for code and queues (assumption: 8 KB).
     chunk_bytes : int, optional
@@ -217,8 +217,9 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         raise ValueError("T mixes real and complex matrices; estimate them as separate batches")
     if not isinstance(machine, Machine):
         raise TypeError(f"machine must be a wafer.Machine, got {type(machine).__name__}")
-    systems = check_int(systems, "systems", minimum=1)
-    copies = check_int(copies, "copies", minimum=1, allow_none=True)
+    systems = check_int(systems, "systems", minimum=1, maximum=machine.max_engines)
+    # (beyond 2**53 the float times and rates below overflowed: a bare OverflowError)
+    copies = check_int(copies, "copies", minimum=1, maximum=2**53, allow_none=True)
     reserved_bytes = check_int(reserved_bytes, "reserved_bytes", minimum=0,
                                maximum=machine.sram_bytes - 1)
     notes = []
@@ -261,24 +262,31 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         copies = copies or 1
         notes.append("T has no bases (every tile of rank 0): the product is zero; only the "
                      "broadcast of x is costed")
-    elif copies is None:
-        copies = max(1, cores_avail // cores_per_matrix)
-    fits = copies * cores_per_matrix <= cores_avail
+    # A copy lives on one engine: an engine holds cores // cores_per_matrix of them (counting
+    # the cores of all engines together put 24 more copies on 48 WSE-2s than fit on each: a
+    # review). A matrix larger than one engine is spread over several (resident = 0).
+    resident = systems * (machine.cores // cores_per_matrix) if cores_per_matrix else 0
+    if copies is None and cores_per_matrix:
+        copies = max(1, resident or cores_avail // cores_per_matrix)
+    fits = copies <= resident if resident else copies * cores_per_matrix <= cores_avail
     bcast = (machine.rows + machine.cols) * machine.cycles_per_hop
     total = p1 + 0 + p3 + bcast + red
     time_s = total / machine.clock_hz
     if not fits:
         # The copies run in waves; every wave but the one left resident must
         # stream its bases in through the weight intake of the systems.
-        waves = -(-copies * cores_per_matrix // cores_avail)
+        waves = -(-copies // resident) if resident else -(-copies * cores_per_matrix
+                                                           // cores_avail)
         streamed = copies * bytes_one * (waves - 1) / waves
         time_s = waves * time_s + streamed / (systems * machine.weight_intake_bytes_per_s)
         total = int(math.ceil(time_s * machine.clock_hz))
-        notes.append(f"needs {copies * cores_per_matrix} cores, only {cores_avail} available: "
-                     f"{waves} waves, {streamed / 1e9:.2f} GB of bases streamed through the "
-                     "weight intake per product")
+        held = (f"{resident} copies fit at once ({resident // systems} per engine)" if resident
+                else f"needs {copies * cores_per_matrix} cores, only {cores_avail} available")
+        notes.append(f"{held}: {waves} waves, {streamed / 1e9:.2f} GB of bases streamed "
+                     "through the weight intake per product")
     bw = copies * bytes_one / time_s if time_s > 0 else float("inf")
-    cores_used = min(copies * cores_per_matrix, cores_avail)
+    cores_used = min(copies, resident) * cores_per_matrix if resident \
+        else min(copies * cores_per_matrix, cores_avail)
     return TLRMVMEstimate(
         machine=machine.name, systems=int(systems), copies=int(copies),
         cores_per_matrix=int(cores_per_matrix), cores_available=int(cores_avail), fits=bool(fits),

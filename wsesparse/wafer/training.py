@@ -54,6 +54,7 @@ from wsesparse._checks import check_allocation, check_int, check_real
 from wsesparse.wafer.estimate import estimate_gemm, random_weights
 from wsesparse.wafer.gradient import estimate_gradient
 from wsesparse.wafer.machine import DEFAULT_DTYPE, WSE2, Machine, check_dtype, with_psum
+from wsesparse.wafer.report import strict_json
 from wsesparse.wafer.transformer import TransformerConfig
 
 PHASES = ("forward", "delta", "weight gradient")
@@ -148,7 +149,8 @@ class TrainingReport:
         return out
 
     def to_dict(self) -> dict:
-        """Plain dict (for JSON): scalars, the config and the breakdown."""
+        """Plain dict: scalars, the config and the breakdown (``speedup_vs_dense`` nan where
+        not computed; :meth:`to_json` writes strict JSON)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
              if f.name not in ("config", "layers", "notes")}
         d["config"] = dataclasses.asdict(self.config)
@@ -157,6 +159,10 @@ class TrainingReport:
                             phases=[dataclasses.asdict(p) for p in b.phases]) for b in self.layers]
         d["notes"] = list(self.notes)
         return d
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The report as a JSON string; ``speedup_vs_dense`` not computed (nan) is null."""
+        return strict_json(self.to_dict(), indent=indent)
 
     def __str__(self) -> str:
         c = self.config

@@ -11,6 +11,7 @@ larger ones (a trillion parameters, brain scale) with GPT-3's aspect ratio.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from wsesparse._checks import check_int, check_real
@@ -104,7 +105,13 @@ class TransformerConfig:
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", 4 * self.d_model)
         if self.d_head is None:
-            object.__setattr__(self, "d_head", max(1, self.d_model // self.n_heads))
+            # (more heads than d_model made heads 1 wide and Q, K, V n_heads wide, not
+            # d_model: a review)
+            if self.n_heads > self.d_model:
+                raise ValueError(f"TransformerConfig.n_heads ({self.n_heads}) exceeds d_model "
+                                 f"({self.d_model}): heads are d_model // n_heads wide; give "
+                                 "d_head for heads of another width")
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
         check_int(self.d_ff, "TransformerConfig.d_ff", minimum=1)
         check_int(self.d_head, "TransformerConfig.d_head", minimum=1)
         if self.batch_tokens is not None:
@@ -160,9 +167,11 @@ class TransformerConfig:
     @classmethod
     def gpt3(cls, name: str) -> "TransformerConfig":
         """One of the GPT-3 paper's models (Brown et al. 2020, Table 2.1): '125M', '350M',
-        '760M', '1.3B', '2.7B', '6.7B', '13B' or '175B' (a 'GPT-3 ' prefix is accepted)."""
-        key = str(name).removeprefix("GPT-3 ").strip()
-        if key not in GPT3_TABLE:
+        '760M', '1.3B', '2.7B', '6.7B', '13B' or '175B', in any case (a 'GPT-3 ' or
+        'gpt3-' prefix is accepted), as ``wsesparse train --model`` takes them."""
+        key = re.sub(r"(?i)^(gpt-3 |gpt3-)", "", str(name).strip())
+        key = {k.lower(): k for k in GPT3_TABLE}.get(key.lower())
+        if key is None:
             raise ValueError(f"GPT-3 model must be one of {list(GPT3_TABLE)}, got {name!r}")
         L, d, h, _, batch = GPT3_TABLE[key]
         return cls(f"GPT-3 {key}", L, d, h, batch_tokens=batch)
