@@ -367,10 +367,12 @@ class StreamingStores(_SwitchedOff):
 
 
 class ColumnBlocks(_SwitchedOff):
-    """Column blocks for dense-ish rows (``_drivers.k_block``): M = K = 4096, float32, N = 64,
-    method="sparse", densities 0.1 (whole rows by the rule: a K x tile slice of X of twice
-    L2 and 102 nonzeros per row and block), 0.25 and 0.5 (blocks); ``blocks`` "off" sets
-    ``_thresholds.KB_MIN_NNZ`` to infinity (whole rows everywhere)."""
+    """Column blocks for dense-ish rows (``_drivers.k_block``): M = K = 4096, float32, N one
+    column-block tile wide (``kblock_tile_bytes / 4``: 64 with AVX2's 256-byte tiles, 128
+    with AVX-512's 512; at N = 64 an AVX-512 build never blocked, so "auto" and "off" timed
+    the same code: a review), method="sparse", densities 0.1 (whole rows by the rule: too
+    few nonzeros per row and block on a 1 MiB L2), 0.25 and 0.5 (blocks); ``blocks`` "off"
+    sets ``_thresholds.KB_MIN_NNZ`` to infinity (whole rows everywhere)."""
 
     params = ([0.1, 0.25, 0.5], ["auto", "off"])
     param_names = ["density", "blocks"]
@@ -378,8 +380,9 @@ class ColumnBlocks(_SwitchedOff):
     _module, _attr, dtype = "_thresholds", "KB_MIN_NNZ", "float32"
 
     def setup(self, density, blocks):
+        from wsesparse import _hardware
         self.P = prepared("ColumnBlocks", 4096, 4096, density, self.dtype)
-        self.X = random_dense(4096, 64, self.dtype)
+        self.X = random_dense(4096, _hardware.current().kblock_tile_bytes // 4, self.dtype)
         self._switch(blocks)
 
     def time_csr_prepared(self, density, blocks):

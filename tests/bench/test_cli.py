@@ -134,6 +134,15 @@ def test_bench_rejects_rounds_below_one(capsys):
     (["--seed", "-1"], "--seed must be an int in [0, "),
     (["--workflows", "--scale", "0"], "--scale must be a positive finite number, got 0.0"),
     (["--workflows", "--iterations", "0"], "--iterations must be a positive int, got 0"),
+    # (a review: each was accepted and did nothing, or failed after the grid had run)
+    (["--tlr", "--csv", "x.csv"], "--csv writes the product grid's points; --tlr has no CSV"),
+    (["--workflows", "--csv", "x.csv"], "--workflows has no CSV"),
+    (["--gpu", "--csv", "x.csv"], "(--json FILE writes its results)"),
+    (["--json", "x.json"], "--json is written by --gpu only"),
+    (["--tlr", "--gpu"], "--tlr and --gpu are separate sections"),
+    (["--csv", "no/such/dir/x.csv"], "the directory"),
+    (["--csv", "."], "--csv . is a directory"),
+    (["--gpu", "--dtypes", "complex64"], "--gpu times float32 and float64, got --dtypes complex64"),
 ])
 def test_bench_rejects_bad_grid_options_before_any_table(capsys, args, message):
     """(--sizes 0 and --tokens 0 failed inside numpy after the header was printed, the
@@ -186,3 +195,23 @@ def test_build_line_names_the_spmv_rule_of_avx512_builds(gather, long_rows, runs
     cli.print_load_average()
     line = next(x for x in capsys.readouterr().out.splitlines() if "kernels built for" in x)
     assert line.split("; numpy")[0].endswith(f"avx512f {says}")
+
+
+def test_quick_keeps_the_grid_options_given_with_it():
+    """--quick replaced a --sizes or --dtypes given with it, silently (a review: it ran
+    4096 / float32 when asked for 256 / float64)."""
+    from wsesparse.bench.cli import GRID_DEFAULTS, QUICK_GRID, parse_args
+    a = parse_args(["--quick", "--sizes", "256", "--dtypes", "float64"])
+    assert (a.sizes, a.dtypes) == ([256], ["float64"])
+    assert (a.tokens, a.densities, a.repeats) == (QUICK_GRID["tokens"], QUICK_GRID["densities"],
+                                                  QUICK_GRID["repeats"])
+    b = parse_args(["--tokens", "8"])
+    assert (b.sizes, b.tokens, b.repeats) == (GRID_DEFAULTS["sizes"], [8], 5)
+
+
+def test_peers_script_reports_a_bad_option_in_one_line(capsys):
+    """benchmarks/peers.py (bench.main) printed a ValueError traceback and exited 1."""
+    from wsesparse.bench.cli import main as bench_main
+    assert bench_main(["--sizes", "0"], prog="peers.py") == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "peers.py: error: --sizes must be a positive int, got 0"

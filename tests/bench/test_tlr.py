@@ -135,7 +135,7 @@ def test_bench_tlr_script_uses_the_package():
     (["--rounds", "0"], "--rounds must be a positive int, got 0"),
     (["--cache-grid", "0x5"], "--cache-grid must be a positive int, got 0"),
     (["--threads", "0"], "--threads must be a positive int"),
-    (["--workflows"], "--tlr and --workflows are two sections"),
+    (["--workflows"], "--workflows and --tlr are separate sections"),
 ])
 def test_bench_cli_tlr_rejects_bad_options(capsys, extra, message):
     assert main([*TINY, *extra]) == 2

@@ -685,6 +685,33 @@ def test_devicetlr_16_bit_storage(env, rng, storage, dtype, s):
     assert err <= 50 * D.basis_error
 
 
+@pytest.mark.parametrize("dtype,u_scale", [("float32", 1e-36), ("float32", 1e-30),
+                                           ("float64", 1e-306)])
+def test_devicetlr_float16_bases_of_tiny_magnitude(env, rng, dtype, u_scale):
+    """A review: float16's power-of-two scale for a float32 basis near 1e-36 was 2**135, inf in
+    float32: the stored basis was inf and the product NaN, with no error (float64 at 1e-306:
+    the scale inf, the error reported 0 as the norms underflowed). The scale stops at the
+    dtype's largest power of two, the product is scaled back one factor per basis, and the
+    error is computed relative to the largest magnitude."""
+    from wsesparse import TLRMatrix
+    from wsesparse.gpu import DeviceTLR
+    from wsesparse.gpu.storage import encode, scale
+    tiles = {(i, j): ((rng.standard_normal((32, 2)) * u_scale).astype(dtype),
+                      (rng.standard_normal((32, 2)) * 1e3).astype(dtype))
+             for i in range(2) for j in range(2)}
+    T = TLRMatrix.from_tiles((64, 64), 32, tiles)
+    D = DeviceTLR(T, storage="float16")
+    assert 0 < D.basis_error <= 2.0 ** -11
+    top = float.fromhex("0x1p127") if dtype == "float32" else float.fromhex("0x1p1023")
+    assert scale(T.U, "float16") <= top and np.isfinite(encode(T.U, "float16")[1])
+    x = np.ones(64, dtype)
+    ref = T.toarray().astype(np.float64) @ x
+    y = np.asarray(D @ gpu_helpers.dev(x)).astype(np.float64)
+    assert np.isfinite(y).all()
+    top = np.abs(ref).max()     # (norms of values near 1e-303 underflow)
+    assert np.linalg.norm((y - ref) / top) / np.linalg.norm(ref / top) <= 50 * D.basis_error
+
+
 @pytest.mark.parametrize("storage", ["float16", "bfloat16"])
 def test_devicetlr_storage_promotion_batch_and_errors(env, rng, storage):
     from wsesparse.gpu import DeviceTLR

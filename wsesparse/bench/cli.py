@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import csv
 import os
+import sys
 import time
 
 from wsesparse._checks import check_int, check_real
@@ -82,6 +83,17 @@ DESCRIPTION = ("Time wsesparse.sparse_matmul against scipy, sparse_dot_mkl, pyth
                "torch.sparse and dense numpy BLAS (missing peers are reported and left out).")
 
 
+# The product grid without --quick, and with it (an option given replaces either).
+GRID_DEFAULTS = dict(sizes=[4096, 16384], tokens=[1, 8, 64, 256, 1024],
+                     densities=[0.5, 0.1, 0.01, 0.001], dtypes=["float32", "float64"], repeats=5)
+QUICK_GRID = dict(sizes=[4096], tokens=[1, 64], densities=[0.1, 0.01],
+                  dtypes=["float32", "float64"], repeats=3)
+
+
+def _csv(values) -> str:
+    return ",".join(map(str, values))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the options of ``wsesparse bench`` (and of ``benchmarks/peers.py``) to ``p``.
 
@@ -91,13 +103,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """
     p.add_argument("--quick", action="store_true",
                    help="tiny grid (M=K=4096, N in 1,64, density in 0.1,0.01, float32 and "
-                        "float64), under 30 s")
-    p.add_argument("--sizes", type=_ints, default=[4096, 16384], help="M = K values")
-    p.add_argument("--tokens", type=_ints, default=[1, 8, 64, 256, 1024], help="N values")
-    p.add_argument("--densities", type=_floats, default=[0.5, 0.1, 0.01, 0.001])
-    p.add_argument("--dtypes", type=lambda s: s.split(","), default=["float32", "float64"])
-    p.add_argument("--repeats", type=int, default=5,
-                   help="timed calls after the warm-up (fewer for slow points, more for fast ones)")
+                        "float64, 3 repeats), under 30 s; --sizes, --tokens, --densities, "
+                        "--dtypes and --repeats given with it replace its values")
+    p.add_argument("--sizes", type=_ints, default=None,
+                   help=f"M = K values (default {_csv(GRID_DEFAULTS['sizes'])})")
+    p.add_argument("--tokens", type=_ints, default=None,
+                   help=f"N values (default {_csv(GRID_DEFAULTS['tokens'])})")
+    p.add_argument("--densities", type=_floats, default=None,
+                   help=f"(default {_csv(GRID_DEFAULTS['densities'])})")
+    p.add_argument("--dtypes", type=lambda s: s.split(","), default=None,
+                   help=f"(default {_csv(GRID_DEFAULTS['dtypes'])})")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed calls after the warm-up (fewer for slow points, more for fast ones; "
+                        "default 5, --quick 3)")
     p.add_argument("--budget", type=float, default=0.6,
                    help="seconds of timed calls per library and point (adaptive repeats)")
     p.add_argument("--rounds", type=int, default=None,
@@ -114,7 +132,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "weights) instead of A @ X")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-triad", action="store_true", help="skip the bandwidth measurement")
-    p.add_argument("--csv", metavar="FILE", help="also write every point as CSV")
+    p.add_argument("--csv", metavar="FILE", help="also write every point of the product grid "
+                                                  "as CSV")
     p.add_argument("--workflows", action="store_true",
                    help="time solver workflows instead of the product grid: cg, minres, "
                         "eigsh, lsqr (and scikit-learn LogisticRegression where installed), "
@@ -127,7 +146,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tlr", action="store_true",
                    help="time TLR-MVM instead of the product grid: forward and adjoint for "
                         "1, 4, 16, 64 right-hand sides next to the triad and a dense GEMM, and "
-                        "a cache-resident operator against numpy (see wsesparse/bench/tlr_numpy.py)")
+                        "a cache-resident operator against numpy (see "
+                        "wsesparse/bench/tlr_numpy.py)")
     p.add_argument("--nx", type=int, default=99,
                    help="--tlr: side of the seismic slice's grid (99: 9801 x 9801)")
     p.add_argument("--nb", type=int, default=256, help="--tlr: tile size")
@@ -170,8 +190,15 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
         ``--workflows``) a non-positive ``--scale`` or ``--iterations``, (with ``--gpu``) a
         non-positive ``--gpu-size`` or a ``--gpu-densities`` entry outside (0, 1], or (with
         ``--tlr`` or ``--gpu``) a non-positive ``--nx``, ``--nb`` or ``--cache-grid`` or
-        ``--tol`` outside (0, 1).
+        ``--tol`` outside (0, 1); two of ``--workflows``, ``--tlr`` and ``--gpu``;
+        ``--csv`` with one of them or ``--json`` without ``--gpu``; a ``--csv`` or
+        ``--json`` path that cannot be written; complex ``--dtypes`` with ``--gpu``.
     """
+    # (--quick used to override a --sizes or --dtypes given with it, silently)
+    for name, value in (QUICK_GRID if args.quick else GRID_DEFAULTS).items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, list(value) if isinstance(value, list) else value)
+    _check_sections(args)
     if args.dtypes and any(d not in TOLERANCE for d in args.dtypes):
         raise ValueError(f"--dtypes must be among {', '.join(TOLERANCE)}, got "
                          f"{','.join(args.dtypes)}")
@@ -188,11 +215,10 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     check_int(args.repeats, "--repeats", minimum=1)
     check_real(args.budget, "--budget", minimum=0, inclusive=(False, True))
     check_real(args.max_call, "--max-call", minimum=0, inclusive=(False, True))
-    if not args.quick:
-        for name in ("sizes", "tokens", "densities", "dtypes"):
-            if not [v for v in getattr(args, name) if v != ""]:
-                # (an empty table and exit 0; a --csv of a bare line ending)
-                raise ValueError(f"--{name} needs at least one value")
+    for name in ("sizes", "tokens", "densities", "dtypes"):
+        if not [v for v in getattr(args, name) if v != ""]:
+            # (an empty table and exit 0; a --csv of a bare line ending)
+            raise ValueError(f"--{name} needs at least one value")
     if args.threads is not None:
         check_int(args.threads, "--threads", minimum=1)
         if args.threads > MAX_THREADS:
@@ -202,8 +228,6 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
     if getattr(args, "workflows", False):
         check_real(args.scale, "--scale", minimum=0, inclusive=(False, True))
         check_int(args.iterations, "--iterations", minimum=1)
-    if getattr(args, "tlr", False) and getattr(args, "workflows", False):
-        raise ValueError("--tlr and --workflows are two sections: give one of them")
     if getattr(args, "gpu", False):
         check_int(args.gpu_size, "--gpu-size", minimum=1)
         for d in args.gpu_densities:
@@ -214,9 +238,6 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
         check_real(args.tol, "--tol", minimum=0, maximum=1, inclusive=(False, False))
         for g in args.cache_grid or ():
             check_int(g, "--cache-grid", minimum=1)
-    if args.quick:
-        args.sizes, args.tokens, args.densities = [4096], [1, 64], [0.1, 0.01]
-        args.dtypes, args.repeats = ["float32", "float64"], 3
     args.history = {}
     args.threads_given = args.threads is not None
     if args.threads is None:
@@ -225,6 +246,39 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
         except AttributeError:  # pragma: no cover - not Linux
             args.threads = os.cpu_count() or 1
     return args
+
+
+def _check_sections(args: argparse.Namespace) -> None:
+    """One section per run, and no option another section would ignore (each was accepted
+    and did nothing: a review)."""
+    given = [f"--{name}" for name in ("workflows", "tlr", "gpu") if getattr(args, name, False)]
+    if len(given) > 1:
+        raise ValueError(f"{' and '.join(given)} are separate sections: give one of them")
+    if getattr(args, "csv", None):
+        if given:
+            raise ValueError(f"--csv writes the product grid's points; {given[0]} has no CSV"
+                             + (" (--json FILE writes its results)" if given == ["--gpu"]
+                                else ""))
+        _check_writable(args.csv, "--csv")
+    if getattr(args, "json", None):
+        if given != ["--gpu"]:
+            raise ValueError("--json is written by --gpu only; the product grid writes --csv")
+        _check_writable(args.json, "--json")
+    if given == ["--gpu"] and any(str(d).startswith("complex") for d in args.dtypes or ()):
+        # (its check compared the real parts only, then its tolerance table had no entry)
+        raise ValueError(f"--gpu times float32 and float64, got --dtypes {_csv(args.dtypes)}")
+
+
+def _check_writable(path: str, option: str) -> None:
+    """Before any table: a bad path was reported after the whole grid had run."""
+    p = os.path.abspath(path)
+    parent = os.path.dirname(p)
+    if os.path.isdir(p):
+        raise ValueError(f"{option} {path} is a directory")
+    if not os.path.isdir(parent):
+        raise ValueError(f"{option} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (os.path.exists(p) and not os.access(p, os.W_OK)):
+        raise ValueError(f"{option} {path} is not writable")
 
 
 def parse_args(argv=None, prog: str | None = None, epilog: str | None = None):
@@ -393,9 +447,15 @@ def main(argv=None, prog: str | None = None, epilog: str | None = None) -> int:
     Returns
     -------
     int
-        The exit code.
+        The exit code: 2 with one line on stderr for a bad option value, as
+        ``wsesparse bench`` (it was a traceback and 1).
     """
-    return run(parse_args(argv, prog=prog, epilog=epilog))
+    try:
+        args = parse_args(argv, prog=prog, epilog=epilog)
+    except (ValueError, TypeError) as exc:
+        print(f"{prog or os.path.basename(sys.argv[0])}: error: {exc}", file=sys.stderr)
+        return 2
+    return run(args)
 
 
 def register(sub) -> None:

@@ -12,6 +12,20 @@ def _fmt(v, width=8):
     return f"{str(v)[:width]:>{width}}"
 
 
+def _ratio(v, width):
+    """A ratio with two decimals (one showed 0.96 as 1.0 above a summary that said 0.96x)."""
+    return f"{v:{width}.2f}" if isinstance(v, float) else _fmt(v, width)
+
+
+def _widths(present):
+    """Library columns as wide as their names ('wsesparse' overflowed 8 and shifted the
+    header against the rows)."""
+    return [max(8, len(c)) for c in present]
+
+
+_DTYPE_WIDTH = 10  # complex128
+
+
 def header(present):
     """The table's header line.
 
@@ -27,10 +41,10 @@ def header(present):
     Examples
     --------
     >>> print(header(["scipy"]))
-         M     N density   dtype        nnz |    scipy |      best  ratio  r_CSR vs_scipy
+         M     N density      dtype        nnz |    scipy |      best  ratio  r_CSR vs_scipy
     """
-    cols = " ".join(f"{c:>8}" for c in present)
-    return (f"{'M':>6} {'N':>5} {'density':>7} {'dtype':>7} {'nnz':>10} | {cols} | "
+    cols = " ".join(f"{c:>{w}}" for c, w in zip(present, _widths(present)))
+    return (f"{'M':>6} {'N':>5} {'density':>7} {'dtype':>{_DTYPE_WIDTH}} {'nnz':>10} | {cols} | "
             f"{'best':>9} {'ratio':>6} {'r_CSR':>6} {'vs_scipy':>8}")
 
 
@@ -52,19 +66,19 @@ def format_row(row, present):
     --------
     >>> row = {"M": 64, "N": 2, "density": 0.3, "dtype": "float64", "nnz": 1229,
     ...        "wsesparse": 2.5, "scipy": "FAIL", "best_peer": "scipy"}
-    >>> format_row(row, ["wsesparse", "scipy"])
-    '    64     2     0.3 float64       1229 |      2.5     FAIL |     scipy      -      -        -'
+    >>> print(format_row(row, ["wsesparse"]))
+        64     2     0.3    float64       1229 |       2.5 |     scipy      -      -        -
     """
-    lead = f"{row['M']:>6} {row['N']:>5} {row['density']:>7g} {row['dtype']:>7}"
+    lead = f"{row['M']:>6} {row['N']:>5} {row['density']:>7g} {row['dtype']:>{_DTYPE_WIDTH}}"
     if "skipped" in row:
         return f"{lead} skipped: {row['skipped']}"
-    cols = " ".join(_fmt(row.get(c)) for c in present)
+    cols = " ".join(_fmt(row.get(c), w) for c, w in zip(present, _widths(present)))
     extra = ""
     if "spmv_GBs" in row:
         extra = f"  SpMV {row['spmv_GBs']:.1f} GB/s"
     return (f"{lead} {row['nnz']:>10} | {cols} | {row.get('best_peer', '-'):>9} "
-            f"{_fmt(row.get('ratio'), 6)} {_fmt(row.get('ratio_csr'), 6)} "
-            f"{_fmt(row.get('vs_scipy'), 8)}{extra}")
+            f"{_ratio(row.get('ratio'), 6)} {_ratio(row.get('ratio_csr'), 6)} "
+            f"{_ratio(row.get('vs_scipy'), 8)}{extra}")
 
 
 def summary(rows, triad):

@@ -78,8 +78,9 @@ def graph_laplacian(n_nodes: int, degree: int, seed: int = 0) -> sp.csr_array:
 
 
 def rectangular_system(m: int, n: int, per_row: int, seed: int = 0) -> sp.csr_array:
-    """An ``m`` x ``n`` sparse matrix with ``per_row`` random entries per row plus a
-    diagonal (full column rank), float64 CSR."""
+    """An ``m`` x ``n`` sparse matrix with ``per_row`` random entries per row plus the
+    diagonal of its top n x n block (full column rank), float64 CSR: about
+    ``per_row + n / m`` stored entries per row."""
     m = check_int(m, "m", minimum=1)
     n = check_int(n, "n", minimum=1, maximum=m)
     per_row = check_int(per_row, "per_row", minimum=0)
@@ -269,7 +270,8 @@ def _solver_problems(scale: float, iterations: int, only: tuple[str, ...]):
         m, n = max(40, int(200_000 * scale)), max(10, int(50_000 * scale))
         R = rectangular_system(m, n, 10)
         c = np.ones(m)
-        yield ("lsqr", f"{m}x{n}, 11 per row, {{iterations}} iterations (max {iterations})",
+        yield ("lsqr", f"{m}x{n}, 10 per row + diagonal, {{iterations}} iterations "
+               f"(max {iterations})",
                lambda op: _lsqr(op, c, iterations), R)
 
 

@@ -44,8 +44,10 @@ def check_storage(storage) -> str | None:
 def scale(values: np.ndarray, storage: str) -> float:
     """The power of two the values are multiplied by before rounding to ``storage``: for
     float16, the one that brings the largest finite magnitude into [2**14, 2**15) (the top
-    of its range, so that the smallest values stay normal as far down as they can); 1.0 for
-    bfloat16 and for values that are all zero or non-finite.
+    of its range, so that the smallest values stay normal as far down as they can), at most
+    the largest power of two of the values' precision (float32: 2**127; beyond it the scale
+    was inf and the product NaN: a review); 1.0 for bfloat16 and for values that are all
+    zero or non-finite.
 
     Examples
     --------
@@ -53,6 +55,8 @@ def scale(values: np.ndarray, storage: str) -> float:
     True
     >>> scale(np.array([3e-7]), "bfloat16"), scale(np.zeros(2), "float16")
     (1.0, 1.0)
+    >>> scale(np.array([1e-36], np.float32), "float16") == 2.0 ** 127
+    True
     """
     if storage != "float16":
         return 1.0
@@ -61,7 +65,8 @@ def scale(values: np.ndarray, storage: str) -> float:
     top = float(v.max()) if v.size else 0.0
     if top == 0.0:
         return 1.0
-    return float(np.ldexp(1.0, 15 - int(np.frexp(top)[1])))  # top * s in [2**14, 2**15)
+    top_exp = np.finfo(v.dtype).maxexp - 1   # 2**top_exp: the largest power of two it holds
+    return float(np.ldexp(1.0, min(15 - int(np.frexp(top)[1]), top_exp)))  # top*s < 2**15
 
 
 def _parts(values: np.ndarray) -> np.ndarray:
@@ -143,9 +148,13 @@ def encode(values: np.ndarray, storage: str) -> tuple[np.ndarray, float, float]:
     s = scale(values, storage)
     bits = to_storage(values * s, storage)
     ref = _parts(values).astype(np.float64)
-    norm = float(np.linalg.norm(ref))
     back = widen(bits, storage).astype(np.float64) / s
-    return bits, s, (float(np.linalg.norm(back - ref)) / norm if norm else 0.0)
+    # (relative to the largest magnitude first: the norms of values near 1e-306 underflowed
+    # to 0 and reported an error of 0)
+    top = float(np.abs(ref).max()) if ref.size else 0.0
+    if top == 0.0 or not np.isfinite(top):
+        return bits, s, 0.0 if top == 0.0 else float("nan")
+    return bits, s, float(np.linalg.norm((back - ref) / top) / np.linalg.norm(ref / top))
 
 
 def stored_values(values: np.ndarray, storage: str) -> np.ndarray:

@@ -83,11 +83,13 @@ class DeviceTLR:
         self.shape, self.dtype, self.n_matrices = mats[0].shape, mats[0].dtype, len(mats)
         self.K = sum(int(M.kcol_ptr[-1]) for M in mats)
         U, V = np.concatenate([M.U for M in mats]), np.concatenate([M.V for M in mats])
-        self.basis_error, self._unscale = 0.0, 1.0
+        self.basis_error, self._unscale = 0.0, (1.0, 1.0)
         if self.storage is not None:   # (each basis rounded once)
             (U, su, eu), (V, sv, ev) = encode(U, self.storage), encode(V, self.storage)
             self.basis_error = max(eu, ev)
-            self._unscale = 1.0 / (su * sv)      # (powers of two: exact)
+            # (powers of two: exact; one factor each, as 1 / (su * sv) can fall below the
+            # product's precision, float32's 2**-149, and zero the product)
+            self._unscale = (1.0 / su, 1.0 / sv)
         self.nbytes = int(U.nbytes + V.nbytes)
         self._U, self._V = cupy.asarray(U), cupy.asarray(V)
         self._tables = {}
@@ -193,8 +195,9 @@ class DeviceTLR:
             S = min(ls, s - c0)
             for seg, M, src, dst in ((first, M1, X, mid), (third, M3, mid, Y)):
                 _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, kind)
-        if self._unscale != 1.0:    # the scaled 16-bit bases (wsesparse.gpu.storage.scale)
-            Y *= self._unscale
+        for f in self._unscale:     # the scaled 16-bit bases (wsesparse.gpu.storage.scale)
+            if f != 1.0:
+                Y *= f
         return Y
 
 
