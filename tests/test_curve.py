@@ -63,7 +63,8 @@ def run(argv, capsys):
     (["--engines", "1,-2"], "--engines must be a positive int, got -2"),
     (["--engines", "16"], r"engines \(16\) exceeds n_tokens \(8\)"),
     (["--tokens", "0"], "--tokens must be a positive int"),  # (it said n_tokens)
-    (["--seed", "-3"], "--seed must be a nonnegative int, got -3"),  # (the option's name)
+    (["--seed", "-3"], r"--seed must be an int in \[0, 9223372036854775807\], got -3"),
+    (["--seed", str(10**20)], r"--seed must be an int in \[0, "),   # (it said "seed"; a review)
 ])
 def test_curve_bad_values(capsys, argv, msg):
     rc, out, err = run(["curve", "--quiet", "--shape", "30x30", "--tokens", "8", "--engines",

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     for e in engines:
         check_int(e, "--engines", minimum=1)
     check_int(args.tokens, "--tokens", minimum=1)
-    check_int(args.seed, "--seed", minimum=0)
+    check_int(args.seed, "--seed", minimum=0, maximum=2**63 - 1)  # (random_weights' int64)
     rows = sweep(shape, sparsities, args.tokens, engines, args.machine, args.balance,
                  args.dtype, args.seed,
                  progress=progress_enabled(False if args.quiet else args.progress),

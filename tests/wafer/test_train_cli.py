@@ -63,6 +63,11 @@ def test_model_and_count_parsing():
     (["--tokens", "lots"], "--tokens"), (["--model", "huge"], "--model"),
     (["--sparsity", "1"], "--sparsity must be"),
     (["--max-engines", "0"], "--max-engines must be a positive int, got 0"),
+    # (a review: these named n_params and batch_tokens, and "1,,2" ran engines 1 and 2)
+    (["--model", "1e3"], "--model must count at least 1e6 parameters (1M), got '1e3'"),
+    (["--batch", "100", "--engines", "192"],
+     "--batch (100) must give every engine at least one token, got --engines 192"),
+    (["--engines", "1,,2"], "--engines must be comma-separated ints, got '1,,2'"),
 ])
 def test_train_errors_name_the_argument(argv, word, capsys):
     assert main(["train", "--model", "125M"] + argv) == 2

@@ -105,8 +105,13 @@ def run(args: argparse.Namespace) -> int:
         m, k = parse_shape(args.shape)
         W = random_weights(m, k, args.sparsity, seed=args.seed)
     t0 = time.perf_counter()
-    rep = estimate_gemm(W, args.tokens, machine=machine, balance=args.balance,
-                        engines=args.engines, dtype=args.dtype, psum=args.psum)
+    try:
+        rep = estimate_gemm(W, args.tokens, machine=machine, balance=args.balance,
+                            engines=args.engines, dtype=args.dtype, psum=args.psum)
+    except ValueError as exc:   # (the option's name, not the argument's)
+        if str(exc).startswith("n_tokens="):
+            raise ValueError("--tokens " + str(exc).removeprefix("n_tokens=")) from None
+        raise
     elapsed = time.perf_counter() - t0
     if args.json:
         print(rep.to_json())
@@ -189,6 +194,8 @@ def model_config(text: str):
             raise
         raise ValueError(f"--model must be a GPT-3 paper model ({', '.join(GPT3_TABLE)}) or "
                          f"a parameter count like 300e9, 300B or 1.5T, got {text!r}") from None
+    if n < 1e6:  # (TransformerConfig.scaled's bound, which named its n_params)
+        raise ValueError(f"--model must count at least 1e6 parameters (1M), got {text!r}")
     return TransformerConfig.scaled(n, name=f"{key} (scaled GPT-3)")
 
 
@@ -197,12 +204,10 @@ def run_train(args: argparse.Namespace) -> int:
     from wsesparse.wafer.training import estimate_training
 
     cfg = model_config(args.model)
-    try:
-        engines = [int(t) for t in args.engines.split(",") if t.strip()]
+    try:  # (empty items, as in "1,,2", are refused as `curve --engines` refuses them)
+        engines = [int(t) for t in args.engines.split(",")]
     except ValueError:
         raise ValueError(f"--engines must be comma-separated ints, got {args.engines!r}") from None
-    if not engines:
-        raise ValueError("--engines needs at least one engine count")
     machine = PRESETS[args.machine]
     if args.max_engines is not None:
         check_int(args.max_engines, "--max-engines", minimum=1)
@@ -220,6 +225,9 @@ def run_train(args: argparse.Namespace) -> int:
         if batch != int(batch):   # (0.5 became 0 and 1.5 became 1)
             raise ValueError(f"--batch must be a whole number of tokens, got {args.batch!r}")
         batch = int(batch)
+        if batch < max(engines):   # (the estimate named its batch_tokens and engines)
+            raise ValueError(f"--batch ({batch:,}) must give every engine at least one token, "
+                             f"got --engines {max(engines)}")
     t0 = time.perf_counter()
     reps = [estimate_training(cfg, tokens=tokens, batch_tokens=batch, engines=e,
                               sparsity=args.sparsity, machine=machine, psum=args.psum,
