@@ -19,13 +19,19 @@ thread that lets go (a test found the main thread's MKL at 2 inside another thre
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+
+from wsesparse._interrupts import deferred, finish
 
 __all__ = ["hold", "release", "limited", "holders"]
 
 _lock = threading.Lock()
 _holders = 0
 _limits = None  # threadpoolctl's limiter while held
+# The limited() holds taken and not let go: token -> thread (a child process keeps only its
+# own thread's: below).
+_tokens: dict[object, int] = {}
 
 
 def _free_control() -> None:
@@ -49,20 +55,35 @@ def _free_control() -> None:
 def hold(n: int) -> None:
     """Take a hold on the BLAS limit: the first holder sets ``n`` threads; while holders
     remain, later ones share the count already set."""
+    _hold(n)
+
+
+def _hold(n: int, token: object = None) -> None:
+    """:func:`hold`, recorded under ``token`` for the calling thread where one is given
+    (``limited``)."""
     global _holders, _limits
-    with _lock:
+    with deferred(), _lock:   # (a Ctrl-C between the steps left BLAS limited for good)
         if _holders == 0:
             from threadpoolctl import threadpool_limits
             _free_control()
             _limits = threadpool_limits(limits=n, user_api="blas")
             _free_control()
         _holders += 1
+        if token is not None:
+            _tokens[token] = threading.get_ident()
 
 
 def release() -> None:
     """Let go of one hold; the last one puts the libraries' original counts back."""
+    _release()
+
+
+def _release(token: object = None) -> None:
     global _holders, _limits
-    with _lock:
+    with deferred(), _lock:
+        if token is not None:
+            if _tokens.pop(token, None) is None:
+                return   # (let go already, or never taken: the hold was interrupted)
         if _holders <= 0:
             raise RuntimeError("wsesparse._blas.release() without a hold")
         _holders -= 1
@@ -86,13 +107,43 @@ def limited(n: int):
     >>> holders()
     0
     """
-    hold(n)
-    try:
+    token = object()
+    try:   # (the try first: a Ctrl-C deferred while taking is raised inside it)
+        _hold(n, token)
         yield
     finally:
-        release()
+        try:
+            finish(_release, token)
+        except KeyboardInterrupt:
+            if token in _tokens:   # (it landed before finish took over: let go now)
+                finish(_release, token)
+            raise
 
 
 def holders() -> int:
     """Holds taken and not let go (0: the libraries have their own counts)."""
     return _holders
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while other threads held the limit: the lock, which one of them may
+    have held, is replaced (the child's first hold waited on it for ever: a review), and
+    their ``limited()`` holds are dropped, as those threads do not exist here; the last one
+    puts the counts back. (``wsesparse.accelerate`` drops its blocks' holds the same way.)"""
+    global _lock, _holders, _limits
+    _lock = threading.Lock()
+    me = threading.get_ident()
+    gone = [token for token, thread in _tokens.items() if thread != me]
+    for token in gone:
+        del _tokens[token]
+    if gone:
+        _holders = max(0, _holders - len(gone))
+        if _holders == 0 and _limits is not None:
+            limits, _limits = _limits, None
+            _free_control()
+            limits.restore_original_limits()
+            _free_control()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

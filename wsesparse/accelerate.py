@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import threading
 from typing import Iterator
@@ -59,6 +60,7 @@ import numpy as np
 
 from wsesparse import _blas, _blas_share
 from wsesparse._checks import KERNEL_DTYPES, check_int, result_dtype
+from wsesparse._interrupts import deferred, finish
 from wsesparse.matmul import sparse_matmul
 
 __all__ = ["accelerated", "enable", "disable", "is_enabled"]
@@ -78,6 +80,9 @@ _ABSENT = object()
 # by blocks and enable() that asked for one; the first holder's count applies until the
 # last holder lets go.
 _switched_on_blas = None  # what enable() holds: "shared", "limit" or None
+# The open blocks: id -> (thread, what its blas_threads holds); a forked child drops those of
+# the parent's other threads (below).
+_blocks: dict[object, tuple[int, str | None]] = {}
 
 
 def _targets() -> list[tuple[type, str]]:
@@ -238,7 +243,7 @@ def enable(blas_threads: int | str | None = "shared") -> None:
     """
     global _switched_on, _switched_on_blas
     blas_threads = _check_blas_threads(blas_threads)
-    with _lock:
+    with deferred(), _lock:   # (see wsesparse._interrupts)
         if _switched_on:
             _update()
             return
@@ -259,7 +264,7 @@ def disable() -> None:
     """Undo :func:`enable`: scipy's own products (and BLAS thread counts) again,
     once no ``accelerated()`` block is open either. Idempotent."""
     global _switched_on, _switched_on_blas
-    with _lock:
+    with deferred(), _lock:
         if _switched_on:
             _release_blas(_switched_on_blas)
         _switched_on, _switched_on_blas = False, None
@@ -327,19 +332,59 @@ def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
     """
     global _held
     blas_threads = _check_blas_threads(blas_threads)
-    with _lock:
-        blas = _hold_blas(blas_threads)
-        _held += 1
-        try:
-            _update()
-        except BaseException:
-            _held -= 1
-            _release_blas(blas)
-            raise
+    key = None
+    # (the try first, and the steps with Ctrl-C held back: an interrupt between them left
+    # the hooks in scipy with no hold to remove them, or a hold with no block: a review)
     try:
+        with deferred(), _lock:
+            blas = _hold_blas(blas_threads)
+            _held += 1
+            try:
+                _update()
+            except BaseException:
+                _held -= 1
+                _release_blas(blas)
+                raise
+            key = object()
+            _blocks[key] = (threading.get_ident(), blas)
         yield
     finally:
-        with _lock:
+        if key is not None:
+            try:
+                finish(_close_block, key, blas)
+            except KeyboardInterrupt:
+                if key in _blocks:   # (it landed before finish took over: close it now)
+                    finish(_close_block, key, blas)
+                raise
+
+
+def _close_block(key: object, blas: str | None) -> None:
+    """What the end of an ``accelerated()`` block undoes (run by ``finish``)."""
+    global _held
+    with _lock:
+        if _blocks.pop(key, None) is None:
+            return   # (closed already)
+        _held -= 1
+        _release_blas(blas)
+        _update()
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread was inside a block: the lock, which that thread
+    may have held, is replaced (the child's first block waited on it for ever: a review),
+    and that thread's blocks are closed, as it does not exist here; the child's own thread
+    keeps its blocks, and ``enable()`` stays on. (``wsesparse._blas`` and
+    ``wsesparse._blas_share``, registered before this, have replaced their locks.)"""
+    global _lock, _held
+    _lock = threading.Lock()
+    me = threading.get_ident()
+    for k, (thread, blas) in list(_blocks.items()):
+        if thread != me:
+            del _blocks[k]
             _held -= 1
             _release_blas(blas)
-            _update()
+    _update()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,140 @@
+"""Ctrl-C and fork around the process-wide switches (``accelerated()``, the BLAS thread hold).
+
+A review session found (session 34): a child forked while another thread was inside
+``accelerated()`` or a BLAS-limited product hung on its first own block or product (the
+locks stayed held in the child); a SIGINT at a random moment left scipy's classes hooked,
+blocks raising AttributeError on exit, or BLAS on one thread for good. Here a SIGINT is sent
+for real (``os.kill``), at random moments, and every state is checked after each one.
+"""
+
+import os
+import random
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import wsesparse
+from wsesparse import _blas, accelerate, sparse_matmul
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(signal, "setitimer"),
+                                reason="fork and setitimer (POSIX)")
+
+
+def _blas_counts():
+    from threadpoolctl import threadpool_info
+    return tuple(d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas")
+
+
+def _scipy_methods():
+    from scipy.sparse._csc import _csc_base
+    from scipy.sparse._csr import _csr_base
+    return {(c, n): c.__dict__.get(n) for c in (_csr_base, _csc_base)
+            for n in ("_matmul_vector", "_matmul_multivector")}
+
+
+def _loop_until_interrupted(body, trials, seconds):
+    """Run ``body`` in a loop; a SIGINT lands after a random delay; ``trials`` times."""
+    previous = signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        for _ in range(trials):
+            signal.setitimer(signal.ITIMER_REAL, random.uniform(*seconds))
+            try:
+                while True:
+                    body()
+            except KeyboardInterrupt:
+                pass
+            yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("blas_threads", [None, 1])
+def test_ctrl_c_inside_accelerated_blocks_leaves_no_state(blas_threads):
+    random.seed(0)
+    A = sp.random(50, 50, density=0.1, format="csr", random_state=0)
+    x = np.ones(50)
+    methods, counts = _scipy_methods(), _blas_counts()
+
+    def body():
+        with wsesparse.accelerated(blas_threads=blas_threads):
+            A @ x
+
+    for _ in _loop_until_interrupted(body, 150 if blas_threads is None else 60,
+                                     (0.00005, 0.002 if blas_threads is None else 0.01)):
+        assert _scipy_methods() == methods
+        assert (accelerate._held, accelerate.is_enabled(), accelerate._blocks) == (0, False, {})
+        assert _blas.holders() == 0 and _blas_counts() == counts
+
+
+def test_ctrl_c_inside_blas_limited_products_leaves_no_state():
+    random.seed(1)
+    A = sp.random(200, 200, density=0.6, format="csr", random_state=1)
+    X = np.ones((200, 64))
+    counts = _blas_counts()
+    for _ in _loop_until_interrupted(
+            lambda: sparse_matmul(A, X, method="dense", n_threads=1), 60, (0.0005, 0.01)):
+        assert _blas.holders() == 0 and _blas._tokens == {} and _blas_counts() == counts
+
+
+def _fork_and_wait(child, timeout=20.0):
+    """Exit status of a forked child running ``child()`` (124: still running after
+    ``timeout`` s, then killed)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            child()
+            code = 0
+        finally:
+            os._exit(code)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return 124
+
+
+def test_fork_while_other_threads_hold_the_switches():
+    """Children forked while other threads open blocks and run BLAS-limited products finish
+    their own (they hung on the locks those threads held), and drop those threads' holds."""
+    A = sp.random(200, 200, density=0.5, format="csr", random_state=2)
+    X = np.ones((200, 16))
+    x = np.ones(200)
+    stop = threading.Event()
+
+    def blocks():
+        while not stop.is_set():
+            with wsesparse.accelerated(blas_threads=1):
+                A @ x
+
+    def dense():
+        while not stop.is_set():
+            sparse_matmul(A, X, method="dense", n_threads=1)
+
+    def child():
+        with wsesparse.accelerated(blas_threads=1):
+            assert np.allclose(A @ x, A.toarray() @ x)
+        assert np.allclose(sparse_matmul(A, X, method="dense", n_threads=1), A @ X)
+        # the parent's other threads' holds were dropped: nothing is held now
+        assert (accelerate._held, accelerate.is_enabled(), _blas.holders()) == (0, False, 0)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (blocks, dense)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.1)
+        codes = [_fork_and_wait(child) for _ in range(8)]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert codes == [0] * 8
