@@ -87,7 +87,7 @@ def _release(token: object = None) -> None:
         if _holders <= 0:
             raise RuntimeError("wsesparse._blas.release() without a hold")
         _holders -= 1
-        if _holders == 0:
+        if _holders == 0 and _limits is not None:  # (None: a fork caught the change half done)
             limits, _limits = _limits, None
             _free_control()
             limits.restore_original_limits()
@@ -128,21 +128,29 @@ def holders() -> int:
 def _after_fork_in_child() -> None:
     """A child forked while other threads held the limit: the lock, which one of them may
     have held, is replaced (the child's first hold waited on it for ever: a review), and
-    their ``limited()`` holds are dropped, as those threads do not exist here; the last one
-    puts the counts back. (``wsesparse.accelerate`` drops its blocks' holds the same way.)"""
-    global _lock, _holders, _limits
+    their ``limited()`` holds are dropped, as those threads do not exist here. The count
+    is rebuilt from what the forking thread holds, as another thread may have been half
+    way through a change: here from its ``limited()`` holds, then
+    ``wsesparse.accelerate``'s handler (registered after this one) adds its blocks' and
+    ``enable()``'s and settles (:func:`_settle_after_fork`)."""
+    global _lock, _holders
     _lock = threading.Lock()
     me = threading.get_ident()
-    gone = [token for token, thread in _tokens.items() if thread != me]
-    for token in gone:
+    for token in [t for t, thread in _tokens.items() if thread != me]:
         del _tokens[token]
-    if gone:
-        _holders = max(0, _holders - len(gone))
-        if _holders == 0 and _limits is not None:
-            limits, _limits = _limits, None
-            _free_control()
-            limits.restore_original_limits()
-            _free_control()
+    _holders = len(_tokens)
+
+
+def _settle_after_fork(more: int) -> None:
+    """In a forked child: ``more`` holds besides the ``limited()`` ones; with none at all,
+    the original counts go back."""
+    global _holders, _limits
+    _holders += more
+    if _holders == 0 and _limits is not None:
+        limits, _limits = _limits, None
+        _free_control()
+        limits.restore_original_limits()
+        _free_control()
 
 
 if hasattr(os, "register_at_fork"):

@@ -46,7 +46,11 @@ def deferred():
         yield
         return
     caught = []
-    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    except ValueError:  # (a subinterpreter's main thread: handlers cannot be set there)
+        yield
+        return
     try:
         yield
     finally:

@@ -80,8 +80,8 @@ _ABSENT = object()
 # by blocks and enable() that asked for one; the first holder's count applies until the
 # last holder lets go.
 _switched_on_blas = None  # what enable() holds: "shared", "limit" or None
-# The open blocks: id -> (thread, what its blas_threads holds); a forked child drops those of
-# the parent's other threads (below).
+# The open blocks: a key per block -> (its thread, what its blas_threads holds); a forked
+# child drops those of the parent's other threads (below).
 _blocks: dict[object, tuple[int, str | None]] = {}
 
 
@@ -166,18 +166,24 @@ def _install() -> None:
     saved = []
     for cls, name in _targets():
         saved.append((cls, name, cls.__dict__.get(name, _ABSENT)))
-    for cls, name, _ in saved:
-        setattr(cls, name, _hook(getattr(cls, name)))
+    # (recorded before the first hook goes in, and removed below whatever is left: a child
+    # forked while another thread was half way through either finds what to undo)
     _saved = saved
+    try:
+        for cls, name, _ in saved:
+            setattr(cls, name, _hook(getattr(cls, name)))
+    except BaseException:
+        _uninstall()
+        raise
 
 
 def _uninstall() -> None:
     global _saved
     for cls, name, own in reversed(_saved):
-        if own is _ABSENT:
-            delattr(cls, name)
-        else:
+        if own is not _ABSENT:
             setattr(cls, name, own)
+        elif name in cls.__dict__:
+            delattr(cls, name)
     _saved = None
 
 
@@ -372,17 +378,22 @@ def _close_block(key: object, blas: str | None) -> None:
 def _after_fork_in_child() -> None:
     """A child forked while another thread was inside a block: the lock, which that thread
     may have held, is replaced (the child's first block waited on it for ever: a review),
-    and that thread's blocks are closed, as it does not exist here; the child's own thread
-    keeps its blocks, and ``enable()`` stays on. (``wsesparse._blas`` and
-    ``wsesparse._blas_share``, registered before this, have replaced their locks.)"""
+    and that thread's blocks are dropped, as it does not exist here; the child's own thread
+    keeps its blocks, and ``enable()`` stays on. The counts (blocks, BLAS holds, shared
+    holds) are rebuilt from what remains, as the other thread may have been half way
+    through opening or closing a block. (``wsesparse._blas`` and ``wsesparse._blas_share``,
+    registered before this, have replaced their locks.)"""
     global _lock, _held
     _lock = threading.Lock()
     me = threading.get_ident()
-    for k, (thread, blas) in list(_blocks.items()):
-        if thread != me:
-            del _blocks[k]
-            _held -= 1
-            _release_blas(blas)
+    for k in [k for k, (thread, _) in _blocks.items() if thread != me]:
+        del _blocks[k]
+    _held = len(_blocks)
+    kinds = [blas for _, blas in _blocks.values()]
+    if _switched_on:
+        kinds.append(_switched_on_blas)
+    _blas._settle_after_fork(kinds.count("limit"))
+    _blas_share._holders = kinds.count("shared")
     _update()
 
 
