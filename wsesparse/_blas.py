@@ -24,7 +24,7 @@ import threading
 
 from wsesparse._interrupts import deferred, finish
 
-__all__ = ["hold", "release", "limited", "holders"]
+__all__ = ["hold", "release", "limited", "holders", "settle_after_fork"]
 
 _lock = threading.Lock()
 _holders = 0
@@ -132,7 +132,7 @@ def _after_fork_in_child() -> None:
     is rebuilt from what the forking thread holds, as another thread may have been half
     way through a change: here from its ``limited()`` holds, then
     ``wsesparse.accelerate``'s handler (registered after this one) adds its blocks' and
-    ``enable()``'s and settles (:func:`_settle_after_fork`)."""
+    ``enable()``'s and settles (:func:`settle_after_fork`)."""
     global _lock, _holders
     _lock = threading.Lock()
     me = threading.get_ident()
@@ -141,7 +141,7 @@ def _after_fork_in_child() -> None:
     _holders = len(_tokens)
 
 
-def _settle_after_fork(more: int) -> None:
+def settle_after_fork(more: int) -> None:
     """In a forked child: ``more`` holds besides the ``limited()`` ones; with none at all,
     the original counts go back."""
     global _holders, _limits

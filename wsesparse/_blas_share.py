@@ -35,7 +35,7 @@ import threading
 from wsesparse import _threads
 from wsesparse._kernels import _runtime
 
-__all__ = ["share", "unshare", "sharing", "candidates", "tested_version"]
+__all__ = ["share", "unshare", "sharing", "candidates", "tested_version", "settle_after_fork"]
 
 _SETTERS = ("openblas_set_threads_callback_function",
             "scipy_openblas_set_threads_callback_function64_")
@@ -211,6 +211,13 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def settle_after_fork(holders: int) -> None:
+    """In a forked child: the holds its own thread has (``wsesparse.accelerate`` counts
+    them; another thread of the parent may have been half way through taking one)."""
+    global _holders
+    _holders = holders
 
 
 def sharing() -> bool:

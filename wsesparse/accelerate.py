@@ -392,8 +392,8 @@ def _after_fork_in_child() -> None:
     kinds = [blas for _, blas in _blocks.values()]
     if _switched_on:
         kinds.append(_switched_on_blas)
-    _blas._settle_after_fork(kinds.count("limit"))
-    _blas_share._holders = kinds.count("shared")
+    _blas.settle_after_fork(kinds.count("limit"))
+    _blas_share.settle_after_fork(kinds.count("shared"))
     _update()
 
 
