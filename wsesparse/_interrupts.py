@@ -6,8 +6,8 @@ threadpoolctl's counts and the record of the originals, a hold and the ``try`` t
 of it. A KeyboardInterrupt between two such steps left the process half switched: hooks
 in scipy with nothing to remove them, BLAS on one thread for good, a block that raised
 AttributeError on every later exit (a review interrupted short blocks at random moments:
-about 1,100 of 4,000 interrupts left such a state). Inside :func:`deferred`, a SIGINT is recorded and
-raised when the block ends, once the steps are all done.
+about 1,100 of 4,000 interrupts left such a state). Inside :func:`deferred`, a SIGINT is
+recorded and raised when the block ends, once the steps are all done.
 
 A KeyboardInterrupt can still land before :func:`deferred` has taken over (the review's
 interrupts hit that gap in about one trial in 90): what a ``finally`` must undo goes through
