@@ -138,3 +138,27 @@ def test_fork_while_other_threads_hold_the_switches():
         for t in threads:
             t.join()
     assert codes == [0] * 8
+
+
+def test_child_forked_from_a_thread_while_main_holds_ctrl_c_back_gets_it_back():
+    """The main thread inside a deferral, another thread forks: in the child (whose only
+    thread is the forking one) SIGINT raises again instead of being recorded for good."""
+    from wsesparse import _interrupts
+
+    def child():
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert _interrupts._depth == 0
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            return
+        raise AssertionError("SIGINT did not raise in the child")
+
+    codes = []
+    with _interrupts.deferred():
+        t = threading.Thread(target=lambda: codes.append(_fork_and_wait(child)))
+        t.start()
+        t.join()
+    assert codes == [0]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
