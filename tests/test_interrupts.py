@@ -41,8 +41,8 @@ def _loop_until_interrupted(body, trials, seconds):
     previous = signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getpid(), signal.SIGINT))
     try:
         for _ in range(trials):
-            signal.setitimer(signal.ITIMER_REAL, random.uniform(*seconds))
-            try:
+            try:   # (the timer armed inside: an early alarm stays in the trial)
+                signal.setitimer(signal.ITIMER_REAL, random.uniform(*seconds))
                 while True:
                     body()
             except KeyboardInterrupt:
@@ -67,7 +67,7 @@ def test_ctrl_c_inside_accelerated_blocks_leaves_no_state(blas_threads):
     for _ in _loop_until_interrupted(body, 150 if blas_threads is None else 60,
                                      (0.00005, 0.002 if blas_threads is None else 0.01)):
         assert _scipy_methods() == methods
-        assert (accelerate._held, accelerate.is_enabled(), accelerate._blocks) == (0, False, {})
+        assert (accelerate.is_enabled(), accelerate._blocks) == (False, {})
         assert _blas.holders() == 0 and _blas_counts() == counts
 
 
@@ -125,7 +125,7 @@ def test_fork_while_other_threads_hold_the_switches():
             assert np.allclose(A @ x, A.toarray() @ x)
         assert np.allclose(sparse_matmul(A, X, method="dense", n_threads=1), A @ X)
         # the parent's other threads' holds were dropped: nothing is held now
-        assert (accelerate._held, accelerate.is_enabled(), _blas.holders()) == (0, False, 0)
+        assert (accelerate._blocks, accelerate.is_enabled(), _blas.holders()) == ({}, False, 0)
 
     threads = [threading.Thread(target=f, daemon=True) for f in (blocks, dense)]
     for t in threads:
@@ -162,3 +162,19 @@ def test_child_forked_from_a_thread_while_main_holds_ctrl_c_back_gets_it_back():
         t.join()
     assert codes == [0]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_deferral_left_open_does_not_swallow_ctrl_c_for_good(monkeypatch):
+    """An exception from another signal's handler can skip a deferral's end (nothing holds
+    those back): SIGINT then stayed recorded for good. A deferral older than _STALE_S lets
+    Ctrl-C through and puts the handler back."""
+    from wsesparse import _interrupts
+    monkeypatch.setattr(_interrupts, "_STALE_S", 0.05)
+    _interrupts.deferred().__enter__()          # never exited, as after such an exception
+    assert signal.getsignal(signal.SIGINT) is _interrupts._record
+    time.sleep(0.1)
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert (_interrupts._depth, _interrupts._previous) == (0, None)

@@ -114,7 +114,7 @@ def limited(n: int):
     finally:
         try:
             finish(_release, token)
-        except KeyboardInterrupt:
+        except BaseException:
             if token in _tokens:   # (it landed before finish took over: let go now)
                 finish(_release, token)
             raise
@@ -145,7 +145,7 @@ def settle_after_fork(more: int) -> None:
     """In a forked child: ``more`` holds besides the ``limited()`` ones; with none at all,
     the original counts go back."""
     global _holders, _limits
-    _holders += more
+    _holders = len(_tokens) + more   # (set, not added: a second handler would count twice)
     if _holders == 0 and _limits is not None:
         limits, _limits = _limits, None
         _free_control()

@@ -174,9 +174,10 @@ def check_int(value, name: str, *, minimum: int | None = None, maximum: int | No
     else:
         v = int(value)
     if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-        digits = str(v)
-        if len(digits) > 24:  # (10**400 printed 401 digits)
-            digits = f"{digits[:8]}... ({len(digits.lstrip('-'))} digits)"
+        if abs(v).bit_length() <= 80:
+            digits = str(v)
+        else:  # (10**400 printed 401 digits; past 4300 str() itself raises)
+            digits = f"an int of {abs(v).bit_length()} bits"
         raise ValueError(f"{name} must be {_int_expected(minimum, maximum, allow_none)}, "
                          f"got {digits}")
     return v

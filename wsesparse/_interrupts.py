@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 __all__ = ["deferred", "finish"]
 
@@ -29,9 +30,21 @@ __all__ = ["deferred", "finish"]
 _depth = 0          # deferrals open in the main thread (only it touches these)
 _previous = None    # the SIGINT handler the outermost one replaced
 _caught: list = []  # frames of the SIGINTs held back
+_since = 0.0        # when the outermost one began (time.monotonic)
+# No deferral lasts this long (the longest step, threadpoolctl's scan, takes milliseconds):
+# older, it was left open by an exception from another signal's handler, which nothing here
+# holds back, and Ctrl-C is delivered at once rather than recorded for good.
+_STALE_S = 5.0
 
 
 def _record(signum, frame) -> None:
+    global _depth, _previous
+    if _previous is not None and time.monotonic() - _since > _STALE_S:
+        previous, _previous, _depth = _previous, None, 0
+        _caught.clear()
+        signal.signal(signal.SIGINT, previous)
+        previous(signum, frame)
+        return
     _caught.append(frame)
 
 
@@ -43,18 +56,24 @@ class _Deferred:
     __slots__ = ("_on",)
 
     def __enter__(self) -> None:
-        global _depth, _previous
+        global _depth, _previous, _since
         self._on = threading.get_ident() == threading.main_thread().ident
         if not self._on:
             return
         if _depth == 0:
+            _since = time.monotonic()
+            _caught.clear()   # (one left by an interrupt at the end of the last one)
             previous = signal.getsignal(signal.SIGINT)
             if callable(previous):  # (SIG_IGN, SIG_DFL, set outside Python: nothing raises)
-                try:
+                _previous = previous   # (first: a fork or another signal's error between
+                try:                   # the two steps finds what to put back)
                     signal.signal(signal.SIGINT, _record)
-                    _previous = previous
                 except ValueError:  # (a subinterpreter: handlers cannot be set there)
-                    pass
+                    _previous = None
+                except BaseException:   # (another signal's handler raised first)
+                    _previous = None
+                    signal.signal(signal.SIGINT, previous)
+                    raise
         _depth += 1
 
     def __exit__(self, *exc) -> bool:
@@ -62,8 +81,16 @@ class _Deferred:
         if self._on:
             _depth -= 1
             if _depth == 0 and _previous is not None:
-                previous, _previous = _previous, None
-                signal.signal(signal.SIGINT, previous)
+                previous = _previous
+                try:
+                    signal.signal(signal.SIGINT, previous)
+                except BaseException:
+                    # (another signal's handler ran first and raised, before the swap: a
+                    # review found Ctrl-C switched off for good after alarm timeouts)
+                    signal.signal(signal.SIGINT, previous)
+                    _previous = None
+                    raise
+                _previous = None
                 if _caught:
                     frame = _caught[0]
                     _caught.clear()
@@ -84,8 +111,9 @@ def deferred() -> _Deferred:
 
 
 def finish(fn, *args) -> None:
-    """``fn(*args)`` with SIGINT held back (:func:`deferred`), run to its end even when a
-    KeyboardInterrupt lands before the deferral has begun (it is raised afterwards).
+    """``fn(*args)`` with SIGINT held back (:func:`deferred`), run once even when an exception
+    (a KeyboardInterrupt, or another signal handler's) lands before the deferral has begun:
+    it is raised afterwards.
 
     Examples
     --------
@@ -93,20 +121,19 @@ def finish(fn, *args) -> None:
     >>> finish(done.append, 1); done
     [1]
     """
-    interrupt = None
-    ran = False
-    while not ran:
+    pending = None
+    entered = False
+    while not entered:
         try:
             with deferred():
+                entered = True   # (inside the deferral: fn runs once, its own error propagates)
                 fn(*args)
-                ran = True   # (inside the deferral: set if and only if fn returned)
-        except KeyboardInterrupt as exc:
-            if ran:      # delivered at the end of the deferral, fn done
+        except BaseException as exc:
+            if entered:   # fn's, or one held back and delivered at the end
                 raise
-            interrupt = exc
-    if interrupt is not None:
-        raise interrupt
-
+            pending = exc  # it came before the deferral took over: run fn, then raise it
+    if pending is not None:
+        raise pending
 
 def _after_fork_in_child() -> None:
     """A child forked from another thread while the main thread held SIGINT back: the

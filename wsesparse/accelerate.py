@@ -71,7 +71,6 @@ _METHOD_NAMES = (("_matmul_vector", "_matmul_multivector"),  # scipy >= 1.12
                  ("_mul_vector", "_mul_multivector"))        # scipy 1.11
 
 _lock = threading.Lock()
-_held = 0            # open ``accelerated()`` blocks, all threads together
 _switched_on = False  # enable() without disable()
 # While on: (class, name, the class's own attribute or _ABSENT) for each hook.
 _saved: list[tuple[type, str, object]] | None = None
@@ -189,7 +188,7 @@ def _uninstall() -> None:
 
 def _update() -> None:
     """Install or remove the hooks to match the holders (under ``_lock``)."""
-    on = _held > 0 or _switched_on
+    on = bool(_blocks) or _switched_on
     if on and _saved is None:
         _install()
     elif not on and _saved is not None:
@@ -336,43 +335,39 @@ def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
     >>> wsesparse.accelerate.is_enabled(), np.allclose(y, A @ x)
     (False, True)
     """
-    global _held
     blas_threads = _check_blas_threads(blas_threads)
     key = None
-    # (the try first, and the steps with Ctrl-C held back: an interrupt between them left
-    # the hooks in scipy with no hold to remove them, or a hold with no block: a review)
+    # (the try first, the block registered before anything is taken, and the steps with
+    # Ctrl-C held back: an interrupt between them left the hooks in scipy with no hold to
+    # remove them, or a hold with no block: a review)
     try:
         with deferred(), _lock:
-            blas = _hold_blas(blas_threads)
-            _held += 1
-            try:
-                _update()
-            except BaseException:
-                _held -= 1
-                _release_blas(blas)
-                raise
             key = object()
-            _blocks[key] = (threading.get_ident(), blas)
+            _blocks[key] = (threading.get_ident(), None)
+            _blocks[key] = (threading.get_ident(), _hold_blas(blas_threads))
+            _update()
         yield
     finally:
         if key is not None:
             try:
-                finish(_close_block, key, blas)
-            except KeyboardInterrupt:
+                finish(_close_block, key)
+            except BaseException:
                 if key in _blocks:   # (it landed before finish took over: close it now)
-                    finish(_close_block, key, blas)
+                    finish(_close_block, key)
                 raise
 
 
-def _close_block(key: object, blas: str | None) -> None:
-    """What the end of an ``accelerated()`` block undoes (run by ``finish``)."""
-    global _held
+def _close_block(key: object) -> None:
+    """What the end of an ``accelerated()`` block undoes (run by ``finish``; the open
+    blocks are ``_blocks``, which also decides whether the hooks are in)."""
     with _lock:
-        if _blocks.pop(key, None) is None:
-            return   # (closed already)
-        _held -= 1
-        _release_blas(blas)
-        _update()
+        entry = _blocks.pop(key, None)
+        if entry is None:
+            return   # (closed already, or never registered)
+        try:   # (the hooks follow the blocks even if an exception lands in between)
+            _release_blas(entry[1])
+        finally:
+            _update()
 
 
 def _after_fork_in_child() -> None:
@@ -383,12 +378,11 @@ def _after_fork_in_child() -> None:
     holds) are rebuilt from what remains, as the other thread may have been half way
     through opening or closing a block. (``wsesparse._blas`` and ``wsesparse._blas_share``,
     registered before this, have replaced their locks.)"""
-    global _lock, _held
+    global _lock
     _lock = threading.Lock()
     me = threading.get_ident()
     for k in [k for k, (thread, _) in _blocks.items() if thread != me]:
         del _blocks[k]
-    _held = len(_blocks)
     kinds = [blas for _, blas in _blocks.values()]
     if _switched_on:
         kinds.append(_switched_on_blas)

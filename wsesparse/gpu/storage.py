@@ -45,9 +45,9 @@ def scale(values: np.ndarray, storage: str) -> float:
     """The power of two the values are multiplied by before rounding to ``storage``: for
     float16, the one that brings the largest finite magnitude into [2**14, 2**15) (the top
     of its range, so that the smallest values stay normal as far down as they can), at most
-    the largest power of two of the values' precision (float32: 2**127; beyond it the scale
-    was inf and the product NaN: a review); 1.0 for bfloat16 and for values that are all
-    zero or non-finite.
+    the largest power of two of the values' precision whose reciprocal is normal (float32:
+    2**126; beyond 2**127 the scale was inf and the product NaN: a review); 1.0 for
+    bfloat16 and for values that are all zero or non-finite.
 
     Examples
     --------
@@ -55,7 +55,7 @@ def scale(values: np.ndarray, storage: str) -> float:
     True
     >>> scale(np.array([3e-7]), "bfloat16"), scale(np.zeros(2), "float16")
     (1.0, 1.0)
-    >>> scale(np.array([1e-36], np.float32), "float16") == 2.0 ** 127
+    >>> scale(np.array([1e-36], np.float32), "float16") == 2.0 ** 126
     True
     """
     if storage != "float16":
@@ -65,7 +65,9 @@ def scale(values: np.ndarray, storage: str) -> float:
     top = float(v.max()) if v.size else 0.0
     if top == 0.0:
         return 1.0
-    top_exp = np.finfo(v.dtype).maxexp - 1   # 2**top_exp: the largest power of two it holds
+    # 2**top_exp: the largest power of two whose reciprocal is still normal (2**126 for
+    # float32: 2**-127 would be flushed to zero where a device flushes subnormals)
+    top_exp = np.finfo(np.result_type(v.dtype, np.float32)).maxexp - 2
     return float(np.ldexp(1.0, min(15 - int(np.frexp(top)[1]), top_exp)))  # top*s < 2**15
 
 
