@@ -135,6 +135,7 @@ def finish(fn, *args) -> None:
     if pending is not None:
         raise pending
 
+
 def _after_fork_in_child() -> None:
     """A child forked from another thread while the main thread held SIGINT back: the
     handler goes back (the child's only thread would otherwise record Ctrl-C for good)."""
