@@ -181,12 +181,12 @@ def parse_count(text: str, name: str) -> float:
 def model_config(text: str):
     """``--model``: a GPT-3 paper model ('125M' ... '175B') or a parameter count ('1T',
     '120T', '1e12') for ``TransformerConfig.scaled``."""
-    from wsesparse.wafer.transformer import GPT3_TABLE, TransformerConfig
+    from wsesparse.wafer.transformer import GPT3_TABLE, TransformerConfig, gpt3_name
 
-    key = re.sub(r"(?i)^(gpt-3 |gpt3-)", "", str(text).strip())
+    key, paper = gpt3_name(text)
     # (any case: '1.3b' ran a scaled model of 1.3e9 parameters, not the paper's 1.3B)
-    if key.lower() in {k.lower() for k in GPT3_TABLE}:
-        return TransformerConfig.gpt3(key)
+    if paper is not None:
+        return TransformerConfig.gpt3(paper)
     try:
         n = parse_count(key, "--model")
     except ValueError as exc:

@@ -57,6 +57,19 @@ def kaplan_critical_batch(n_params: float) -> float:
     return _KAPLAN_BSTAR / loss ** (1 / _KAPLAN_ALPHA_B)
 
 
+
+def gpt3_name(name) -> tuple[str, str | None]:
+    """``name`` without a 'GPT-3 ' or 'gpt3-' prefix, and the :data:`GPT3_TABLE` key it
+    names in any case, or None ('1.3b' is the paper's 1.3B, not 1.3e9 parameters).
+
+    Examples
+    --------
+    >>> gpt3_name("gpt3-1.3b"), gpt3_name("1T")
+    (('1.3b', '1.3B'), ('1T', None))
+    """
+    key = re.sub(r"(?i)^(gpt-3 |gpt3-)", "", str(name).strip())
+    return key, {k.lower(): k for k in GPT3_TABLE}.get(key.lower())
+
 @dataclass(frozen=True)
 class TransformerConfig:
     """A decoder-only transformer (GPT style) as the training estimate sees it.
@@ -169,8 +182,7 @@ class TransformerConfig:
         """One of the GPT-3 paper's models (Brown et al. 2020, Table 2.1): '125M', '350M',
         '760M', '1.3B', '2.7B', '6.7B', '13B' or '175B', in any case (a 'GPT-3 ' or
         'gpt3-' prefix is accepted), as ``wsesparse train --model`` takes them."""
-        key = re.sub(r"(?i)^(gpt-3 |gpt3-)", "", str(name).strip())
-        key = {k.lower(): k for k in GPT3_TABLE}.get(key.lower())
+        key = gpt3_name(name)[1]
         if key is None:
             raise ValueError(f"GPT-3 model must be one of {list(GPT3_TABLE)}, got {name!r}")
         L, d, h, _, batch = GPT3_TABLE[key]
