@@ -91,6 +91,27 @@ def available_cores():
     return wsesparse_available_cores()
 
 
+cdef extern from "_loaded_objects.h":
+    int ws_loaded_objects(unsigned long long *out)
+
+
+def loaded_objects():
+    """``(added, removed)``: the shared objects the dynamic loader has added to and
+    removed from the process so far (glibc's own counts), or None where they cannot be
+    read. The walk runs with the GIL held, so no thread of this process forks during it.
+
+    Examples
+    --------
+    >>> counts = loaded_objects()
+    >>> counts is None or (counts[0] > 0 and counts[1] >= 0)
+    True
+    """
+    cdef unsigned long long out[2]
+    if not ws_loaded_objects(out):
+        return None
+    return (out[0], out[1])
+
+
 cdef extern from "_blas_pool.h" nogil:
     ctypedef void (*ws_blas_dojob)(int, void*, int)
     void ws_blas_callback(int, ws_blas_dojob, int, size_t, void*, int)

@@ -178,3 +178,41 @@ def test_a_deferral_left_open_does_not_swallow_ctrl_c_for_good(monkeypatch):
         time.sleep(1)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert (_interrupts._depth, _interrupts._previous) == (0, None)
+
+
+def test_child_forked_while_another_thread_sets_the_blas_limit_gets_the_counts_back(
+        monkeypatch):
+    """A child forked while another thread of the parent was half way through taking the
+    first BLAS hold (inside a library's ``set_num_threads``) runs BLAS on its original
+    counts: it kept them at 1 with nothing held (a review session found 2 children of 25)."""
+    from threadpoolctl import ThreadpoolController
+    original = _blas_counts()
+    if not original or max(original) < 2:
+        pytest.skip("BLAS already runs on one thread")
+    inside, go_on = threading.Event(), threading.Event()
+    for kind in {type(lib) for lib in
+                 ThreadpoolController().select(user_api="blas").lib_controllers}:
+        def pausing(self, n, _set=kind.set_num_threads):
+            result = _set(self, n)
+            if n == 1 and not inside.is_set():   # (the first library is set)
+                inside.set()
+                go_on.wait(20)
+            return result
+        monkeypatch.setattr(kind, "set_num_threads", pausing)
+
+    def take():
+        with _blas.limited(1):
+            pass
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    try:
+        assert inside.wait(20)
+        assert 1 in _blas_counts()   # (the window: limited, no hold counted)
+        code = _fork_and_wait(lambda: os._exit(0 if (_blas_counts(), _blas.holders()) ==
+                                                (original, 0) else 3))
+    finally:
+        go_on.set()
+        thread.join()
+    assert code == 0
+    assert (_blas_counts(), _blas.holders()) == (original, 0)

@@ -22,13 +22,17 @@ import contextlib
 import os
 import threading
 
+from wsesparse import _blas_libs
 from wsesparse._interrupts import deferred, finish
 
 __all__ = ["hold", "release", "limited", "holders", "settle_after_fork"]
 
 _lock = threading.Lock()
 _holders = 0
-_limits = None  # threadpoolctl's limiter while held
+# While held (and while the first holder sets the counts): [(threadpoolctl's controller of one
+# BLAS library, its count before the hold)]. Recorded before any count changes, so that a
+# child forked half way through the change puts them back (settle_after_fork).
+_originals = None
 # The limited() holds taken and not let go: token -> thread (a child process keeps only its
 # own thread's: below).
 _tokens: dict[object, int] = {}
@@ -61,13 +65,12 @@ def hold(n: int) -> None:
 def _hold(n: int, token: object = None) -> None:
     """:func:`hold`, recorded under ``token`` for the calling thread where one is given
     (``limited``)."""
-    global _holders, _limits
+    global _holders, _originals
     with deferred(), _lock:   # (a Ctrl-C between the steps left BLAS limited for good)
         if _holders == 0:
-            from threadpoolctl import threadpool_limits
-            _free_control()
-            _limits = threadpool_limits(limits=n, user_api="blas")
-            _free_control()
+            libs = _blas_libs.controller().select(user_api="blas").lib_controllers
+            _originals = [(lib, lib.get_num_threads()) for lib in libs]
+            _set_counts([(lib, n) for lib, _ in _originals])
         _holders += 1
         if token is not None:
             _tokens[token] = threading.get_ident()
@@ -79,7 +82,7 @@ def release() -> None:
 
 
 def _release(token: object = None) -> None:
-    global _holders, _limits
+    global _holders
     with deferred(), _lock:
         if token is not None:
             if _tokens.pop(token, None) is None:
@@ -87,11 +90,25 @@ def _release(token: object = None) -> None:
         if _holders <= 0:
             raise RuntimeError("wsesparse._blas.release() without a hold")
         _holders -= 1
-        if _holders == 0 and _limits is not None:  # (None: a fork caught the change half done)
-            limits, _limits = _limits, None
-            _free_control()
-            limits.restore_original_limits()
-            _free_control()
+        if _holders == 0:
+            _restore()
+
+
+def _set_counts(counts) -> None:
+    """Set each library's count (threadpoolctl's controllers; None: it reported none)."""
+    _free_control()
+    for lib, n in counts:
+        if n is not None:
+            lib.set_num_threads(n)
+    _free_control()
+
+
+def _restore() -> None:
+    """The counts from before the first hold back (forgotten only once all are set)."""
+    global _originals
+    if _originals is not None:
+        _set_counts(_originals)
+        _originals = None
 
 
 @contextlib.contextmanager
@@ -144,13 +161,10 @@ def _after_fork_in_child() -> None:
 def settle_after_fork(more: int) -> None:
     """In a forked child: ``more`` holds besides the ``limited()`` ones; with none at all,
     the original counts go back."""
-    global _holders, _limits
+    global _holders
     _holders = len(_tokens) + more   # (set, not added: a second handler would count twice)
-    if _holders == 0 and _limits is not None:
-        limits, _limits = _limits, None
-        _free_control()
-        limits.restore_original_limits()
-        _free_control()
+    if _holders == 0:
+        _restore()   # (also where another thread of the parent was half way through setting)
 
 
 if hasattr(os, "register_at_fork"):

@@ -32,7 +32,7 @@ import re
 import sys
 import threading
 
-from wsesparse import _threads
+from wsesparse import _blas_libs, _threads
 from wsesparse._kernels import _runtime
 
 __all__ = ["share", "unshare", "sharing", "candidates", "tested_version", "settle_after_fork"]
@@ -46,6 +46,10 @@ _VERSIONS = ((0, 3, 30), (0, 3, 31))  # first and last read and tested, both inc
 _lock = threading.Lock()
 _holders = 0
 _installed: list = []  # the setters called while held
+# _probe's libraries (or why each cannot share) by path, for the scan _opened_for
+# (wsesparse._blas_libs): opening each took most of a block's 0.1 ms.
+_opened: dict = {}
+_opened_for = None
 
 
 class _Library:
@@ -89,15 +93,18 @@ def candidates() -> tuple[list[_Library], list[str]]:
     other one may not: ``(libraries, [])`` where sharing is possible, ``([], reasons)``
     where it is not (``([], [])``: no library needs it)."""
     try:
-        from threadpoolctl import ThreadpoolController
+        controller = _blas_libs.controller()
     except ImportError:
         return [], ["threadpoolctl is not installed"]
+    global _opened_for
+    if controller is not _opened_for:   # (a new scan: libraries may have moved)
+        _opened.clear()
+        _opened_for = controller
     libs, why = [], []
     if not sys.platform.startswith("linux"):
         why.append(f"not on Linux ({sys.platform})")
     if not _runtime.blas_pool_callback():
         why.append("the kernels were built without OpenMP")
-    controller = ThreadpoolController()
     gomp_only = all(c.prefix == "libgomp" for c in
                     controller.select(user_api="openmp").lib_controllers)
     for ctl in controller.select(user_api="blas").lib_controllers:
@@ -122,11 +129,29 @@ def candidates() -> tuple[list[_Library], list[str]]:
 
 
 def _probe(path: str, why: list[str]) -> _Library | None:
+    lib = _opened.get(path)
+    if lib is None:
+        lib = _opened[path] = _open(path)
+    if isinstance(lib, str):
+        why.append(lib)
+        return None
+    n = lib.count
+    if lib.slots < 2 * max(n, 1):
+        why.append(f"{path}: {n} threads and {lib.slots} slots (needs twice as many slots)")
+        return None
+    if lib.variable.value not in (None, 0, _runtime.blas_pool_callback()):
+        why.append(f"{path}: another threads callback is installed")
+        return None
+    return lib
+
+
+def _open(path: str) -> _Library | str:
+    """What does not change while the library stays loaded: its setter, callback variable,
+    count and slots (a reason it cannot share, as text, if one is missing)."""
     try:
         dll = ctypes.CDLL(path)
     except OSError as e:
-        why.append(f"{path}: {e}")
-        return None
+        return f"{path}: {e}"
     setter = next((getattr(dll, n) for n in _SETTERS if hasattr(dll, n)), None)
     config = next((getattr(dll, n) for n in _CONFIGS if hasattr(dll, n)), None)
     try:
@@ -135,21 +160,12 @@ def _probe(path: str, why: list[str]) -> _Library | None:
     except ValueError:
         variable = count = None
     if setter is None or config is None or variable is None:
-        why.append(f"{path}: no callback setter, configuration or thread count exported")
-        return None
+        return f"{path}: no callback setter, configuration or thread count exported"
     config.restype = ctypes.c_char_p
     m = re.search(rb"MAX_THREADS=(\d+)", config() or b"")
-    slots = int(m.group(1)) if m else 0
-    n = ctypes.c_int.from_address(count).value
-    if slots < 2 * max(n, 1):
-        why.append(f"{path}: {n} threads and {slots} slots (needs twice as many slots)")
-        return None
-    if variable.value not in (None, 0, _runtime.blas_pool_callback()):
-        why.append(f"{path}: another threads callback is installed")
-        return None
     setter.argtypes = [ctypes.c_void_p]
     setter.restype = None
-    return _Library(path, setter, variable, count, slots)
+    return _Library(path, setter, variable, count, int(m.group(1)) if m else 0)
 
 
 def share() -> bool:
