@@ -116,3 +116,26 @@ class LogReg(_Block):
     def time_fit_predict(self, op):
         self.model.fit(self.X, self.y)
         self.model.predict_proba(self.X)
+
+
+class BlockOpen:
+    """What opening an ``accelerated()`` block costs per ``blas_threads`` setting, and a
+    small BLAS-limited product (``method="dense", n_threads=1``, 64^2 times 8 columns): each
+    took about 1 ms while every one let threadpoolctl scan the loaded libraries
+    (``wsesparse/_blas_libs.py``)."""
+
+    params = [["shared", "1", "none", "dense n_threads=1"]]
+    param_names = ["what"]
+
+    def setup(self, what):
+        import scipy.sparse as sp
+        self.A = sp.random(64, 64, density=0.3, format="csr", random_state=0)
+        self.X = np.ones((64, 8))
+        self.blas_threads = {"shared": "shared", "1": 1, "none": None}.get(what)
+
+    def time_open(self, what):
+        if what == "dense n_threads=1":
+            wsesparse.sparse_matmul(self.A, self.X, method="dense", n_threads=1)
+        else:
+            with wsesparse.accelerated(blas_threads=self.blas_threads):
+                pass
