@@ -20,8 +20,9 @@
  * The code is in one header per job, included here in this order:
  * _tiles_base.h (tile macros), _tiles_complex.h (complex dots and scatter),
  * _tiles_spmm.h (SpMM rows), _tiles_kblock.h (column blocks), _tiles_spmv.h
- * (SpMV rows), _tiles_scatter.h (scatter); this header instantiates the real
- * kernels for float and double with int32 and int64 indices (WS_DEFINE_ALL).
+ * (SpMV rows, with _tiles_spmv_row.h and _tiles_spmv_lanes.h), _tiles_scatter.h
+ * (scatter); this header instantiates the real kernels for float and double with
+ * int32 and int64 indices (WS_DEFINE_ALL).
  */
 #ifndef WSESPARSE_AXPY_TILES_H
 #define WSESPARSE_AXPY_TILES_H

@@ -65,13 +65,13 @@ PARALLEL_INDPTR_ROWS = _PARALLEL_INDPTR_ROWS
 CHECK_BLOCK = _CHECK_BLOCK
 CHECK_ROWS = _CHECK_ROWS
 # SpMV with x over SPMV_FAR_X_BYTES sums rows shorter than SPMV_FAR_VEC_NNZ in one
-# scalar chain (builds without gathers: SPMV_GATHER False; _tiles_spmv.h).
+# scalar chain (builds without gathers: SPMV_GATHER False; _tiles_spmv.h, _tiles_spmv_lanes.h).
 SPMV_FAR_X_BYTES = _SPMV_FAR_X_BYTES
 SPMV_FAR_VEC_NNZ = _SPMV_FAR_VEC_NNZ
 SPMV_GATHER = bool(_SPMV_GATHER)
 # AVX-512 builds that do not gather short rows (SPMV_GATHER False: AMD Zen) still gather
 # rows of SPMV_GATHER_ROW_MIN[dtype] nonzeros or more that take the vector steps
-# (SPMV_GATHER_LONG; _tiles_spmv.h) where x has more than SPMV_GATHER_LONG_X_BYTES[dtype]
+# (SPMV_GATHER_LONG; _tiles_spmv_lanes.h) where x has more than SPMV_GATHER_LONG_X_BYTES[dtype]
 # bytes, and rows of SPMV_GATHER_NEAR_ROW_MIN[dtype] or more where it has at most that
 # (both 0 in other builds); with SPMV_GATHER every such row gathers (0); builds that never
 # gather (no AVX-512): None.
