@@ -456,7 +456,7 @@ def tlr_matvec_batch(matrices: Sequence, xs, *, adjoint: bool = False,
                              f"{n_in} rows (matrix shape {ref.shape})")
         if x.dtype.kind not in "biufc":
             raise TypeError(f"xs[{f}] must be numeric, got {describe(x)}")
-        # The dtype rule of TLRMatrix.matvec (kernel dtypes; ints/float16 -> float64).
+        # The dtype rule of TLRMatrix.matvec (numpy's promotion with T's dtype, then a kernel dtype).
         rt = kernel_dtype(np.result_type(ref.dtype, x.dtype), f"xs[{f}]")
         shape = (n_out,) if x.ndim == 1 else (n_out, x.shape[1])
         # (every argument in the key: equal keys must mean equal tasks)

@@ -141,14 +141,17 @@ def run(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser(
         "demo", help="wafer simulation + CPU kernel comparison on pruned weights (the README's main job)",
-        description="Time sparse_matmul against scipy and dense BLAS on magnitude-pruned weights.",
+        description="Time sparse_matmul against scipy and dense BLAS on magnitude-pruned weights, "
+                    "then simulate the same product on the wafer model (--no-wafer skips it).",
         epilog="example: wsesparse demo --rows 2048 --cols 2048 --tokens 128 --sparsity 0.9 0.99")
     p.add_argument("--rows", type=int, default=4096, help="output features (default 4096)")
     p.add_argument("--cols", type=int, default=4096, help="input features (default 4096)")
     p.add_argument("--tokens", type=int, default=64, help="activation columns (default 64)")
     p.add_argument("--sparsity", type=float, nargs="+", default=[0.9, 0.99],
                    help="fractions of weights pruned (default 0.9 0.99)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "complex64", "complex128"])
+    p.add_argument("--dtype", default="float32",
+                   choices=["float32", "float64", "complex64", "complex128"],
+                   help="weight and activation dtype (default float32)")
     p.add_argument("--repeats", type=int, default=5, help="timing repeats, best kept (default 5)")
     p.add_argument("--no-wafer", action="store_true", help="skip the wafer simulation part")
     p.set_defaults(func=run)

@@ -133,8 +133,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
 
     Returns what ``A @ B`` returns in numpy/scipy (shape, dtype, container),
     computed by the OpenMP AXPY-per-nonzero kernels for float32, float64,
-    complex64 and complex128 results. Other result dtypes (bool, integers,
-    float16 inputs, long double) and sparse @ sparse are computed by scipy.
+    complex64 and complex128 results (float16 operands promote to one of
+    these unless both are float16). Other result dtypes (bool, integers,
+    float16, long double) and sparse @ sparse are computed by scipy.
 
     Parameters
     ----------

@@ -117,7 +117,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="timed calls after the warm-up (fewer for slow points, more for fast ones; "
                         "default 5, --quick 3)")
     p.add_argument("--budget", type=float, default=0.6,
-                   help="seconds of timed calls per library and point (adaptive repeats)")
+                   help="seconds of timed calls per library and point (adaptive repeats; "
+                        "default 0.6)")
     p.add_argument("--rounds", type=int, default=None,
                    help="split the budget into this many rounds over all libraries in turn "
                         "(best time over the rounds), so that noise from other work on the "
@@ -126,11 +127,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="threads for every library (default: all cores)")
     p.add_argument("--max-call", type=float, default=10.0,
                    help="skip a peer where one call is predicted to take longer than this "
-                        "many seconds (shown as 'slow')")
+                        "many seconds (shown as 'slow'; default 10)")
     p.add_argument("--left", action="store_true",
                    help="time dense @ sparse (X @ A, X of N x K, as activations times "
                         "weights) instead of A @ X")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the random matrices (default 0)")
     p.add_argument("--no-triad", action="store_true", help="skip the bandwidth measurement")
     p.add_argument("--csv", metavar="FILE", help="also write every point of the product grid "
                                                   "as CSV")
@@ -142,7 +144,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--workflows: problem sizes times this (1.0: Poisson 1000x1000, "
                         "a 200,000-node graph)")
     p.add_argument("--iterations", type=int, default=300,
-                   help="--workflows: solver iterations (cg, minres, lsqr)")
+                   help="--workflows: solver iterations (cg, minres, lsqr; default 300)")
     p.add_argument("--tlr", action="store_true",
                    help="time TLR-MVM instead of the product grid: forward and adjoint for "
                         "1, 4, 16, 64 right-hand sides next to the triad and a dense GEMM, and "
@@ -150,16 +152,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "wsesparse/bench/tlr_numpy.py)")
     p.add_argument("--nx", type=int, default=99,
                    help="--tlr: side of the seismic slice's grid (99: 9801 x 9801)")
-    p.add_argument("--nb", type=int, default=256, help="--tlr: tile size")
-    p.add_argument("--tol", type=float, default=1e-3, help="--tlr: compression accuracy")
+    p.add_argument("--nb", type=int, default=256, help="--tlr: tile size (default 256)")
+    p.add_argument("--tol", type=float, default=1e-3, help="--tlr: compression accuracy (default 1e-3)")
     p.add_argument("--cache-grid", type=_grid, default=(49, 51), metavar="NXxNY",
                    help="--tlr: grid of the cache-resident operator timed against numpy "
                         "(49x51: 2499 x 2499; 'none' skips it)")
     p.add_argument("--gpu", action="store_true",
                    help="time the GPU kernels (cupy) against cuSPARSE and cuBLAS, and TLR-MVM "
                         "on the device (see wsesparse/bench/gpu.py)")
-    p.add_argument("--gpu-size", type=int, default=16384, help="--gpu: M = K")
-    p.add_argument("--gpu-densities", type=_floats, default=[0.001, 0.01, 0.05, 0.1, 0.3])
+    p.add_argument("--gpu-size", type=int, default=16384, help="--gpu: M = K (default 16384)")
+    p.add_argument("--gpu-densities", type=_floats, default=[0.001, 0.01, 0.05, 0.1, 0.3],
+                   help="--gpu: densities of the sparse grid (default 0.001,0.01,0.05,0.1,0.3)")
     p.add_argument("--gpu-skip-grid", action="store_true", help="--gpu: only the TLR table")
     p.add_argument("--gpu-skip-tlr", action="store_true", help="--gpu: only the sparse grid")
     p.add_argument("--json", metavar="FILE", help="--gpu: also write the results as JSON")

@@ -270,7 +270,7 @@ def register_train(sub) -> None:
                         "parameter count for a scaled GPT-3 (1T, 120T, 1e12); default 175B")
     p.add_argument("--tokens", default="300B", help="training tokens (default 300B, GPT-3's)")
     p.add_argument("--batch", help="global batch in tokens (default: the model's)")
-    p.add_argument("--engines", default="1", help="engine count, or a comma list for a table")
+    p.add_argument("--engines", default="1", help="engine count, or a comma list for a table (default 1)")
     p.add_argument("--sparsity", type=float, default=0.0,
                    help="unstructured sparsity of the transformer weights (default 0)")
     p.add_argument("--machine", choices=sorted(PRESETS), default="wse2",

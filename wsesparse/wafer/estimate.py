@@ -192,7 +192,9 @@ def estimate_gemm(W, n_tokens: int, machine: Machine = WSE2, balance="round_robi
         'greedy' (:func:`wsesparse.wafer.balance`), or an ``Assignment``.
     engines : int
         Engines sharing the batch; weights are broadcast to all of them.
-    dtype : {'float16', 'float32'}, default 'float16' (``machine.DEFAULT_DTYPE``, shared by every estimate_* and execute_*)
+    dtype : {'float16', 'float32'}, default 'float16'
+        ``machine.DEFAULT_DTYPE``, shared by the GEMM/GEMV/gradient estimate_* and
+        execute_* calls.
     psum : {'fabric', 'seed'}, optional
         Reading of the partial-sum cost (default: the machine's, 'fabric' for the
         presets). 'fabric': a partial sum of L tokens occupies a ring link for

@@ -136,7 +136,9 @@ def estimate_gemv(A, machine: Machine = WSE2, balance: str = "round_robin",
     machine : Machine
     balance : str
         Balancer for both A's rows (over grid rows) and columns (over grid columns).
-    dtype : {'float16', 'float32'}, default 'float16' (``machine.DEFAULT_DTYPE``, shared by every estimate_* and execute_*)
+    dtype : {'float16', 'float32'}, default 'float16'
+        ``machine.DEFAULT_DTYPE``, shared by the GEMM/GEMV/gradient estimate_* and
+        execute_* calls.
 
     Returns
     -------
@@ -166,6 +168,23 @@ def execute_gemv(A, x, machine: Machine = WSE2, balance: str = "round_robin",
     As in :func:`execute_gemm`, a segment crosses each link in ``dtype`` (the
     cost counts ``dtype``'s bytes on the wire): fp16 partial sums are rounded
     at every hop and added in fp32 on arrival.
+
+    Parameters
+    ----------
+    A : scipy sparse matrix or 2-D array, shape (m, n)
+        Real values only (the wafer model raises TypeError on complex ones).
+    x : array_like, shape (n,)
+    machine, balance, dtype
+        As in :func:`estimate_gemv`.
+    reduction : {'chain', 'ring', 'tree'}, default 'ring'
+        How a grid row combines its partial segments (``REDUCTIONS``); another value raises
+        ValueError.
+
+    Returns
+    -------
+    y : ndarray of ``dtype``, shape (m,)
+    report : GemvReport
+        The report :func:`estimate_gemv` gives for the same arguments.
 
     Examples
     --------

@@ -182,7 +182,7 @@ PSUM_READINGS = {
               "nonzeros per output; 1 and 16 engines nearly coincide at the critical batch.",
     "seed": "the seed's literal four cycles per output (copy 1, reset 1, double-wide add 2), "
             "whatever L: reproduces 16 engines clearly below 1 engine in the seed's "
-            "'Converting sparsity to acceleration' figure (GPT-3 XL down projection, 1 M "
+            "'Converting sparsity to acceleration' figure (GPT-3 XL down projection, 10^6 "
             "tokens: 1 engine 6.1x at 90 %, 54x at 99.9 %; 16 engines 5.7x and 27x), and for "
             "16 engines a flattening near the seed's ~1/3,000 density (27x, 33x, 38x at "
             "density 1/1,000, 1/3,333, 1/10,000); 1 engine does not flatten there (54x, 87x, "

@@ -179,7 +179,9 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
     machine : Machine
         Machine description (default the WSE-2 preset). Used fields: ``rows``,
         ``cols``, ``sram_bytes``, ``clock_hz``, ``fmac_fp32``,
-        ``payload_bits``, ``cycles_per_hop``.
+        ``payload_bits``, ``cycles_per_hop``, ``weight_intake_bytes_per_s``
+        (bases streamed in when the copies run in waves) and ``max_engines``
+        (the bound on ``systems``).
     systems : int
         Number of engines working together, 1 to ``machine.max_engines``.
     copies : int, optional

@@ -366,6 +366,8 @@ def estimate_training(config: TransformerConfig, tokens: float | None = None,
     psum : {'fabric', 'seed'}, optional
         Partial-sum reading (``wafer.PSUM_READINGS``; default the machine's, 'fabric').
     dtype : {'float16', 'float32'}
+    sparse_unembedding : bool, default False
+        Make the unembedding (d_model x vocabulary) as sparse as the other matrices.
     compare_dense : bool
         Also estimate the same run with every weight nonzero (``speedup_vs_dense``).
     max_scaled_weights : float
