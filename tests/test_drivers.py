@@ -178,3 +178,41 @@ def test_one_column_products_are_the_vector_products(dtype, itype):
             assert got.shape == (300, 1) and got.tobytes() == ref.tobytes(), (type(S), t)
             strided = sparse_matmul(S, W[:, :1], n_threads=t, method="sparse")
             assert strided.tobytes() == ref.tobytes(), (type(S), t)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("N", [9, 31, 65, 200])
+def test_few_uses_of_x_rows_take_one_sweep(monkeypatch, dtype, N):
+    """Where X's rows are used fewer than PANEL_MIN_REUSE times on average (a few long rows
+    of a wide A), the product takes one sweep: no panels or column blocks, which read or
+    copied all K rows of X per sweep (a review found a 1 x 100,000 row of 10,000 nonzeros
+    times 65 columns 100x slower than scipy). Results match scipy, one-shot and prepared,
+    and the rule leaves products with more uses alone."""
+    import scipy.sparse as sp
+
+    from wsesparse import CSR, sparse_matmul
+    from wsesparse._kernels import _spmm
+    calls = []
+    real = _spmm.csr_spmm
+
+    def spy(*args, **kwargs):
+        calls.append((args[6], kwargs.get("kblock", 0)))   # (panel, kblock)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_spmm, "csr_spmm", spy)
+    rng = np.random.default_rng(N)
+    for rows, K, per_row in ((1, 40000, 4000), (4, 40000, 4000), (64, 20000, 600)):
+        A = sp.random(rows, K, density=per_row / K, format="csr", random_state=N,
+                      dtype=np.float64).astype(dtype)
+        assert A.nnz < th.PANEL_MIN_REUSE * K
+        X = rng.standard_normal((K, N)).astype(dtype)
+        for S in (A, CSR(A)):
+            calls.clear()
+            Y = sparse_matmul(S, X, method="sparse")
+            np.testing.assert_allclose(Y, A @ X, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                                       atol=1e-3 if dtype == np.float32 else 1e-9)
+            assert calls == [(N, 0)], (rows, K, type(S))
+    dense = sp.random(64, 2000, density=0.5, format="csr", random_state=1, dtype=np.float64)
+    calls.clear()
+    sparse_matmul(dense, rng.standard_normal((2000, 200)), method="sparse")
+    assert calls and calls[0][0] < 200   # (many uses: panels as before)

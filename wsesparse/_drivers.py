@@ -223,9 +223,14 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         itemsize = X.dtype.itemsize
         threads = resolve_n_threads(n_threads, nnz * N + n_rows, idle_rule=True)
         short_rows = nnz <= th.SHORT_ROW_NNZ * n_rows
+        # Panels and column blocks read all K rows of X once per sweep (copying them where
+        # they pack), which pays only where X's rows are used several times: a 1 x 100,000
+        # row of 10,000 nonzeros times 65 columns took 33 ms in blocks against 0.36 ms in one
+        # sweep, scipy 0.27 ms (docs/tuning.md, "Few nonzeros per row of X").
+        few_uses = nnz < th.PANEL_MIN_REUSE * n_cols
         # (Short rows never hold KB_MIN_NNZ per block: small products skip the call.)
-        kblock = 0 if short_rows else k_block(shape, nnz, N, X.dtype, hw)
-        panel = (hw.kblock_tile_bytes // itemsize if kblock
+        kblock = 0 if short_rows or few_uses else k_block(shape, nnz, N, X.dtype, hw)
+        panel = (N if few_uses else hw.kblock_tile_bytes // itemsize if kblock
                  else panel_width(shape, nnz, N, itemsize, hw))
         # Software prefetch of X rows pays when the panel misses L2, for panel
         # rows of 32 bytes to 1 KiB in rows of more than SHORT_ROW_NNZ nonzeros.

@@ -30,6 +30,8 @@ COLD_RUN_SECONDS = 0.002       # ... run on one thread for this long (docs/tunin
 SHORT_ROW_NNZ = 32             # rows averaging at most this many nonzeros: one sweep over X
 LONG_ROW_NNZ = 160             # with a fast L3, rows this long still take L2-sized panels
 PACK_MIN_REUSE = 24            # X rows used this often are read from an aligned copy
+PANEL_MIN_REUSE = 4            # X rows used less often: one sweep, no panels or column
+                               # blocks (docs/tuning.md, "Few nonzeros per row of X")
 L3_PANEL_FRACTION = 4          # a sweep may take 1/4 of L3 where L3 is fast ...
 L3_PANEL_MAX_BYTES = 8 << 20   # ... at most 8 MiB
 L3_FAST_RATIO = 0.5            # L3 is fast if read at >= this fraction of L2's rate
