@@ -164,16 +164,26 @@ cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarr
         raise ValueError(f"U must be float32, float64, complex64 or complex128, got {U.dtype}")
     _need(U, vt, 1, False, "U")
     _need(V, vt, 1, False, "V")
-    for name, a in zip(("row_ptr", "col_ptr", "u_off", "v_off", "krow_ptr", "kcol_ptr",
-                        "perm"), index_arrays):
-        _need(a, cnp.NPY_INT64, 1, False, name)
+    # (one call each, not a loop over zip(names, arrays): Python objects for every pair)
+    _need(<cnp.ndarray?>index_arrays[0], cnp.NPY_INT64, 1, False, "row_ptr")
+    _need(<cnp.ndarray?>index_arrays[1], cnp.NPY_INT64, 1, False, "col_ptr")
+    _need(<cnp.ndarray?>index_arrays[2], cnp.NPY_INT64, 1, False, "u_off")
+    _need(<cnp.ndarray?>index_arrays[3], cnp.NPY_INT64, 1, False, "v_off")
+    _need(<cnp.ndarray?>index_arrays[4], cnp.NPY_INT64, 1, False, "krow_ptr")
+    _need(<cnp.ndarray?>index_arrays[5], cnp.NPY_INT64, 1, False, "kcol_ptr")
+    _need(<cnp.ndarray?>index_arrays[6], cnp.NPY_INT64, 1, False, "perm")
     _need(X, vt, 2, False, "the input")
     _need(Y, vt, 2, True, "the output")
-    for name, a in (("the first phase's items", items1), ("the last phase's items", items3)):
-        _need(a, cnp.NPY_INT64, 2, False, name)
-        if cnp.PyArray_DIM(a, 1) != 3:
-            raise ValueError(f"{name} must have 3 columns (tile, start, stop)")
+    _need_items(items1, "the first phase's items")
+    _need_items(items3, "the last phase's items")
     return vt
+
+
+cdef int _need_items(cnp.ndarray a, str name) except -1:
+    _need(a, cnp.NPY_INT64, 2, False, name)
+    if cnp.PyArray_DIM(a, 1) != 3:
+        raise ValueError(f"{name} must have 3 columns (tile, start, stop)")
+    return 0
 
 
 cdef inline const int64_t* _i64(cnp.ndarray a) noexcept:
@@ -295,8 +305,11 @@ cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays
     cdef char* owned = NULL
     cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(U)
     cdef size_t work = 0
-    for q, a in enumerate(index_arrays + (items1, items3)):
-        ptrs[q] = _i64(a)
+    cdef int q
+    for q in range(7):   # (a C loop: enumerate over a joined tuple cost Python objects)
+        ptrs[q] = _i64(<cnp.ndarray>index_arrays[q])
+    ptrs[7] = _i64(items1)
+    ptrs[8] = _i64(items3)
     if s == 0:
         return
     if K and s > (PY_SSIZE_T_MAX // 2) // (K * itemsize):

@@ -401,26 +401,27 @@ class TLRMatrix:
                 n_threads) -> None:
         """``YT = (T or T.H) XT`` for the C-contiguous (s, n_in) and (s, n_out) arrays of
         ``dtype``."""
-        U, V = self._bases(dtype)
         nt = resolve_n_threads(n_threads, (self._u_size + self._v_size) * XT.shape[0],
                                idle_rule=True)
-        first, second, prefetch = self._plan(nt, adjoint, dtype)
+        kernel, head, first, second, prefetch = self._plan(nt, adjoint, dtype)
         # (both entry points take the input, the output and the two phases' items in order;
         # the kernel allocates its work arrays)
-        kernel = _tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat
-        kernel(U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
-               self.kcol_ptr, self.perm, XT, YT, first, second, nt, prefetch)
+        kernel(*head, XT, YT, first, second, nt, prefetch)
 
     def _plan(self, n_threads: int, adjoint: bool, dtype: np.dtype) -> tuple:
-        """The work items of :meth:`_items` and the prefetch level of the bases of
-        ``dtype``, kept per thread count, direction and dtype: a call looks them up once
-        (docs/tuning.md, "The call")."""
+        """The kernel, its leading arguments (the bases of ``dtype`` and the index arrays),
+        the work items of :meth:`_items` and the prefetch level of the bases, kept per
+        thread count, direction and dtype: a call looks them up once (docs/tuning.md,
+        "The call")."""
         cache = self.__dict__.setdefault("_plan_cache", {})  # (absent in old pickles)
         key = (n_threads, adjoint, dtype)
         plan = cache.get(key)
         if plan is None:
             U, V = self._bases(dtype)
-            plan = cache[key] = (*self._items(n_threads, adjoint),
+            head = (U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
+                    self.kcol_ptr, self.perm)
+            plan = cache[key] = (_tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat,
+                                 head, *self._items(n_threads, adjoint),
                                  _prefetch_bases(U.nbytes + V.nbytes))
         return plan
 
