@@ -86,10 +86,11 @@ def _vector_via_scipy(S, D: np.ndarray, transpose: bool) -> bool:
 
     scipy multiplies those formats as they are stored; the kernels need a CSR built (and
     COO's entries sorted) on every call, which took 3.8x (COO), 8.9x (DIA) and 1.9x (BSR)
-    scipy's time with one vector and 250,000 nonzeros (docs/tuning.md, "Other formats").
-    DIA only where D is finite: its product multiplies the padding zeros (``0 * inf``)."""
+    scipy's time with one vector and 250,000 nonzeros (docs/tuning.md, "Other formats with
+    one vector"). DIA only where D is finite: its product multiplies the padding zeros
+    (``0 * inf``). (A ``CSR`` has no ``format``.)"""
     fmt = getattr(S, "format", None)
-    if fmt not in ("coo", "dia", "bsr") or isinstance(S, CSR):
+    if fmt not in ("coo", "dia", "bsr"):
         return False
     if D.ndim == 2 and D.shape[0 if transpose else 1] != 1:
         return False
@@ -291,7 +292,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         check_array_allocation(res_shape, dtype, "the result of sparse_matmul")
 
     if dtype not in KERNEL_DTYPES or (method == "auto" and _vector_via_scipy(S, D, transpose)):
-        # bool/int results follow scipy's own (wrapping, saturating) rules.
+        # bool/int results follow scipy's own (wrapping, saturating) rules; vectors of
+        # COO/DIA/BSR operands are scipy's product (above).
         s = _as_checked_scipy(S, sparse_name)
         result = np.asarray(s @ D if a_sparse else D @ s)
         if result.shape != res_shape:
