@@ -215,4 +215,7 @@ def test_few_uses_of_x_rows_take_one_sweep(monkeypatch, dtype, N):
     dense = sp.random(64, 2000, density=0.5, format="csr", random_state=1, dtype=np.float64)
     calls.clear()
     sparse_matmul(dense, rng.standard_normal((2000, 200)), method="sparse")
-    assert calls and calls[0][0] < 200   # (many uses: panels as before)
+    hw = current()   # (many uses: the panel and blocks of the rules as before, this machine's)
+    kb = k_block(dense.shape, dense.nnz, 200, np.dtype(np.float64), hw)
+    panel = hw.kblock_tile_bytes // 8 if kb else panel_width(dense.shape, dense.nnz, 200, 8, hw)
+    assert calls == [(panel, kb)]
