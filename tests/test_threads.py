@@ -281,6 +281,8 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
     monkeypatch.setattr(_threads, "_last_call", float("-inf"))
     monkeypatch.setattr(_threads, "_cold_since", float("-inf"))
     monkeypatch.setattr(_threads, "_last_team", 1)
+    monkeypatch.setattr(_threads, "_wake_cost", None)  # (no wake measured: the fit)
+    monkeypatch.setattr(_threads, "_armed", None)
     small, large = _threads.cold_max_work(4) - 1, _threads.cold_max_work(4)
     assert 4 * th.MIN_WORK_PER_THREAD // th.TEAM_GROWTH < small  # a team of 4 otherwise
 
@@ -291,12 +293,16 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
     clock[0] += th.COLD_RUN_SECONDS / 2
     assert product(small) == 1
     assert resolve_n_threads(None, small) == 4  # not a product's work
+    assert _threads._armed is None
     assert product(large) == 4
     assert _threads._last_team == 4
+    assert _threads._armed[1:] == (large, 4)  # its kernel times the team's wake
     assert product(small) == 1 and _threads._last_team == 4  # (that team may still spin)
     assert product(small, 3) == 3
     clock[0] += th.COLD_RUN_SECONDS
+    monkeypatch.setattr(_threads, "_armed", None)
     assert product(small) == 4  # a loop goes on: the team is awake now
+    assert _threads._armed is None  # (and is not timed)
 
     clock[0] += 2 * th.COLD_TEAM_SECONDS  # another spell
     monkeypatch.setattr(_threads, "LOAD_AWARE", False)
@@ -318,6 +324,86 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
         monkeypatch.setattr(_threads._runtime, "max_threads", lambda: omp)
         clock[0] += 2 * th.COLD_TEAM_SECONDS
         assert product(th.COLD_MAX_WORK - 1) == 1 and product(th.COLD_MAX_WORK) == 2
+
+
+def test_the_cold_limit_grows_to_what_waking_the_team_was_measured_to_cost(monkeypatch):
+    """A cold team call's kernel region is timed (_kernels/_team_wake.h); the next spell runs
+    products alone that one thread finishes (at COLD_SECONDS_PER_WORK) before the team would:
+    up to cost * n / (n - 1). A cheap wake keeps the fit (cold_max_work), and a probe that
+    timed another kernel's region than the armed call's is not read."""
+    from wsesparse import _threads
+    from wsesparse import _thresholds as th
+    s = th.COLD_SECONDS_PER_WORK
+    monkeypatch.setattr(_threads, "_wake_cost", None)
+    monkeypatch.setattr(_threads, "_armed", None)
+    assert _threads._cold_limit(2) == _threads.cold_max_work(2)
+    probe = [5, 0.0]
+    monkeypatch.setattr(_threads._spmm, "wake_probe", lambda: (probe[0], probe[1], 0.0))
+    work = 8_000_000
+    monkeypatch.setattr(_threads, "_armed", (4, work, 2))
+    probe[1] = 0.007  # the 2-thread call took 7 ms; one thread would have taken 4
+    cost = 0.007 - work * s / 2
+    assert _threads._cold_limit(2) == int(cost * 2 / s) > _threads.cold_max_work(2)
+    assert _threads._armed is None and _threads._wake_cost == pytest.approx(cost)
+    assert _threads._cold_limit(4) == int(cost * 4 / 3 / s)
+    monkeypatch.setattr(_threads, "_armed", (3, work, 2))  # 2 regions since: not this call's
+    probe[1] = 1.0
+    assert _threads._cold_limit(2) == int(cost * 2 / s)
+    monkeypatch.setattr(_threads, "_armed", (4, work, 2))
+    probe[1] = work * s / 2 + 1e-5  # a wake of 10 us
+    assert _threads._cold_limit(2) == _threads.cold_max_work(2)
+    monkeypatch.setattr(_threads, "_armed", (4, work, 2))
+    probe[1] = 0.0  # (a region quicker than the estimate: no cost)
+    assert _threads._cold_limit(2) == _threads.cold_max_work(2) and _threads._wake_cost == 0.0
+
+    if not _threads._OPENMP:
+        return
+    # the rule uses it: after a spell, a product under the measured limit runs alone
+    clock = [1000.0]
+    monkeypatch.setattr(_threads, "_monotonic", lambda: clock[0])
+    monkeypatch.setattr(_threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(_threads._runtime, "max_threads", lambda: 2)
+    monkeypatch.setattr(_threads, "runnable_threads", lambda: 1)
+    monkeypatch.setattr(_threads, "LOAD_AWARE", True)
+    monkeypatch.setattr(_threads, "_last_call", float("-inf"))
+    monkeypatch.setattr(_threads, "_wake_cost", 0.005)
+    limit = int(0.005 * 2 / s)
+    assert resolve_n_threads(None, limit - 1, idle_rule=True) == 1
+    assert resolve_n_threads(None, limit, idle_rule=True) == 2
+    clock[0] += 2 * th.COLD_RUN_SECONDS  # the spell's window is over
+    assert resolve_n_threads(None, limit - 1, idle_rule=True) == 2
+
+
+@pytest.mark.parametrize("n", [None, 8])
+def test_the_wake_probe_times_the_armed_region_only(big, n):
+    """wake_probe_arm() makes the next parallel SpMV/SpMM sweep record its time and its last
+    thread's arrival (the same sums, the same errors); an unarmed region, or one starting more
+    than a millisecond after the arming, is not probed."""
+    from wsesparse._kernels import _spmm
+    _really_parallel(big.nnz)
+    P = CSR(big)
+    X = np.random.default_rng(5).standard_normal(3000 if n is None else (3000, n))
+    want = sparse_matmul(P, X, n_threads=2)
+    count = _spmm.wake_probe()[0]
+    assert _spmm.wake_probe_arm() == count
+    start = time.perf_counter()
+    got = sparse_matmul(P, X, n_threads=2)
+    elapsed = time.perf_counter() - start
+    probed, seconds, late = _spmm.wake_probe()
+    assert probed == count + 1 and 0.0 < seconds <= elapsed and 0.0 <= late <= seconds
+    np.testing.assert_array_equal(got, want)
+    sparse_matmul(P, X, n_threads=2)
+    assert _spmm.wake_probe()[0] == count + 1
+    _spmm.wake_probe_arm()
+    time.sleep(0.005)
+    sparse_matmul(P, X, n_threads=2)
+    assert _spmm.wake_probe()[0] == count + 1
+    bad = big.copy()
+    bad.indices[-1] = 3000
+    _spmm.wake_probe_arm()
+    with pytest.raises(ValueError, match="column index is negative or not below 3000"):
+        sparse_matmul(bad, X, n_threads=2)
+    assert _spmm.wake_probe()[0] == count + 2
 
 
 def test_a_parallel_call_grows_its_team_at_a_quarter_of_the_entry_work(monkeypatch):

@@ -8,7 +8,7 @@ from time import monotonic as _monotonic
 from wsesparse import _thresholds as th
 from wsesparse._checks import check_int
 from wsesparse._hardware import available_cores, runnable_threads
-from wsesparse._kernels import _runtime
+from wsesparse._kernels import _runtime, _spmm
 
 _OPENMP = _runtime.openmp_enabled()
 
@@ -24,6 +24,10 @@ MAX_THREADS = max(64, 4 * (os.cpu_count() or 1))
 _last_team = 1  # threads of the last team: they may still be spinning, runnable
 _last_call = float("-inf")  # monotonic time of the last call that could take a team
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
+# The last team call after an idle spell, probed (_kernels/_team_wake.h): (probe count
+# when armed, its work, its team) until read; then what waking the team cost it, seconds.
+_armed: tuple[int, int, int] | None = None
+_wake_cost: float | None = None
 # OpenBLAS's calls run on the kernels' team (wsesparse._blas_share sets it while held):
 # their teams count as the last team and as calls (its threads may spin after one too).
 blas_shared = False
@@ -61,6 +65,28 @@ def cold_max_work(threads: int) -> int:
     return th.COLD_MAX_WORK * 2 // max(int(threads), 2)
 
 
+def _cold_limit(threads: int) -> int:
+    """Multiply-adds below which a product after an idle spell runs on one thread: the
+    larger of :func:`cold_max_work` and the work one thread does (at
+    ``COLD_SECONDS_PER_WORK``) in the time the last probed cold team call lost, times
+    ``threads / (threads - 1)`` (the break-even of ``t`` alone and ``cost + t / threads``).
+    """
+    global _armed, _wake_cost
+    if _armed is not None:
+        count, work, team = _armed
+        _armed = None
+        probed, seconds, _ = _spmm.wake_probe()
+        if probed == count + 1:  # the armed call's own region (not another kernel's)
+            cost = seconds - work * th.COLD_SECONDS_PER_WORK / team
+            _wake_cost = cost if cost > 0.0 else 0.0
+    limit = cold_max_work(threads)
+    if _wake_cost is not None and threads > 1:
+        measured = int(_wake_cost * threads / ((threads - 1) * th.COLD_SECONDS_PER_WORK))
+        if measured > limit:
+            return measured
+    return limit
+
+
 def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
                       idle_rule: bool = False) -> int:
     """Return the number of threads for a kernel doing ``work`` multiply-adds.
@@ -93,7 +119,7 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     cap *= th.TEAM_GROWTH
     # Comparisons rather than min()/max(): this runs on every product, and
     # the builtins cost 0.4 us of a 2.4 us call here.
-    global _last_team, _last_call, _cold_since
+    global _last_team, _last_call, _cold_since, _armed
     now = _monotonic()
     if blas_shared:
         team, when = _runtime.blas_pool_team()
@@ -106,13 +132,14 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     if now - _last_call > th.COLD_TEAM_SECONDS:
         _cold_since = now
     _last_call = now
+    cold = False
     if n_threads is None:
         n = _runtime.max_threads()  # >= 1
         cores = available_cores()  # >= 1
         if cores < n:
             n = cores
-        if (idle_rule and now - _cold_since < th.COLD_RUN_SECONDS
-                and LOAD_AWARE and work < cold_max_work(n)):
+        cold = idle_rule and now - _cold_since < th.COLD_RUN_SECONDS and LOAD_AWARE
+        if cold and work < _cold_limit(n):
             # A team idle for COLD_TEAM_SECONDS may wake milliseconds late (shared VMs:
             # docs/tuning.md, "Timing after an idle spell"): a small product runs alone.
             # (_last_team is left as it is: a team that ran in the window may still spin.)
@@ -127,4 +154,6 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
         n = int(n_threads)
     n = n if n < cap else cap
     _last_team = n
+    if cold and n > 1:  # the kernel times its team's wake (_cold_limit reads it)
+        _armed = (_spmm.wake_probe_arm(), work, n)
     return n
