@@ -18,7 +18,7 @@ _axpy_tiles.h), so results are bitwise identical for any thread count.
 
 cimport cython
 cimport numpy as cnp
-from cython.parallel cimport parallel, prange
+from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
@@ -33,12 +33,10 @@ from _types cimport index_t, value_t
 cnp.import_array()
 
 cdef extern from "_team_wake.h" nogil:
-    long long ws_wake_region, ws_wake_lateness, ws_wake_count
+    long long ws_wake_region, ws_wake_count
     void ws_wake_arm()
     long long ws_wake_begin()
-    void ws_wake_arrive(long long t0)
     void ws_wake_end(long long t0)
-    void ws_atomic_add_int(int* p, int v)
 
 
 def wake_probe_arm():
@@ -50,11 +48,9 @@ def wake_probe_arm():
 
 
 def wake_probe():
-    """``(count, time, lateness)``: probed regions so far, and the last one's time and how
-    long after its start its last thread arrived, in seconds (-1.0 before the first)."""
-    if ws_wake_region < 0:
-        return ws_wake_count, -1.0, -1.0
-    return ws_wake_count, ws_wake_region * 1e-9, ws_wake_lateness * 1e-9
+    """``(count, seconds)``: the number of probed regions so far and the last one's time
+    (-1.0 before the first)."""
+    return ws_wake_count, (-1.0 if ws_wake_region < 0 else ws_wake_region * 1e-9)
 
 
 # Token tile: the accumulator acc[0:T] of one output row (512 bytes: 8 AVX2 or
@@ -302,19 +298,12 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
         # One part: no parallel region to open (a few microseconds).
         return _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1],
                                   width, prefetch, check_cols, n_cols, kb)
-    t0 = ws_wake_begin()
-    if t0 == 0:
-        for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-            bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
-                                      bounds[part + 1], width, prefetch, check_cols, n_cols, kb)
-        return bad
-    with parallel(num_threads=n_threads):  # (the same parts, timing the team's arrival)
-        ws_wake_arrive(t0)
-        for part in prange(n_parts, schedule="dynamic", chunksize=1):
-            ws_atomic_add_int(&bad, _spmm_rows_checked(
-                indptr, indices, data, X, ldx, Y, ldy, bounds[part], bounds[part + 1], width,
-                prefetch, check_cols, n_cols, kb))
-    ws_wake_end(t0)
+    t0 = ws_wake_begin()  # (0 unless _threads armed the probe: see _team_wake.h)
+    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
+                                  bounds[part + 1], width, prefetch, check_cols, n_cols, kb)
+    if t0 != 0:
+        ws_wake_end(t0)
     return bad
 
 
@@ -555,17 +544,11 @@ cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_
     if n_parts == 1:
         return _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], n_cols, check)
     t0 = ws_wake_begin()
-    if t0 == 0:
-        for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-            bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
-                              n_cols, check)
-        return bad
-    with parallel(num_threads=n_threads):  # (as in _sweep)
-        ws_wake_arrive(t0)
-        for part in prange(n_parts, schedule="dynamic", chunksize=1):
-            ws_atomic_add_int(&bad, _spmv_rows(indptr, indices, data, x, y, bounds[part],
-                                               bounds[part + 1], n_cols, check))
-    ws_wake_end(t0)
+    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
+                          n_cols, check)
+    if t0 != 0:
+        ws_wake_end(t0)
     return bad
 
 

@@ -1,12 +1,14 @@
 /*
- * How late the kernels' OpenMP team starts after an idle spell: a probe that one parallel
+ * What waking the kernels' OpenMP team after an idle spell costs: a probe that one parallel
  * region of the SpMV or SpMM sweep takes when wsesparse/_threads.py has armed it.
  *
- * On shared VMs the second vCPU, idle for 20 ms or more, comes back milliseconds after a
- * region wakes its thread, and the region's end waits for it (docs/tuning.md, "Timing after
- * an idle spell"). _threads.py arms the probe for the first team call of such a spell; the
- * region records its time (and how long after its start its last thread arrived), from which
- * _threads.py tells which products of the next spell one thread finishes sooner.
+ * On shared VMs a vCPU idle for 30 ms or more comes back milliseconds after a region wakes
+ * its thread, and the caller's thread is held up as long: after 0.2 s idle, a 1 M-nonzero
+ * SpMV on 2 threads took 7.5 ms, its second thread arriving after 3.6 ms and the first
+ * thread finishing its parts only after 7 (alone it takes 1.9 ms); docs/tuning.md, "Timing
+ * after an idle spell". _threads.py arms the probe for the first team call of a spell, the
+ * region records its time, and _threads.py runs products of later spells alone that one
+ * thread finishes sooner than the team would after such a wake.
  *
  * The state is this header's: only _spmm.pyx includes it (as _out_pool.h in _runtime.pyx).
  */
@@ -18,10 +20,8 @@
 /* Nanoseconds of CLOCK_MONOTONIC when armed, else 0. A region starting more than
  * WS_WAKE_MAX_AGE_NS after that (the armed call ran a kernel without the probe) drops it. */
 static long long ws_wake_armed_at = 0;
-/* The last probed region, ns (-1 before the first): its time, and how long after its start
- * its last thread arrived. */
+/* The last probed region's time, ns (-1 before the first). */
 static long long ws_wake_region = -1;
-static long long ws_wake_lateness = -1;
 /* Probed regions so far: tells the caller whether its armed call was probed. */
 static long long ws_wake_count = 0;
 #define WS_WAKE_MAX_AGE_NS 1000000LL
@@ -50,19 +50,7 @@ static inline long long ws_wake_begin(void)
     t0 = ws_wake_now_();
     if (armed == 0 || t0 - armed > WS_WAKE_MAX_AGE_NS)
         return 0;
-    __atomic_store_n(&ws_wake_lateness, 0, __ATOMIC_RELAXED);
     return t0;
-}
-
-/* Called by every thread of the region on entry, before it takes any work. */
-static inline void ws_wake_arrive(long long t0)
-{
-    long long late = ws_wake_now_() - t0;
-    long long seen = __atomic_load_n(&ws_wake_lateness, __ATOMIC_RELAXED);
-    while (late > seen
-           && !__atomic_compare_exchange_n(&ws_wake_lateness, &seen, late, 0,
-                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
 }
 
 /* Called by the caller's thread after the probed region. */
@@ -70,12 +58,6 @@ static inline void ws_wake_end(long long t0)
 {
     __atomic_store_n(&ws_wake_region, ws_wake_now_() - t0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&ws_wake_count, 1, __ATOMIC_RELAXED);
-}
-
-static inline void ws_atomic_add_int(int *p, int v)
-{
-    if (v)
-        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 
 #endif

@@ -281,7 +281,7 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
     monkeypatch.setattr(_threads, "_last_call", float("-inf"))
     monkeypatch.setattr(_threads, "_cold_since", float("-inf"))
     monkeypatch.setattr(_threads, "_last_team", 1)
-    monkeypatch.setattr(_threads, "_wake_cost", None)  # (no wake measured: the fit)
+    monkeypatch.setattr(_threads, "_wake_costs", [])  # (no wake measured: the fit)
     monkeypatch.setattr(_threads, "_armed", None)
     small, large = _threads.cold_max_work(4) - 1, _threads.cold_max_work(4)
     assert 4 * th.MIN_WORK_PER_THREAD // th.TEAM_GROWTH < small  # a team of 4 otherwise
@@ -329,32 +329,39 @@ def test_small_products_after_an_idle_spell_run_alone(monkeypatch):
 def test_the_cold_limit_grows_to_what_waking_the_team_was_measured_to_cost(monkeypatch):
     """A cold team call's kernel region is timed (_kernels/_team_wake.h); the next spell runs
     products alone that one thread finishes (at COLD_SECONDS_PER_WORK) before the team would:
-    up to cost * n / (n - 1). A cheap wake keeps the fit (cold_max_work), and a probe that
-    timed another kernel's region than the armed call's is not read."""
+    up to cost * n / (n - 1), for the largest cost of the last _WAKE_SAMPLES. Cheap wakes keep
+    the fit (cold_max_work), and a probe that timed another kernel's region than the armed
+    call's is not read."""
     from wsesparse import _threads
     from wsesparse import _thresholds as th
     s = th.COLD_SECONDS_PER_WORK
-    monkeypatch.setattr(_threads, "_wake_cost", None)
+    monkeypatch.setattr(_threads, "_wake_costs", [])
     monkeypatch.setattr(_threads, "_armed", None)
     assert _threads._cold_limit(2) == _threads.cold_max_work(2)
     probe = [5, 0.0]
-    monkeypatch.setattr(_threads._spmm, "wake_probe", lambda: (probe[0], probe[1], 0.0))
+    monkeypatch.setattr(_threads._spmm, "wake_probe", lambda: (probe[0], probe[1]))
     work = 8_000_000
-    monkeypatch.setattr(_threads, "_armed", (4, work, 2))
-    probe[1] = 0.007  # the 2-thread call took 7 ms; one thread would have taken 4
-    cost = 0.007 - work * s / 2
-    assert _threads._cold_limit(2) == int(cost * 2 / s) > _threads.cold_max_work(2)
-    assert _threads._armed is None and _threads._wake_cost == pytest.approx(cost)
-    assert _threads._cold_limit(4) == int(cost * 4 / 3 / s)
-    monkeypatch.setattr(_threads, "_armed", (3, work, 2))  # 2 regions since: not this call's
-    probe[1] = 1.0
-    assert _threads._cold_limit(2) == int(cost * 2 / s)
-    monkeypatch.setattr(_threads, "_armed", (4, work, 2))
-    probe[1] = work * s / 2 + 1e-5  # a wake of 10 us
-    assert _threads._cold_limit(2) == _threads.cold_max_work(2)
-    monkeypatch.setattr(_threads, "_armed", (4, work, 2))
-    probe[1] = 0.0  # (a region quicker than the estimate: no cost)
-    assert _threads._cold_limit(2) == _threads.cold_max_work(2) and _threads._wake_cost == 0.0
+
+    def limit(cost, n=2):
+        return int(cost * n / ((n - 1) * s))
+
+    def probed(seconds, count=4):
+        monkeypatch.setattr(_threads, "_armed", (count, work, 2))
+        probe[1] = seconds
+        return _threads._cold_limit(2)
+
+    cost = 0.007 - work * s / 2  # the 2-thread call took 7 ms, its work spread over 2 less
+    assert probed(0.007) == limit(cost) > _threads.cold_max_work(2)
+    assert _threads._armed is None and _threads._wake_costs == [pytest.approx(cost)]
+    assert _threads._cold_limit(4) == limit(cost, 4)
+    assert probed(1.0, count=3) == limit(cost)  # 2 regions since: not this call's
+    assert len(_threads._wake_costs) == 1
+    quick = work * s / 2 + 1e-5  # wakes of 10 us: the 7 ms one counts until 4 came after it
+    for _ in range(_threads._WAKE_SAMPLES - 1):
+        assert probed(quick) == limit(cost)
+    assert probed(quick) == _threads.cold_max_work(2)
+    assert probed(0.0) == _threads.cold_max_work(2)  # (quicker than the estimate: no cost)
+    assert _threads._wake_costs[-1] == 0.0
 
     if not _threads._OPENMP:
         return
@@ -366,19 +373,18 @@ def test_the_cold_limit_grows_to_what_waking_the_team_was_measured_to_cost(monke
     monkeypatch.setattr(_threads, "runnable_threads", lambda: 1)
     monkeypatch.setattr(_threads, "LOAD_AWARE", True)
     monkeypatch.setattr(_threads, "_last_call", float("-inf"))
-    monkeypatch.setattr(_threads, "_wake_cost", 0.005)
-    limit = int(0.005 * 2 / s)
-    assert resolve_n_threads(None, limit - 1, idle_rule=True) == 1
-    assert resolve_n_threads(None, limit, idle_rule=True) == 2
+    monkeypatch.setattr(_threads, "_wake_costs", [0.005])
+    assert resolve_n_threads(None, limit(0.005) - 1, idle_rule=True) == 1
+    assert resolve_n_threads(None, limit(0.005), idle_rule=True) == 2
     clock[0] += 2 * th.COLD_RUN_SECONDS  # the spell's window is over
-    assert resolve_n_threads(None, limit - 1, idle_rule=True) == 2
+    assert resolve_n_threads(None, limit(0.005) - 1, idle_rule=True) == 2
 
 
 @pytest.mark.parametrize("n", [None, 8])
 def test_the_wake_probe_times_the_armed_region_only(big, n):
-    """wake_probe_arm() makes the next parallel SpMV/SpMM sweep record its time and its last
-    thread's arrival (the same sums, the same errors); an unarmed region, or one starting more
-    than a millisecond after the arming, is not probed."""
+    """wake_probe_arm() makes the next parallel SpMV/SpMM sweep record its time (the same
+    sums, the same errors); an unarmed region, or one starting more than a millisecond after
+    the arming, is not probed."""
     from wsesparse._kernels import _spmm
     _really_parallel(big.nnz)
     P = CSR(big)
@@ -389,8 +395,8 @@ def test_the_wake_probe_times_the_armed_region_only(big, n):
     start = time.perf_counter()
     got = sparse_matmul(P, X, n_threads=2)
     elapsed = time.perf_counter() - start
-    probed, seconds, late = _spmm.wake_probe()
-    assert probed == count + 1 and 0.0 < seconds <= elapsed and 0.0 <= late <= seconds
+    probed, seconds = _spmm.wake_probe()
+    assert probed == count + 1 and 0.0 < seconds <= elapsed
     np.testing.assert_array_equal(got, want)
     sparse_matmul(P, X, n_threads=2)
     assert _spmm.wake_probe()[0] == count + 1

@@ -25,9 +25,12 @@ _last_team = 1  # threads of the last team: they may still be spinning, runnable
 _last_call = float("-inf")  # monotonic time of the last call that could take a team
 _cold_since = float("-inf")  # ... and of the first call after an idle spell
 # The last team call after an idle spell, probed (_kernels/_team_wake.h): (probe count
-# when armed, its work, its team) until read; then what waking the team cost it, seconds.
+# when armed, its work, its team) until _cold_limit reads it; and what waking the team cost
+# the last _WAKE_SAMPLES such calls, seconds (the largest counts: one quick wake does not
+# undo a slow one).
 _armed: tuple[int, int, int] | None = None
-_wake_cost: float | None = None
+_wake_costs: list[float] = []
+_WAKE_SAMPLES = 4
 # OpenBLAS's calls run on the kernels' team (wsesparse._blas_share sets it while held):
 # their teams count as the last team and as calls (its threads may spin after one too).
 blas_shared = False
@@ -49,7 +52,8 @@ if hasattr(os, "register_at_fork"):
 
 def cold_max_work(threads: int) -> int:
     """Multiply-adds below which a product called after an idle spell runs on one thread,
-    for a team of ``threads``: ``COLD_MAX_WORK`` for 2, half as many per twice the threads.
+    for a team of ``threads``, at least: ``COLD_MAX_WORK`` for 2, half as many per twice the
+    threads (more where waking the team was measured to cost more: ``_cold_limit``).
 
     A fit to two machines (docs/tuning.md, "Threads"): on the 2-core shared VM a team woken
     after a spell started 5-8 ms late and one thread won up to 4 M multiply-adds; on a
@@ -68,20 +72,23 @@ def cold_max_work(threads: int) -> int:
 def _cold_limit(threads: int) -> int:
     """Multiply-adds below which a product after an idle spell runs on one thread: the
     larger of :func:`cold_max_work` and the work one thread does (at
-    ``COLD_SECONDS_PER_WORK``) in the time the last probed cold team call lost, times
-    ``threads / (threads - 1)`` (the break-even of ``t`` alone and ``cost + t / threads``).
+    ``COLD_SECONDS_PER_WORK``) in the largest time that the last ``_WAKE_SAMPLES`` probed
+    cold team calls lost, times ``threads / (threads - 1)`` (the break-even of ``t`` alone
+    and ``cost + t / threads``; docs/tuning.md, "Measured wake cost").
     """
-    global _armed, _wake_cost
+    global _armed
     if _armed is not None:
         count, work, team = _armed
         _armed = None
-        probed, seconds, _ = _spmm.wake_probe()
+        probed, seconds = _spmm.wake_probe()
         if probed == count + 1:  # the armed call's own region (not another kernel's)
             cost = seconds - work * th.COLD_SECONDS_PER_WORK / team
-            _wake_cost = cost if cost > 0.0 else 0.0
+            _wake_costs.append(cost if cost > 0.0 else 0.0)
+            del _wake_costs[:-_WAKE_SAMPLES]
     limit = cold_max_work(threads)
-    if _wake_cost is not None and threads > 1:
-        measured = int(_wake_cost * threads / ((threads - 1) * th.COLD_SECONDS_PER_WORK))
+    if _wake_costs and threads > 1:
+        measured = int(max(_wake_costs) * threads
+                       / ((threads - 1) * th.COLD_SECONDS_PER_WORK))
         if measured > limit:
             return measured
     return limit
@@ -100,7 +107,8 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     with ``LOAD_AWARE``, at the cores no other thread is running on (other
     processes, BLAS threads; see ``runnable_threads``), at least one. Also with
     ``LOAD_AWARE``, products (``idle_rule``: the callers whose ``work`` counts a
-    product's multiply-adds) of fewer than :func:`cold_max_work` (of the default team)
+    product's multiply-adds) of fewer than :func:`cold_max_work` (of the default team), or
+    than the limit that what the team's wake was measured to cost sets (``_cold_limit``),
     run on one thread for ``COLD_RUN_SECONDS`` after no call could take a team for
     ``COLD_TEAM_SECONDS``: a team woken after such a spell may start milliseconds late.
     An explicit positive integer up to ``MAX_THREADS`` (4 per core, at least 64) is used as

@@ -25,8 +25,8 @@ COLD_TEAM_SECONDS = 0.03       # this long without a call that could take a team
 COLD_MAX_WORK = 1 << 22        # ... and calls below this many multiply-adds (a team of 2;
                                # 2x fewer per 2x the threads: cold_max_work) ...
 COLD_RUN_SECONDS = 0.002       # ... run on one thread for this long (docs/tuning.md)
-COLD_SECONDS_PER_WORK = 0.5e-9  # one thread's time per multiply-add after such a spell:
-                               # the limit grows to what the team's wake was measured to cost
+COLD_SECONDS_PER_WORK = 1e-9   # one thread's time per multiply-add after such a spell (the
+                               # slowest measured): the limit grows to what a wake cost
 
 # -- panels, prefetch, packing, streaming stores (kernel drivers) ----------------
 SHORT_ROW_NNZ = 32             # rows averaging at most this many nonzeros: one sweep over X
