@@ -107,10 +107,10 @@ def resolve_n_threads(n_threads: int | None, work: int = 1 << 62,
     with ``LOAD_AWARE``, at the cores no other thread is running on (other
     processes, BLAS threads; see ``runnable_threads``), at least one. Also with
     ``LOAD_AWARE``, products (``idle_rule``: the callers whose ``work`` counts a
-    product's multiply-adds) of fewer than :func:`cold_max_work` (of the default team), or
-    than the limit that what the team's wake was measured to cost sets (``_cold_limit``),
-    run on one thread for ``COLD_RUN_SECONDS`` after no call could take a team for
-    ``COLD_TEAM_SECONDS``: a team woken after such a spell may start milliseconds late.
+    product's multiply-adds) of fewer than :func:`cold_max_work` (of the default team; more
+    where waking the team was measured to cost more: ``_cold_limit``) run on one thread
+    for ``COLD_RUN_SECONDS`` after no call could take a team for ``COLD_TEAM_SECONDS``: a
+    team woken after such a spell may start milliseconds late.
     An explicit positive integer up to ``MAX_THREADS`` (4 per core, at least 64) is used as
     given, except in a process forked from another (``forked``): there every call runs on
     one thread. A larger one raises ValueError.
