@@ -244,6 +244,11 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         Y = _fast_product(A, B, n_threads, out)
         if Y is not None:
             return Y
+    elif (type(A) in _SCIPY_CSC_TYPES and type(B) is np.ndarray and out is None
+          and method == "auto"):
+        y = _fast_csc_vector(A, B, n_threads)
+        if y is not None:
+            return y
     if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
         return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
     if method not in ("auto", "sparse", "dense"):
@@ -425,6 +430,7 @@ def _on_lines(Z: np.ndarray, n_tokens: int) -> bool:
 
 _FAST_CSR_TYPES = (CSR, sp.csr_matrix, sp.csr_array)  # (exactly these: _fast_product)
 _SCIPY_COMPRESSED_TYPES = (sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.csc_array)
+_SCIPY_CSC_TYPES = (sp.csc_matrix, sp.csc_array)  # (exactly these: _fast_csc_vector)
 
 
 def _scatter_arrays(S, transpose: bool, dtype: np.dtype) -> tuple | None:
@@ -440,6 +446,32 @@ def _scatter_arrays(S, transpose: bool, dtype: np.dtype) -> tuple | None:
     shape = S.shape if is_csr else S.shape[::-1]
     nnz = _spmm.plain_csr_nnz(S.indptr, S.indices, S.data, shape[0], shape[1])
     return None if nnz <= 0 else (S.indptr, S.indices, S.data, shape, nnz)
+
+
+def _fast_csc_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | None:
+    """``A @ x`` for a scipy CSC matrix/array ``A`` (exactly those classes) with the plain
+    arrays scipy makes and a 1-D C-contiguous ``x`` of its kernel dtype, or None to take
+    the general path: the scatter the general path runs (the CSC arrays are the CSR arrays
+    of ``A.T``; the kernel checks the row indices), without its conversions and dispatch,
+    which made a 300 x 300 product 10 us against scipy's 3.5 (docs/tuning.md, "Other
+    formats with one vector"). Also what ``accelerated()``'s hook gets for ``x @ A_csr``."""
+    shape = A.shape
+    data = A.data
+    dtype = data.dtype
+    if (len(shape) != 2 or x.ndim != 1 or x.dtype is not dtype or dtype.char not in "fdFD"
+            or not dtype.isnative or x.shape[0] != shape[1] or x.size == 0
+            or not x.flags.c_contiguous):
+        return None
+    nnz = _spmm.plain_csr_nnz(A.indptr, A.indices, data, shape[1], shape[0])
+    if nnz <= 0:
+        return None
+    nbytes = shape[0] * dtype.itemsize
+    if nbytes >= CHECK_MIN_BYTES:  # (as in _fast_product)
+        check_array_allocation(shape[:1], dtype, "the result of sparse_matmul")
+    y = empty_output(shape[:1], dtype, nbytes, aligned=True)
+    scatter_into(A.indptr, A.indices, data, shape[::-1], nnz, x, y, n_threads,
+                 check_cols=True, name="A", csc=True)
+    return y
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,

@@ -267,3 +267,51 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
         bad.coords[1][0] = 99
         with pytest.raises(ValueError, match="corrupt structure"):
             sparse_matmul(bad, rng.standard_normal(30))
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
+@pytest.mark.parametrize("itype", [np.int32, np.int64], ids=str)
+def test_csc_times_a_vector_takes_the_short_path(dtype, itype, monkeypatch):
+    """A scipy CSC operand times a 1-D vector skips the general path (10 us against scipy's
+    3.5 at 300 x 300) for the same scatter: the same bits as the general path's, unsorted
+    and duplicate indices summed, a bad row index worded as there; other vectors (strided,
+    another dtype), an empty matrix, ``out`` and other classes go the general way."""
+    from wsesparse import matmul as mm
+    calls = []
+    real = mm._fast_csc_vector
+
+    def spy(*args):
+        y = real(*args)
+        calls.append(y is not None)
+        return y
+
+    monkeypatch.setattr(mm, "_fast_csc_vector", spy)
+    rng = np.random.default_rng(6)
+    S = random_sparse(rng, 70, 50, 0.2, dtype=dtype).tocsc()
+    S.indices = S.indices.astype(itype)
+    S.indptr = S.indptr.astype(itype)
+    S.indices[:8] = S.indices[:8][::-1]  # unsorted within the first columns
+    x = random_dense(rng, (50,), dtype)
+    want = sparse_matmul(S, x, method="sparse")
+    got = sparse_matmul(S, x)
+    assert calls == [True] and got.tobytes() == want.tobytes() and got.dtype == dtype
+    assert_matches(got, S.toarray() @ x, S, x)
+    dup = sp.csc_array((np.ones(3, dtype), np.array([2, 2, 5], itype),
+                        np.array([0, 3, 3], itype)), shape=(6, 2))
+    assert np.array_equal(sparse_matmul(dup, np.array([2, 7], dtype)), [0, 0, 4, 0, 0, 2])
+    calls.clear()
+    other_dtype = np.complex64 if dtype == np.complex128 else np.complex128
+    for other in (random_dense(rng, (100,), dtype)[::2], x.astype(other_dtype)):
+        assert_matches(sparse_matmul(S, other), S.toarray() @ other, S, other)
+    out = np.empty(70, dtype)
+    assert sparse_matmul(S, x, out=out) is out and np.array_equal(out, want)
+    assert sparse_matmul(sp.csc_matrix((70, 50), dtype=dtype), x).tolist() == [0] * 70
+    assert not any(calls)
+    bad = S.copy()
+    bad.indices[3] = 70
+    with pytest.raises(ValueError) as fast:
+        sparse_matmul(bad, x)
+    with pytest.raises(ValueError) as general:
+        sparse_matmul(bad, x, method="sparse")
+    assert str(fast.value) == str(general.value) and "corrupt compressed structure" in str(
+        fast.value)
