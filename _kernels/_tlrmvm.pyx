@@ -156,6 +156,10 @@ cdef int _need(cnp.ndarray a, int typenum, int ndim, bint out, str name) except 
     return 0
 
 
+cdef tuple _INDEX_NAMES = ("row_ptr", "col_ptr", "u_off", "v_off", "krow_ptr", "kcol_ptr",
+                           "perm")
+
+
 cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarray X,
                      cnp.ndarray Y, cnp.ndarray items1, cnp.ndarray items3) except -1:
     """The checks of both entry points; returns the value typenum."""
@@ -164,14 +168,9 @@ cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarr
         raise ValueError(f"U must be float32, float64, complex64 or complex128, got {U.dtype}")
     _need(U, vt, 1, False, "U")
     _need(V, vt, 1, False, "V")
-    # (one call each, not a loop over zip(names, arrays): Python objects for every pair)
-    _need(<cnp.ndarray?>index_arrays[0], cnp.NPY_INT64, 1, False, "row_ptr")
-    _need(<cnp.ndarray?>index_arrays[1], cnp.NPY_INT64, 1, False, "col_ptr")
-    _need(<cnp.ndarray?>index_arrays[2], cnp.NPY_INT64, 1, False, "u_off")
-    _need(<cnp.ndarray?>index_arrays[3], cnp.NPY_INT64, 1, False, "v_off")
-    _need(<cnp.ndarray?>index_arrays[4], cnp.NPY_INT64, 1, False, "krow_ptr")
-    _need(<cnp.ndarray?>index_arrays[5], cnp.NPY_INT64, 1, False, "kcol_ptr")
-    _need(<cnp.ndarray?>index_arrays[6], cnp.NPY_INT64, 1, False, "perm")
+    cdef int q
+    for q in range(7):  # (a C loop: zip(names, arrays) made Python objects for every pair)
+        _need(<cnp.ndarray?>index_arrays[q], cnp.NPY_INT64, 1, False, _INDEX_NAMES[q])
     _need(X, vt, 2, False, "the input")
     _need(Y, vt, 2, True, "the output")
     _need_items(items1, "the first phase's items")

@@ -462,6 +462,7 @@ def _fast_csc_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | No
             or not dtype.isnative or x.shape[0] != shape[1] or x.size == 0
             or not x.flags.c_contiguous):
         return None
+    # (_scatter_arrays(A, False, dtype) inlined: calling it took 5.7 us a call, not 5.0)
     nnz = _spmm.plain_csr_nnz(A.indptr, A.indices, data, shape[1], shape[0])
     if nnz <= 0:
         return None
