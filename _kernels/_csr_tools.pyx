@@ -1,7 +1,7 @@
 # cython: language_level=3
 """CSR tools: the structure check (csr_check), transpositions of a CSR
-operand (csr_transpose) and of a dense one (transpose_into), and conversion
-to dense (densify_into).
+operand (csr_transpose) and of a dense one (transpose_into), conversion
+to dense (densify_into), and the COO check and conversion (coo_check, coo_tocsr).
 
 Arguments are validated here or by the Python layer, as each docstring says;
 bounds checks are off (see setup.py).
@@ -169,6 +169,172 @@ def csr_transpose(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, Py_
         free(counts)
         free(b)
     return tptr, tind, tdata
+
+
+# Return codes of coo_check and coo_tocsr.
+cdef enum:
+    _COO_OK = 0
+    _COO_BAD_ROW = 1
+    _COO_BAD_COL = 2
+COO_OK = _COO_OK
+COO_BAD_ROW = _COO_BAD_ROW
+COO_BAD_COL = _COO_BAD_COL
+
+
+cdef int _coo_check_typed(const index_t* row, const index_t* col, Py_ssize_t nnz,
+                          Py_ssize_t n_rows, Py_ssize_t n_cols) noexcept nogil:
+    """_COO_BAD_ROW / _COO_BAD_COL if a row / column index is negative or not below
+    ``n_rows`` / ``n_cols`` (rows reported first), else _COO_OK. Minima and maxima of
+    both arrays in one pass, a loop the compiler vectorizes (one that returned at the
+    first bad index did not, and took twice the time of numpy's four reductions)."""
+    if nnz == 0:
+        return _COO_OK
+    cdef index_t rmin = row[0], rmax = row[0], cmin = col[0], cmax = col[0], r, c
+    cdef Py_ssize_t k
+    for k in range(nnz):
+        r = row[k]
+        c = col[k]
+        rmin = r if r < rmin else rmin
+        rmax = r if r > rmax else rmax
+        cmin = c if c < cmin else cmin
+        cmax = c if c > cmax else cmax
+    if rmin < 0 or rmax >= n_rows:
+        return _COO_BAD_ROW
+    if cmin < 0 or cmax >= n_cols:
+        return _COO_BAD_COL
+    return _COO_OK
+
+
+cdef int _coo_tocsr_typed(const index_t* row, const index_t* col, const elem_t* data,
+                          Py_ssize_t nnz, Py_ssize_t n_rows, Py_ssize_t n_cols,
+                          int64_t* tptr, int32_t* ind32, int64_t* ind64,
+                          elem_t* tdata) noexcept nogil:
+    """Counting sort of the COO entries by row, stable: each row's entries keep their
+    storage order, duplicates included. ``tptr`` (n_rows + 1, zeroed) becomes indptr;
+    the column indices go to ``ind32`` if it is not NULL, else to ``ind64``. Checks
+    each index as it counts (the codes of _coo_check_typed; a row index first, entry by
+    entry), and returns before writing anything else if one is out of range."""
+    cdef Py_ssize_t k, r
+    cdef int64_t q
+    for k in range(nnz):
+        if <size_t>row[k] >= <size_t>n_rows:
+            return _COO_BAD_ROW
+        if <size_t>col[k] >= <size_t>n_cols:
+            return _COO_BAD_COL
+        tptr[row[k] + 1] += 1
+    for r in range(n_rows):
+        tptr[r + 1] += tptr[r]
+    # tptr[r] is now where row r starts; used as its write position, it ends where row
+    # r + 1 starts, so after the pass tptr holds indptr shifted by one row.
+    for k in range(nnz):
+        r = row[k]
+        q = tptr[r]
+        tptr[r] = q + 1
+        if ind32 != NULL:
+            ind32[q] = <int32_t>col[k]
+        else:
+            ind64[q] = col[k]
+        tdata[q] = data[k]
+    for r in range(n_rows, 0, -1):
+        tptr[r] = tptr[r - 1]
+    tptr[0] = 0
+    return _COO_OK
+
+
+cdef int _coo_tocsr_elems(const index_t* row, const index_t* col, void* data,
+                          Py_ssize_t itemsize, Py_ssize_t nnz, Py_ssize_t n_rows,
+                          Py_ssize_t n_cols, int64_t* tptr, int32_t* ind32, int64_t* ind64,
+                          void* tdata) noexcept nogil:
+    if itemsize == 1:
+        return _coo_tocsr_typed(row, col, <uint8_t*>data, nnz, n_rows, n_cols, tptr, ind32,
+                                ind64, <uint8_t*>tdata)
+    if itemsize == 2:
+        return _coo_tocsr_typed(row, col, <uint16_t*>data, nnz, n_rows, n_cols, tptr, ind32,
+                                ind64, <uint16_t*>tdata)
+    if itemsize == 4:
+        return _coo_tocsr_typed(row, col, <uint32_t*>data, nnz, n_rows, n_cols, tptr, ind32,
+                                ind64, <uint32_t*>tdata)
+    if itemsize == 8:
+        return _coo_tocsr_typed(row, col, <uint64_t*>data, nnz, n_rows, n_cols, tptr, ind32,
+                                ind64, <uint64_t*>tdata)
+    return _coo_tocsr_typed(row, col, <double complex*>data, nnz, n_rows, n_cols, tptr, ind32,
+                            ind64, <double complex*>tdata)
+
+
+cdef int _coords_type(cnp.ndarray row, cnp.ndarray col) except -1:
+    """The numpy type of both coordinate arrays (int32 or int64, 1-D, C-contiguous, of one
+    length), else ValueError."""
+    if (cnp.PyArray_NDIM(row) != 1 or cnp.PyArray_NDIM(col) != 1
+            or cnp.PyArray_DIM(row, 0) != cnp.PyArray_DIM(col, 0)
+            or not cnp.PyArray_IS_C_CONTIGUOUS(row) or not cnp.PyArray_IS_C_CONTIGUOUS(col)):
+        raise ValueError("row and col must be C-contiguous 1-D arrays of one length")
+    cdef int t = cnp.PyArray_TYPE(row)
+    if t != cnp.PyArray_TYPE(col) or t not in (cnp.NPY_INT32, cnp.NPY_INT64):
+        raise ValueError("row and col must both be int32 or both int64")
+    return t
+
+
+def coo_check(cnp.ndarray row, cnp.ndarray col, Py_ssize_t n_rows, Py_ssize_t n_cols):
+    """``COO_OK`` (0) if every ``row`` index lies in ``[0, n_rows)`` and every ``col`` index
+    in ``[0, n_cols)``; else ``COO_BAD_ROW`` (1) if a row index does not, or
+    ``COO_BAD_COL`` (2). ``row`` and ``col``: C-contiguous 1-D arrays of one length, both int32 or
+    both int64. One pass, where numpy's min and max of each took four."""
+    cdef int t = _coords_type(row, col)
+    cdef Py_ssize_t nnz = cnp.PyArray_DIM(row, 0)
+    cdef void* r = cnp.PyArray_DATA(row)
+    cdef void* c = cnp.PyArray_DATA(col)
+    cdef int code
+    with nogil:
+        if t == cnp.NPY_INT32:
+            code = _coo_check_typed(<int32_t*>r, <int32_t*>c, nnz, n_rows, n_cols)
+        else:
+            code = _coo_check_typed(<int64_t*>r, <int64_t*>c, nnz, n_rows, n_cols)
+    return code
+
+
+def coo_tocsr(cnp.ndarray row, cnp.ndarray col, cnp.ndarray data, Py_ssize_t n_rows,
+              Py_ssize_t n_cols):
+    """``(code, indptr, indices, values)``: the CSR arrays of the COO entries ``(row[k],
+    col[k], data[k])``, each row's entries in storage order, duplicates kept (scipy's
+    ``tocsr`` sums them), values moved bit for bit (any dtype of 1, 2, 4, 8 or 16 bytes,
+    C-contiguous, as many as the coordinates). ``code`` is ``coo_check``'s: anything but
+    ``COO_OK`` comes with three None. Index arrays are int32 where ``n_cols`` and the
+    number of entries allow it, else int64. O(nnz + n_rows), one thread: numpy's stable
+    argsort of the rows took 0.6 ms for 10,000 entries in random order and 130 ms for
+    10^6 (2-core Zen 3)."""
+    import numpy as np
+    cdef int t = _coords_type(row, col)
+    cdef Py_ssize_t nnz = cnp.PyArray_DIM(row, 0)
+    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(data)
+    if itemsize not in (1, 2, 4, 8, 16):
+        raise TypeError(f"data has {itemsize}-byte values; 1, 2, 4, 8 or 16 expected")
+    if (cnp.PyArray_NDIM(data) != 1 or cnp.PyArray_DIM(data, 0) != nnz
+            or not cnp.PyArray_IS_C_CONTIGUOUS(data)):
+        raise ValueError("data must be C-contiguous and hold one value per entry")
+    if n_rows < 0 or n_cols < 0:
+        raise ValueError("n_rows and n_cols must be nonnegative")
+    narrow = max(n_cols, nnz) <= 2147483647
+    cdef cnp.ndarray tptr = np.zeros(n_rows + 1, dtype=np.int64)
+    cdef cnp.ndarray tind = np.empty(nnz, dtype=np.int32 if narrow else np.int64)
+    cdef cnp.ndarray tdata = np.empty(nnz, dtype=data.dtype)
+    cdef int64_t* tp = <int64_t*>cnp.PyArray_DATA(tptr)
+    cdef int32_t* i32 = <int32_t*>cnp.PyArray_DATA(tind) if narrow else NULL
+    cdef int64_t* i64 = NULL if narrow else <int64_t*>cnp.PyArray_DATA(tind)
+    cdef void* r = cnp.PyArray_DATA(row)
+    cdef void* c = cnp.PyArray_DATA(col)
+    cdef void* d = cnp.PyArray_DATA(data)
+    cdef void* td = cnp.PyArray_DATA(tdata)
+    cdef int code
+    with nogil:
+        if t == cnp.NPY_INT32:
+            code = _coo_tocsr_elems(<int32_t*>r, <int32_t*>c, d, itemsize, nnz, n_rows, n_cols,
+                                    tp, i32, i64, td)
+        else:
+            code = _coo_tocsr_elems(<int64_t*>r, <int64_t*>c, d, itemsize, nnz, n_rows, n_cols,
+                                    tp, i32, i64, td)
+    if code:
+        return code, None, None, None
+    return COO_OK, (tptr.astype(np.int32) if narrow else tptr), tind, tdata
 
 
 cdef enum:

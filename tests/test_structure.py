@@ -12,9 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
 
 from matmul_helpers import assert_matches, random_sparse
 from wsesparse import CSR, sparse_matmul
+from wsesparse._kernels import _csr_tools
+from wsesparse._structure import check_sparse_structure, coo_csr_arrays
 
 
 def _base(rng, dtype=np.float64):
@@ -106,3 +110,115 @@ def test_valid_other_formats_still_pass(rng, fmt):
     assert_matches(sparse_matmul(S, X), S @ X, S, X)
     dup = sp.coo_array((np.ones(3), (np.array([0, 0, 1]), np.array([2, 2, 0]))), shape=(2, 3))
     np.testing.assert_array_equal(sparse_matmul(dup, np.ones(3)), [2.0, 1.0])
+
+
+# -- COO: one counting sort instead of numpy's stable argsort (coo_csr_arrays) ------------------
+COO_VALUE_DTYPES = [np.bool_, np.int8, np.float16, np.float32, np.float64, np.complex64,
+                    np.complex128, np.longdouble, np.clongdouble]
+
+
+def _shuffled_coo(rng, m, n, nnz, dtype, coord_dtypes=(np.int32, np.int32)):
+    """A COO array of ``nnz`` entries in random order, with duplicates where nnz > m * n."""
+    row = rng.integers(0, m, nnz) if m else np.zeros(0, int)
+    col = rng.integers(0, n, nnz) if n else np.zeros(0, int)
+    if not (m and n):
+        nnz = 0
+    S = sp.coo_array((np.ones(nnz), (row[:nnz], col[:nnz])), shape=(m, n))
+    S.data = random_values_any(rng, nnz, dtype)   # (float16: scipy's constructor refuses it)
+    S.coords = (S.row.astype(coord_dtypes[0]), S.col.astype(coord_dtypes[1]))
+    return S
+
+
+def random_values_any(rng, n, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return rng.random(n) < 0.5
+    v = rng.integers(-9, 10, n) if dtype.kind in "iu" else rng.standard_normal(n)
+    if dtype.kind == "c":
+        v = v + 1j * rng.standard_normal(n)
+    return v.astype(dtype)
+
+
+def _reference_csr(row, col, data, m):
+    order = np.argsort(row, kind="stable")
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=m), out=indptr[1:])
+    return indptr, col[order], data[order]
+
+
+@given(m=st.integers(0, 30), n=st.integers(0, 30), nnz=st.integers(0, 200),
+       dtype=st.sampled_from(COO_VALUE_DTYPES), transpose=st.booleans(),
+       coords=st.sampled_from([(np.int32, np.int32), (np.int64, np.int64), (np.int32, np.int64),
+                               (np.uint16, np.int64)]),
+       seed=st.integers(0, 2**32 - 1))
+def test_coo_csr_arrays_is_a_stable_sort(m, n, nnz, dtype, transpose, coords, seed):
+    """Each row's entries in storage order, duplicates kept, values bit for bit, int32
+    indices, for every value dtype (32-byte ones through numpy's sort) and index type."""
+    S = _shuffled_coo(np.random.default_rng(seed), m, n, nnz, dtype, coords)
+    row, col = (S.col, S.row) if transpose else (S.row, S.col)
+    rows = n if transpose else m
+    want = _reference_csr(row.astype(np.int64), col.astype(np.int64), S.data, rows)
+    got = coo_csr_arrays(S, "A", transpose)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert got[2].dtype == S.data.dtype and got[2].tobytes() == want[2].tobytes()
+    if dtype != np.clongdouble:    # (numpy's sort keeps the coordinates' type)
+        assert got[0].dtype == got[1].dtype == np.int32
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("n_tokens", [None, 1, 8])
+def test_shuffled_coo_with_duplicates_products(rng, side, n_tokens):
+    """Entries in random order with duplicates: the same product as scipy's, and the same
+    ``CSR`` as one built from scipy's own (summed) conversion."""
+    S = _shuffled_coo(rng, 40, 30, 500, np.float64)
+    k = 40 if side == "right" else 30
+    X = rng.standard_normal((k,) if n_tokens is None else (n_tokens, k) if side == "right"
+                            else (k, n_tokens))
+    args = (S, X) if side == "left" else (X, S)
+    assert_matches(sparse_matmul(*args), args[0] @ args[1], *args)
+    np.testing.assert_allclose(CSR(S).to_scipy().toarray(), S.toarray(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("which, value", [("row", 12), ("row", -1), ("col", 8), ("col", -3)])
+def test_coo_csr_arrays_names_the_bad_coordinate(rng, which, value, transpose):
+    """The error names the coordinate as the operand stores it, also when the product
+    converts its transpose (``X @ A``)."""
+    S = sp.coo_array(_base(rng))
+    getattr(S, which)[len(S.data) // 2] = value
+    bound = S.shape[0 if which == "row" else 1]
+    with pytest.raises(ValueError, match=rf"^B \(coo\) has a corrupt structure: a {which} "
+                                         rf"index is negative or not below {bound}$"):
+        coo_csr_arrays(S, "B", transpose)
+    with pytest.raises(ValueError, match=rf"a {which} index is negative or not below {bound}$"):
+        check_sparse_structure(S, "B")
+
+
+def test_coo_check_codes():
+    i32 = np.int32
+    ok, bad_row, bad_col = _csr_tools.COO_OK, _csr_tools.COO_BAD_ROW, _csr_tools.COO_BAD_COL
+    assert _csr_tools.coo_check(np.array([0, 2], i32), np.array([1, 0], i32), 3, 2) == ok
+    assert _csr_tools.coo_check(np.array([0, 3], i32), np.array([1, 0], i32), 3, 2) == bad_row
+    assert _csr_tools.coo_check(np.array([0, 2], i32), np.array([-1, 0], i32), 3, 2) == bad_col
+    assert _csr_tools.coo_check(np.array([5], i32), np.array([5], i32), 3, 2) == bad_row
+    assert _csr_tools.coo_check(np.zeros(0, i32), np.zeros(0, i32), 0, 0) == ok
+    assert _csr_tools.coo_check(np.array([0], np.int64), np.array([0], np.int64), 0, 1) == bad_row
+    with pytest.raises(ValueError, match="must both be int32 or both int64"):
+        _csr_tools.coo_check(np.array([0], i32), np.array([0], np.int64), 1, 1)
+    with pytest.raises(ValueError, match="one length"):
+        _csr_tools.coo_check(np.array([0, 0], i32), np.array([0], i32), 1, 1)
+    code, *arrays = _csr_tools.coo_tocsr(np.array([0, 4], i32), np.array([0, 0], i32),
+                                         np.ones(2), 3, 1)
+    assert code == bad_row and arrays == [None, None, None]
+
+
+def test_coo_uint64_coordinates_beyond_int64_are_rejected(rng):
+    S = sp.coo_array(_base(rng))
+    row = S.row.astype(np.uint64)
+    row[0] = np.uint64(2**63 + 5)   # (wraps negative as int64)
+    S.coords = (row, S.col)         # (the row setter would convert it to S.col's type)
+    with pytest.raises(ValueError, match="a row index is negative"):
+        sparse_matmul(S, np.ones(8))
+    with pytest.raises(ValueError, match="a row index is negative"):
+        CSR(S)

@@ -37,14 +37,40 @@ def _in_range(arr: np.ndarray, bound: int, name: str, fmt: str, what: str) -> No
 
 
 def _check_coo(S, name: str) -> None:
+    if len(S.shape) == 2:
+        row, col = _coo_coords(S, name)
+        _raise_coo_code(_csr_tools.coo_check(row, col, *S.shape), S.shape, name)
+        return
     n = len(S.data)
     for axis, (idx, bound) in enumerate(zip(S.coords, S.shape)):
-        what = ("row", "col")[axis] if len(S.shape) == 2 else f"coords[{axis}]"
-        idx = _index_array(idx, name, "coo", what)
-        if idx.size != n:
-            raise ValueError(f"{name} (coo) has a corrupt structure: {what} has {idx.size} "
-                             f"entries but data has {n}")
-        _in_range(idx, bound, name, "coo", f"{what} index")
+        idx = _coo_index(idx, n, name, f"coords[{axis}]")
+        _in_range(idx, bound, name, "coo", f"coords[{axis}] index")
+
+
+def _coo_index(idx, n: int, name: str, what: str) -> np.ndarray:
+    idx = _index_array(idx, name, "coo", what)
+    if idx.size != n:
+        raise ValueError(f"{name} (coo) has a corrupt structure: {what} has {idx.size} "
+                         f"entries but data has {n}")
+    return idx
+
+
+def _coo_coords(S, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, col)`` of a 2-D COO operand, of one index type ``_csr_tools``' COO functions
+    take (int32 where both are, else int64: uint64 values beyond int64 wrap negative and
+    fail the range check), after the checks of their types and lengths."""
+    n = len(S.data)
+    row, col = (_coo_index(idx, n, name, what) for idx, what in zip(S.coords, ("row", "col")))
+    itype = np.int32 if row.dtype == col.dtype == np.int32 else np.int64
+    return np.ascontiguousarray(row, dtype=itype), np.ascontiguousarray(col, dtype=itype)
+
+
+def _raise_coo_code(code: int, shape: tuple[int, int], name: str) -> None:
+    """The error of a ``_csr_tools.coo_check`` code (none for ``COO_OK``)."""
+    if code:
+        axis = 0 if code == _csr_tools.COO_BAD_ROW else 1
+        raise ValueError(f"{name} (coo) has a corrupt structure: a {('row', 'col')[axis]} "
+                         f"index is negative or not below {shape[axis]}")
 
 
 def _check_bsr(S, name: str) -> None:
@@ -141,6 +167,42 @@ def check_sparse_structure(S, name: str) -> None:
         check(S, name)
 
 
+def coo_csr_arrays(S, name: str, transpose: bool = False) -> tuple:
+    """``(indptr, indices, data)``: the CSR arrays of the 2-D COO operand ``S`` (of ``S.T``
+    with ``transpose``), each row's entries in storage order, duplicates kept (see
+    :func:`tocsr_keeping_duplicates`), the coordinates checked on the way (errors name
+    ``name``). One counting sort, O(nnz): the stable argsort it replaces took 0.6 ms for
+    10,000 entries in random order, about 7x scipy's whole product with 8 columns.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.coo_array(([1.0, 2.0, 3.0], ([1, 0, 1], [0, 1, 0])), shape=(2, 2))
+    >>> [a.tolist() for a in coo_csr_arrays(A, "A")]
+    [[0, 1, 3], [1, 0, 0], [2.0, 1.0, 3.0]]
+    """
+    row, col = _coo_coords(S, name)
+    shape = S.shape[::-1] if transpose else S.shape
+    if transpose:
+        row, col = col, row
+    data = np.asarray(S.data)
+    if data.dtype.kind in "biufc" and data.dtype.itemsize in (1, 2, 4, 8, 16):
+        code, indptr, indices, values = _csr_tools.coo_tocsr(
+            row, col, np.ascontiguousarray(data), *shape)
+        if code:
+            # (the code is about the transposed coordinates: name them as S has them)
+            flipped = {_csr_tools.COO_BAD_ROW: _csr_tools.COO_BAD_COL,
+                       _csr_tools.COO_BAD_COL: _csr_tools.COO_BAD_ROW}
+            _raise_coo_code(flipped[code] if transpose else code, S.shape, name)
+        return indptr, indices, values
+    # Other value types (long double complex, ...): numpy's stable sort, after the check.
+    _raise_coo_code(_csr_tools.coo_check(row, col, *shape), shape, name)
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=shape[0]), out=indptr[1:])
+    order = np.argsort(row, kind="stable")
+    return indptr, col[order], data[order]
+
+
 def tocsr_keeping_duplicates(S):
     """``S.tocsr()`` for a checked scipy sparse matrix or array, except that a COO operand
     keeps its duplicate entries (in their order within each row) instead of summing them.
@@ -159,9 +221,6 @@ def tocsr_keeping_duplicates(S):
     """
     if S.format != "coo":
         return S.tocsr()
-    (m, n), (row, col) = S.shape, S.coords
-    indptr = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=m), out=indptr[1:])
-    order = np.argsort(row, kind="stable")
+    indptr, indices, data = coo_csr_arrays(S, "A")
     cls = sp.csr_matrix if isinstance(S, sp.spmatrix) else sp.csr_array
-    return cls((S.data[order], col[order], indptr), shape=(m, n))
+    return cls((data, indices, indptr), shape=S.shape)
