@@ -247,6 +247,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     fast_tried = type(B) is np.ndarray and method == "auto" and type(A) in _FAST_CSR_TYPES
     if fast_tried:
         Y = _fast_product(A, B, n_threads, out)
+        if Y is None and out is None:
+            Y = _fast_converted_product(A, B, n_threads)
         if Y is not None:
             return Y
     elif (type(A) in _SCIPY_CSC_TYPES and type(B) is np.ndarray and out is None
@@ -478,6 +480,35 @@ def _fast_csc_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | No
     scatter_into(A.indptr, A.indices, data, shape[::-1], nnz, x, y, n_threads,
                  check_cols=True, name="A", csc=True)
     return y
+
+
+def _fast_converted_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
+    """``A @ B`` for ``_fast_product``'s operands where B must be copied first (a strided
+    column, Fortran order, a kernel dtype other than A's values: float32 A times float64 B),
+    fewer than ``DENSE_MIN_TOKENS`` columns; or None for the general path (wider products,
+    which may go dense; a prepared ``CSR`` of other values, which caches them; anything it
+    words an error for). The same conversions and kernel as the general path, without its
+    checks and dispatch: about 12 of a 20 us call on a 10 x 10 product (docs/tuning.md,
+    "Other formats with one vector")."""
+    a_dtype, shape = A.dtype, A.shape
+    if (len(shape) != 2 or not 0 < B.ndim < 3 or B.shape[0] != shape[1]
+            or B.dtype.char not in "fdFD"
+            or a_dtype.char not in "fdFD"
+            or (B.ndim == 2 and B.shape[1] >= th.DENSE_MIN_TOKENS)):
+        return None
+    dtype = result_dtype(a_dtype, B.dtype)
+    X = contiguous_operand(B, dtype, n_threads)
+    data = None
+    if A.data.dtype == dtype:
+        if X is B:
+            return None  # (nothing to convert: _fast_product declined it for another reason)
+    else:
+        if type(A) is CSR:
+            return None
+        # (from the result pool: a fresh buffer this big faults in its pages each call)
+        data = empty_output(A.data.shape, dtype, A.data.size * dtype.itemsize)
+        np.copyto(data, A.data)
+    return _fast_product(A, X, n_threads, None, data)
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,

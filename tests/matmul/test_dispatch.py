@@ -315,3 +315,47 @@ def test_csc_times_a_vector_takes_the_short_path(dtype, itype, monkeypatch):
         sparse_matmul(bad, x, method="sparse")
     assert str(fast.value) == str(general.value) and "corrupt compressed structure" in str(
         fast.value)
+
+
+@pytest.mark.parametrize("kind", ["strided", "fortran", "float32 values", "complex64 values",
+                                  "float32 B"])
+@pytest.mark.parametrize("n", [None, 3, DENSE_MIN_TOKENS - 1])
+@pytest.mark.parametrize("cls", [sp.csr_array, sp.csr_matrix, CSR])
+def test_converted_operands_take_the_fast_path(kind, n, cls, monkeypatch):
+    """A scipy CSR (or prepared CSR) times an ndarray that must be copied first (strided,
+    Fortran order, another kernel dtype) goes ``_fast_converted_product``, not the general
+    path: no CSR built, the bits of the product of the converted operands, the kernel's
+    index check; a prepared CSR with values of another dtype keeps the general path (its
+    cast values are cached there)."""
+    import wsesparse.matmul as mm
+    rng = np.random.default_rng(7)
+    S = random_sparse(rng, 40, 30, 0.2, np.complex64 if kind == "complex64 values"
+                      else np.float32 if kind == "float32 values" else np.float64)
+    B = random_dense(rng, (30, 2 if n is None else 2 * n), np.float32 if kind == "float32 B"
+                     else np.float64)
+    B = B[:, 0] if n is None else B[:, ::2] if kind == "strided" else B[:, :n]
+    if kind == "fortran":
+        B = np.asfortranarray(B)
+    elif kind == "strided" and n is None:
+        assert not B.flags.c_contiguous
+    A = cls(S)
+    dtype = np.result_type(S.dtype, B.dtype)
+    converted = mm._fast_converted_product(A, B, None)
+    general = cls is CSR and S.dtype != dtype
+    needs_copy = not B.flags.c_contiguous or not S.dtype == B.dtype == dtype  # (1-D: never F)
+    assert (converted is None) == (general or not needs_copy)
+    built = []
+    real_as_csr = mm._as_csr
+    monkeypatch.setattr(mm, "_as_csr", lambda *a: built.append(1) or real_as_csr(*a))
+    Y = sparse_matmul(A, B)
+    assert bool(built) == general
+    want = sparse_matmul(CSR(S.astype(dtype)), np.ascontiguousarray(B, dtype=dtype))
+    assert Y.dtype == dtype and Y.tobytes() == want.tobytes()
+    assert_matches(Y, S.astype(dtype) @ np.ascontiguousarray(B, dtype=dtype))
+    if cls is not CSR:
+        bad = A.copy()
+        bad.indices[bad.nnz // 2] = 30
+        with pytest.raises(ValueError, match="not below 30"):
+            sparse_matmul(bad, B)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        sparse_matmul(A, np.concatenate([B, B[:1]]))
