@@ -19,7 +19,16 @@
  * branch (int64 indices take the scalar compares). AVX-512: an unsigned compare into a
  * mask per load (one-shot 4096^2 density 0.1 float32 SpMV on Zen 4, 1 / 2 threads:
  * 530 / 247 us against 545 / 256; -DWS_OOR_MAX for the AVX2 way in an A/B). AVX2:
- * unsigned v >= lim as max(v, lim) == v, 8 at a time. */
+ * unsigned v >= lim as max(v, lim) == v. */
+/* WS_OOR_TREE (AVX2 builds; 0 for the earlier way in an A/B): the largest index of 16 (32)
+ * as a tree of unsigned maxima, then one compare with lim, where each vector of 8 took its
+ * own max, compare and OR; and checked float32 rows four vector steps (32 indices) a check
+ * and branch (WS_VROW_CHK32), as AVX-512 builds do. One-shot float32 SpMV on a 2-core Zen 3,
+ * old and new _spmm side by side: rows of 164 took 0.72-0.81 the time, rows of 49 to 820
+ * 0.84-1.00 (docs/tuning.md, "The check of long float32 rows on AVX2"). */
+#ifndef WS_OOR_TREE
+#define WS_OOR_TREE 1
+#endif
 #if defined(__AVX512F__) && defined(__AVX512VL__) && !defined(WS_OOR_MAX)
 static inline int ws_oor_i32(const int32_t *ix, __m256i lim)  /* ix[0:16] */
 {
@@ -39,6 +48,33 @@ static inline int ws_oor_i32_32(const int32_t *ix, __m256i lim)
     const __m512i l = _mm512_broadcastd_epi32(_mm256_castsi256_si128(lim));
     return (_mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)ix), l)
             | _mm512_cmpge_epu32_mask(_mm512_loadu_si512((const void *)(ix + 16)), l)) != 0;
+}
+#define WS_HAVE_OOR_I32_32 1
+#ifndef WS_VROW_CHK32
+#define WS_VROW_CHK32 1
+#endif
+#elif WS_OOR_TREE
+/* AVX2, WS_OOR_TREE: the unsigned maximum of the indices as a tree, one compare with lim
+ * per check (some v >= lim, as max(v, lim) == v for a lane v of that maximum). */
+static inline int ws_oor_max8(__m256i m, __m256i lim)
+{
+    const __m256i e = _mm256_cmpeq_epi32(_mm256_max_epu32(m, lim), m);
+    return !_mm256_testz_si256(e, e);
+}
+#define WS_LD8(ix) _mm256_loadu_si256((const __m256i *)(ix))
+static inline int ws_oor_i32(const int32_t *ix, __m256i lim)  /* ix[0:16] */
+{
+    return ws_oor_max8(_mm256_max_epu32(WS_LD8(ix), WS_LD8(ix + 8)), lim);
+}
+static inline int ws_oor_i32_8(const int32_t *ix, __m256i lim)  /* ix[0:8] */
+{
+    return ws_oor_max8(WS_LD8(ix), lim);
+}
+static inline int ws_oor_i32_32(const int32_t *ix, __m256i lim)  /* ix[0:32] */
+{
+    return ws_oor_max8(_mm256_max_epu32(_mm256_max_epu32(WS_LD8(ix), WS_LD8(ix + 8)),
+                                        _mm256_max_epu32(WS_LD8(ix + 16), WS_LD8(ix + 24))),
+                       lim);
 }
 #define WS_HAVE_OOR_I32_32 1
 #ifndef WS_VROW_CHK32

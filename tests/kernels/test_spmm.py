@@ -950,3 +950,30 @@ def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype, n_cols)
             B.indices[pos] = bad
             with pytest.raises(ValueError, match=f"not below {n_cols}"):
                 sparse_matmul(B, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_one_shot_spmv_finds_a_bad_index_anywhere_in_a_long_row(dtype, itype):
+    """Long rows take the checked vector steps, float32 ones with int32 indices 32
+    indices a check where the build does (WS_VROW_CHK32, AVX2 and AVX-512): a bad index
+    at every position of rows of 31 to 130 nonzeros is found, whatever its value, and a
+    valid row gives the prepared (unchecked) product's bits (``method="sparse"``: at this
+    density a prepared operand's vector product may go to dense BLAS)."""
+    n_cols = 200
+    rng = np.random.default_rng(3)
+    for length in (31, 32, 33, 63, 64, 65, 100, 130):
+        lengths = np.array([3, length, 40])
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+        indices = rng.integers(0, n_cols, indptr[-1]).astype(itype)
+        data = rng.standard_normal(indptr[-1]).astype(dtype)
+        x = rng.standard_normal(n_cols).astype(dtype)
+        A = sp.csr_array((data, indices, indptr), shape=(3, n_cols))
+        y = sparse_matmul(A, x, n_threads=1)
+        assert y.tobytes() == sparse_matmul(CSR(A), x, n_threads=1, method="sparse").tobytes()
+        for pos in range(indptr[1], indptr[2]):
+            for bad in (n_cols, -1, np.iinfo(itype).max):
+                B = A.copy()
+                B.indices[pos] = bad
+                with pytest.raises(ValueError, match=f"not below {n_cols}"):
+                    sparse_matmul(B, x, n_threads=1)
