@@ -329,9 +329,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         data = None
         if (type(S) is not CSR and S.data.dtype != dtype
                 and n_tokens < th.DENSE_MIN_TOKENS):  # (wider ones may go dense)
-            # (from the result pool: a fresh buffer this big faults in its pages each call)
-            data = empty_output(S.data.shape, dtype, S.data.size * dtype.itemsize)
-            np.copyto(data, S.data)
+            data = _values_as(S, dtype)
         if not (fast_tried and X is B and data is None):  # (else tried above as it is)
             Y = _fast_product(S, X, n_threads, out, data)
             if Y is not None:
@@ -489,7 +487,7 @@ def _fast_converted_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarr
     which may go dense; a prepared ``CSR`` of other values, which caches them; anything it
     words an error for). The same conversions and kernel as the general path, without its
     checks and dispatch: about 12 of a 20 us call on a 10 x 10 product (docs/tuning.md,
-    "Other formats with one vector")."""
+    "Checks", "`out=` on the fast path")."""
     a_dtype, shape = A.dtype, A.shape
     if (len(shape) != 2 or not 0 < B.ndim < 3 or B.shape[0] != shape[1]
             or B.dtype.char not in "fdFD"
@@ -505,10 +503,16 @@ def _fast_converted_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarr
     else:
         if type(A) is CSR:
             return None
-        # (from the result pool: a fresh buffer this big faults in its pages each call)
-        data = empty_output(A.data.shape, dtype, A.data.size * dtype.itemsize)
-        np.copyto(data, A.data)
+        data = _values_as(A, dtype)
     return _fast_product(A, X, n_threads, None, data)
+
+
+def _values_as(S, dtype: np.dtype) -> np.ndarray:
+    """The values of scipy operand ``S`` converted to ``dtype``, in a buffer from the result
+    pool (a fresh buffer this big faults in its pages on every call)."""
+    data = empty_output(S.data.shape, dtype, S.data.size * dtype.itemsize)
+    np.copyto(data, S.data)
+    return data
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,
