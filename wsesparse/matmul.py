@@ -256,6 +256,11 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         y = _fast_csc_vector(A, B, n_threads)
         if y is not None:
             return y
+    elif (type(A) in _SCIPY_AS_STORED_TYPES and type(B) is np.ndarray and out is None
+          and method == "auto"):
+        y = _fast_scipy_vector(A, B)
+        if y is not None:
+            return y
     if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
         return _cupy_backend.sparse_matmul(A, B, out=out, n_threads=n_threads, method=method)
     if method not in ("auto", "sparse", "dense"):
@@ -436,6 +441,8 @@ def _on_lines(Z: np.ndarray, n_tokens: int) -> bool:
 _FAST_CSR_TYPES = (CSR, sp.csr_matrix, sp.csr_array)  # (exactly these: _fast_product)
 _SCIPY_COMPRESSED_TYPES = (sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.csc_array)
 _SCIPY_CSC_TYPES = (sp.csc_matrix, sp.csc_array)  # (exactly these: _fast_csc_vector)
+_SCIPY_AS_STORED_TYPES = (sp.coo_matrix, sp.coo_array, sp.dia_matrix, sp.dia_array,
+                          sp.bsr_matrix, sp.bsr_array)  # (exactly these: _fast_scipy_vector)
 
 
 def _scatter_arrays(S, transpose: bool, dtype: np.dtype) -> tuple | None:
@@ -513,6 +520,26 @@ def _values_as(S, dtype: np.dtype) -> np.ndarray:
     data = empty_output(S.data.shape, dtype, S.data.size * dtype.itemsize)
     np.copyto(data, S.data)
     return data
+
+
+def _fast_scipy_vector(A, x: np.ndarray) -> np.ndarray | None:
+    """``A @ x`` for a scipy COO, DIA or BSR matrix/array ``A`` (exactly those classes) and
+    a 1-D ``x``, both of kernel dtypes, A with rows and columns: scipy's own product after
+    the structure check, as the general path decides it (``_vector_via_scipy``: DIA only
+    with a finite x), without the general path's checks and dispatch, about 10 us a call
+    (a 1,000-row tridiagonal DIA took 39 us against scipy's 9; docs/tuning.md, "Other
+    formats with one vector"). None: the general path."""
+    shape = A.shape
+    if (len(shape) != 2 or x.ndim != 1 or x.shape[0] != shape[1] or 0 in shape
+            or A.dtype.char not in "fdFD" or x.dtype.char not in "fdFD"):
+        return None
+    if A.format == "dia" and not np.isfinite(x).all():
+        return None
+    if shape[0] * 16 >= CHECK_MIN_BYTES:  # (16: the widest kernel dtype)
+        check_array_allocation(shape[:1], result_dtype(A.dtype, x.dtype),
+                               "the result of sparse_matmul")
+    check_sparse_structure(A, "A")
+    return np.asarray(A @ x)
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,

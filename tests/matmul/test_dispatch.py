@@ -237,11 +237,15 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
     """A COO, DIA or BSR operand times one vector is scipy's own product (converting to
     CSR each call cost 2-9x scipy's time: a review): the same bits as scipy's, the kernels
     not called; with two columns, method="sparse", or (DIA) an inf in the vector, the
-    kernels as before; a corrupt structure is still caught first."""
-    calls = []
+    kernels as before; a corrupt structure is still caught first. ``S @ x`` with a 1-D x
+    takes the short path (``_fast_scipy_vector``), not the general one."""
+    import wsesparse.matmul as mm
+    calls, general = [], []
     for name in ("csr_spmv", "csr_spmm"):
         real = getattr(_spmm, name)
         monkeypatch.setattr(_spmm, name, lambda *a, _r=real, **k: calls.append(1) or _r(*a, **k))
+    real_via = mm._vector_via_scipy
+    monkeypatch.setattr(mm, "_vector_via_scipy", lambda *a: general.append(1) or real_via(*a))
     rng = np.random.default_rng(3)
     A = sp.random(40, 30, density=0.2, format="csr", random_state=3)
     S = {"coo": A.tocoo(), "dia": A.todia(), "bsr": A.tobsr(blocksize=(2, 2))}[fmt]
@@ -250,6 +254,11 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
         got = sparse_matmul(x, S) if left else sparse_matmul(S, x)
         want = x @ S if left else S @ x
         assert got.tobytes() == np.asarray(want).tobytes() and calls == [], (x.shape, calls)
+        assert bool(general) == (left or x.ndim == 2)
+        general.clear()
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        y = rng.standard_normal(n + 1)
+        sparse_matmul(y, S) if left else sparse_matmul(S, y)
     X2 = rng.standard_normal((2, n) if left else (n, 2))
     got = sparse_matmul(X2, S) if left else sparse_matmul(S, X2)
     assert calls and np.allclose(got, X2 @ A if left else A @ X2)
@@ -265,8 +274,14 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
     if fmt == "coo":
         bad = S.copy()
         bad.coords[1][0] = 99
-        with pytest.raises(ValueError, match="corrupt structure"):
-            sparse_matmul(bad, rng.standard_normal(30))
+    elif fmt == "bsr":
+        bad = S.copy()
+        bad.indices[0] = 99
+    else:
+        bad = S.copy()
+        bad.data = bad.data[:1]
+    with pytest.raises(ValueError, match=rf"^A \({fmt}\) has a corrupt structure"):
+        sparse_matmul(bad, rng.standard_normal(30))
 
 
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
