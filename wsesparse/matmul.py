@@ -533,7 +533,7 @@ def _fast_scipy_vector(A, x: np.ndarray) -> np.ndarray | None:
     if (len(shape) != 2 or x.ndim != 1 or x.shape[0] != shape[1] or 0 in shape
             or A.dtype.char not in "fdFD" or x.dtype.char not in "fdFD"):
         return None
-    if A.format == "dia" and not np.isfinite(x).all():
+    if not _vector_via_scipy(A, x, False):  # (its rule: DIA only with a finite x)
         return None
     if shape[0] * 16 >= CHECK_MIN_BYTES:  # (16: the widest kernel dtype)
         check_array_allocation(shape[:1], result_dtype(A.dtype, x.dtype),

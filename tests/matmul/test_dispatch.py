@@ -244,8 +244,8 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
     for name in ("csr_spmv", "csr_spmm"):
         real = getattr(_spmm, name)
         monkeypatch.setattr(_spmm, name, lambda *a, _r=real, **k: calls.append(1) or _r(*a, **k))
-    real_via = mm._vector_via_scipy
-    monkeypatch.setattr(mm, "_vector_via_scipy", lambda *a: general.append(1) or real_via(*a))
+    real_checked = mm._as_checked_scipy  # (the general path's way to scipy's product)
+    monkeypatch.setattr(mm, "_as_checked_scipy", lambda *a: general.append(1) or real_checked(*a))
     rng = np.random.default_rng(3)
     A = sp.random(40, 30, density=0.2, format="csr", random_state=3)
     S = {"coo": A.tocoo(), "dia": A.todia(), "bsr": A.tobsr(blocksize=(2, 2))}[fmt]
