@@ -211,6 +211,15 @@ def test_coo_check_codes():
     code, *arrays = _csr_tools.coo_tocsr(np.array([0, 4], i32), np.array([0, 0], i32),
                                          np.ones(2), 3, 1)
     assert code == bad_row and arrays == [None, None, None]
+    rc = (np.array([0, 1], i32), np.array([0, 0], i32))
+    with pytest.raises(ValueError, match="one value per entry"):
+        _csr_tools.coo_tocsr(*rc, np.ones(3), 3, 1)
+    with pytest.raises(ValueError, match="one value per entry"):
+        _csr_tools.coo_tocsr(*rc, np.ones(4)[::2], 3, 1)
+    with pytest.raises(TypeError, match="32-byte values"):
+        _csr_tools.coo_tocsr(*rc, np.ones(2, np.clongdouble), 3, 1)
+    with pytest.raises(ValueError, match="nonnegative"):
+        _csr_tools.coo_tocsr(*rc, np.ones(2), -1, 1)
 
 
 def test_coo_uint64_coordinates_beyond_int64_are_rejected(rng):
