@@ -39,6 +39,12 @@ def corrupt_other(A, how: str):
     elif how == "coo_row_short":
         S = sp.coo_array(A, copy=True)
         S.row = S.row[:-2]
+    elif how == "coo_data_2d":
+        S = sp.coo_array(A, copy=True)
+        S.data = S.data.reshape(-1, 1)
+    elif how == "coo_extra_coords":
+        S = sp.coo_array(A, copy=True)
+        S.coords = (*S.coords, np.full(S.nnz, 10**9))  # (scipy's product read the last two)
     elif how == "bsr_indptr_decreasing":
         S = sp.bsr_array(A, blocksize=(2, 2))
         S.indptr[1] = S.indptr[-1] + 5
@@ -71,6 +77,7 @@ def corrupt_other(A, how: str):
 
 
 OTHER_CORRUPTIONS = ["coo_row_big", "coo_row_negative", "coo_col_big", "coo_row_short",
+                     "coo_data_2d", "coo_extra_coords",
                      "bsr_indptr_decreasing", "bsr_indptr_last_big", "bsr_index_big",
                      "bsr_data_short", "dia_data_short", "lil_col_big", "lil_length_mismatch",
                      "dok_key_big"]
@@ -180,12 +187,15 @@ def test_shuffled_coo_with_duplicates_products(rng, side, n_tokens):
     np.testing.assert_allclose(CSR(S).to_scipy().toarray(), S.toarray(), rtol=1e-13)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.clongdouble], ids=str)
 @pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("which, value", [("row", 12), ("row", -1), ("col", 8), ("col", -3)])
-def test_coo_csr_arrays_names_the_bad_coordinate(rng, which, value, transpose):
+def test_coo_csr_arrays_names_the_bad_coordinate(rng, which, value, transpose, dtype):
     """The error names the coordinate as the operand stores it, also when the product
-    converts its transpose (``X @ A``)."""
+    converts its transpose (``X @ A``), and for the values numpy sorts (clongdouble: the
+    transposed case named the other axis and bound)."""
     S = sp.coo_array(_base(rng))
+    S.data = S.data.astype(dtype)
     getattr(S, which)[len(S.data) // 2] = value
     bound = S.shape[0 if which == "row" else 1]
     with pytest.raises(ValueError, match=rf"^B \(coo\) has a corrupt structure: a {which} "
@@ -220,6 +230,50 @@ def test_coo_check_codes():
         _csr_tools.coo_tocsr(*rc, np.ones(2, np.clongdouble), 3, 1)
     with pytest.raises(ValueError, match="nonnegative"):
         _csr_tools.coo_tocsr(*rc, np.ones(2), -1, 1)
+
+
+def test_coo_uint64_coordinates_give_scipy_s_product(rng):
+    """scipy's own product rejects uint64 coordinates ("unsupported data types in input",
+    naming nothing); the vector takes the kernels' path, which converts them."""
+    S = sp.coo_array(_base(rng))
+    ref = S @ np.arange(8.0)
+    S.coords = tuple(c.astype(np.uint64) for c in S.coords)
+    np.testing.assert_allclose(sparse_matmul(S, np.arange(8.0)), ref, rtol=1e-13)
+    np.testing.assert_allclose(sparse_matmul(np.arange(12.0), S), np.arange(12.0) @ S.tocsr(),
+                               rtol=1e-13)
+
+
+def test_coo_tocsr_while_another_thread_writes_the_coordinates():
+    """coo_tocsr reads the coordinates twice without the GIL. A thread that changes them
+    in between (here a row index between 5 and 10**12) made the second pass write out of
+    bounds (a segfault in a review's reproducer); now it reads each once, and the call
+    returns a code or arrays that are a valid CSR structure, never indices out of
+    range."""
+    import threading
+    n, m = 200_000, 1000
+    row = np.random.default_rng(0).integers(0, m, n)
+    col, data = row.copy(), np.ones(n)
+    stop = threading.Event()
+
+    def writer():
+        while not stop.is_set():
+            row[n // 2] = 10**12
+            row[n // 2] = 5
+
+    t = threading.Thread(target=writer)
+    t.start()
+    codes = set()
+    try:
+        for _ in range(100):
+            code, indptr, indices, _values = _csr_tools.coo_tocsr(row, col, data, m, m)
+            codes.add(code)
+            if code == _csr_tools.COO_OK:
+                assert indptr[0] == 0 and indptr[-1] == n and (np.diff(indptr) >= 0).all()
+                assert indices.min() >= 0 and indices.max() < m
+    finally:
+        stop.set()
+        t.join()
+    assert codes <= {_csr_tools.COO_OK, _csr_tools.COO_BAD_ROW}
 
 
 def test_coo_uint64_coordinates_beyond_int64_are_rejected(rng):

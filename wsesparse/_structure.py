@@ -37,6 +37,13 @@ def _in_range(arr: np.ndarray, bound: int, name: str, fmt: str, what: str) -> No
 
 
 def _check_coo(S, name: str) -> None:
+    if len(S.coords) != len(S.shape):
+        # (scipy's 2-D product takes the last two arrays of coords unchecked)
+        raise ValueError(f"{name} (coo) has a corrupt structure: {len(S.coords)} coordinate "
+                         f"arrays for {len(S.shape)} dimensions")
+    if np.ndim(S.data) != 1:
+        raise ValueError(f"{name} (coo) has a corrupt structure: data must be 1-D, got shape "
+                         f"{np.shape(S.data)}")
     if len(S.shape) == 2:
         row, col = _coo_coords(S, name)
         _raise_coo_code(_csr_tools.coo_check(row, col, *S.shape), S.shape, name)
@@ -58,7 +65,9 @@ def _coo_index(idx, n: int, name: str, what: str) -> np.ndarray:
 def _coo_coords(S, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``(row, col)`` of a 2-D COO operand, of one index type ``_csr_tools``' COO functions
     take (int32 where both are, else int64: uint64 values beyond int64 wrap negative and
-    fail the range check), after the checks of their types and lengths."""
+    fail the range check), after the checks of their number, types and lengths."""
+    if len(S.coords) != 2 or np.ndim(S.data) != 1:
+        _check_coo(S, name)  # (raises)
     n = len(S.data)
     row, col = (_coo_index(idx, n, name, what) for idx, what in zip(S.coords, ("row", "col")))
     itype = np.int32 if row.dtype == col.dtype == np.int32 else np.int64
@@ -186,17 +195,18 @@ def coo_csr_arrays(S, name: str, transpose: bool = False) -> tuple:
     if transpose:
         row, col = col, row
     data = np.asarray(S.data)
-    if data.dtype.kind in "biufc" and data.dtype.itemsize in (1, 2, 4, 8, 16):
+    fast = data.dtype.kind in "biufc" and data.dtype.itemsize in (1, 2, 4, 8, 16)
+    if fast:
         code, indptr, indices, values = _csr_tools.coo_tocsr(
             row, col, np.ascontiguousarray(data), *shape)
-        if code:
-            # (the code is about the transposed coordinates: name them as S has them)
-            flipped = {_csr_tools.COO_BAD_ROW: _csr_tools.COO_BAD_COL,
-                       _csr_tools.COO_BAD_COL: _csr_tools.COO_BAD_ROW}
-            _raise_coo_code(flipped[code] if transpose else code, S.shape, name)
+    else:  # other value types (long double complex, ...): numpy's stable sort, after the check
+        code = _csr_tools.coo_check(row, col, *shape)
+    if code and transpose:  # (a code about the transposed coordinates: name S's own axis)
+        code = {_csr_tools.COO_BAD_ROW: _csr_tools.COO_BAD_COL,
+                _csr_tools.COO_BAD_COL: _csr_tools.COO_BAD_ROW}[code]
+    _raise_coo_code(code, S.shape, name)
+    if fast:
         return indptr, indices, values
-    # Other value types (long double complex, ...): numpy's stable sort, after the check.
-    _raise_coo_code(_csr_tools.coo_check(row, col, *shape), shape, name)
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(row, minlength=shape[0]), out=indptr[1:])
     order = np.argsort(row, kind="stable")

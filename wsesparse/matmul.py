@@ -99,6 +99,8 @@ def _vector_via_scipy(S, D: np.ndarray, transpose: bool) -> bool:
         return False
     if D.ndim == 2 and D.shape[0 if transpose else 1] != 1:
         return False
+    if fmt == "coo":  # (scipy's product rejects uint64 coordinates; the kernels take them)
+        return all(np.asarray(c).dtype != np.uint64 for c in S.coords)
     return fmt != "dia" or bool(np.isfinite(D).all())
 
 
@@ -258,7 +260,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
             return y
     elif (type(A) in _SCIPY_AS_STORED_TYPES and type(B) is np.ndarray and out is None
           and method == "auto"):
-        y = _fast_scipy_vector(A, B)
+        y = _fast_scipy_vector(A, B, n_threads)
         if y is not None:
             return y
     if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
@@ -522,19 +524,22 @@ def _values_as(S, dtype: np.dtype) -> np.ndarray:
     return data
 
 
-def _fast_scipy_vector(A, x: np.ndarray) -> np.ndarray | None:
+def _fast_scipy_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | None:
     """``A @ x`` for a scipy COO, DIA or BSR matrix/array ``A`` (exactly those classes) and
     a 1-D ``x``, both of kernel dtypes, A with rows and columns: scipy's own product after
     the structure check, as the general path decides it (``_vector_via_scipy``: DIA only
     with a finite x), without the general path's checks and dispatch, about 10 us a call
     (a 1,000-row tridiagonal DIA took 39 us against scipy's 9; docs/tuning.md, "Other
-    formats with one vector"). None: the general path."""
+    formats with one vector"). None: the general path. ``n_threads`` is only validated
+    (scipy's product runs on one thread)."""
     shape = A.shape
     if (len(shape) != 2 or x.ndim != 1 or x.shape[0] != shape[1] or 0 in shape
             or A.dtype.char not in "fdFD" or x.dtype.char not in "fdFD"):
         return None
     if not _vector_via_scipy(A, x, False):  # (its rule: DIA only with a finite x)
         return None
+    if n_threads is not None:
+        resolve_n_threads(n_threads)  # (validated on every path)
     if shape[0] * 16 >= CHECK_MIN_BYTES:  # (16: the widest kernel dtype)
         check_array_allocation(shape[:1], result_dtype(A.dtype, x.dtype),
                                "the result of sparse_matmul")
