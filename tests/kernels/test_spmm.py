@@ -954,16 +954,20 @@ def test_one_shot_spmv_finds_a_bad_index_in_a_gathered_row(dtype, itype, n_cols)
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-def test_one_shot_spmv_finds_a_bad_index_anywhere_in_a_long_row(dtype, itype):
+@pytest.mark.parametrize("neighbours", [(3, 40), (45, 80)], ids=["short", "long"])
+def test_one_shot_spmv_finds_a_bad_index_anywhere_in_a_long_row(dtype, itype, neighbours):
     """Long rows take the checked vector steps, float32 ones with int32 indices 32
-    indices a check where the build does (WS_VROW_CHK32, AVX2 and AVX-512): a bad index
-    at every position of rows of 31 to 130 nonzeros is found, whatever its value, and a
-    valid row gives the prepared (unchecked) product's bits (``method="sparse"``: at this
-    density a prepared operand's vector product may go to dense BLAS)."""
+    indices a check where the build does (WS_VROW_CHK32, AVX2 and AVX-512), then 16 and 8
+    (WS_OORV2, WS_OORV1): a bad index at every position of rows of 8 to 130 nonzeros is
+    found, whatever its value, and a valid row gives the prepared (unchecked) product's
+    bits (``method="sparse"``: at this density a prepared operand's vector product may go
+    to dense BLAS). Between short rows the part is checked by blocks for most lengths;
+    between long ones (at least WS_SPMV_CHK_LOOP_NNZ_float = 40 a row on average) in
+    the row loops, which a review found no bad index had reached at 16 or 8 a step."""
     n_cols = 200
     rng = np.random.default_rng(3)
-    for length in (31, 32, 33, 63, 64, 65, 100, 130):
-        lengths = np.array([3, length, 40])
+    for length in (8, 16, 24, 31, 32, 33, 48, 56, 63, 64, 65, 100, 130):
+        lengths = np.array([neighbours[0], length, neighbours[1]])
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
         indices = rng.integers(0, n_cols, indptr[-1]).astype(itype)
         data = rng.standard_normal(indptr[-1]).astype(dtype)
