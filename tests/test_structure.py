@@ -108,6 +108,33 @@ def test_corrupt_other_formats_csr_and_sparse_at_sparse(rng, how):
         sparse_matmul(S, random_sparse(rng, 8, 5, 0.5))
 
 
+@pytest.mark.parametrize("loops", ["scipy", "python"])
+def test_lil_column_indices(rng, loops, monkeypatch):
+    """A LIL's columns are checked through scipy's own LIL loops where they take the lists
+    (a float index converts there as in scipy's product: 1.5 -> 1, the same result), else
+    in Python (which rejects a float); NaN, a string or an int beyond int64 are a TypeError
+    naming the operand either way, never scipy's unnamed ValueError or OverflowError."""
+    import wsesparse._structure as structure
+    if loops == "python":
+        monkeypatch.setattr(structure, "_lil_tools", None)
+    x = np.arange(8.0)
+    for bad in ([float("nan")], ["a"], [2**70]):
+        S = sp.lil_array(_base(rng))
+        S.rows[0], S.data[0] = bad, [1.0]
+        with pytest.raises(TypeError, match=r"^A \(lil\) has a corrupt structure"):
+            sparse_matmul(S, x)
+    S = sp.lil_array(_base(rng))
+    S.rows[0], S.data[0] = [1.5], [2.0]
+    if loops == "scipy":
+        np.testing.assert_array_equal(sparse_matmul(S, x), S @ x)
+    else:
+        with pytest.raises(TypeError, match=r"^A \(lil\) has a corrupt structure"):
+            sparse_matmul(S, x)
+    for how in ("lil_col_big", "lil_length_mismatch"):
+        with pytest.raises(ValueError, match=r"^A \(lil\) has a corrupt structure"):
+            sparse_matmul(corrupt_other(_base(rng), how), x)
+
+
 @pytest.mark.parametrize("fmt", ["coo", "bsr", "dia", "lil", "dok"])
 def test_valid_other_formats_still_pass(rng, fmt):
     """The structure checks accept every valid matrix (incl. duplicates in COO)."""
