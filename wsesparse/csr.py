@@ -360,7 +360,7 @@ class CSR(LinearOperator):
     def _all_finite(self) -> bool:
         """Whether every stored value is finite (computed once, like the dense copy)."""
         if self._finite is None:
-            self._finite = bool(np.isfinite(self.data[:self.nnz]).all())
+            self._finite = _csr_tools.all_finite(self.data[:self.nnz])
         return self._finite
 
     def _densified(self, dtype: np.dtype, keep: bool) -> np.ndarray:

@@ -18,7 +18,7 @@ from wsesparse._hardware import HardwareProfile, available_cores
 from wsesparse._outputs import empty_output
 from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
 from wsesparse._threads import resolve_n_threads
-from wsesparse._kernels import _scatter, _spmm
+from wsesparse._kernels import _csr_tools, _scatter, _spmm
 from wsesparse.csr import CSR
 
 Method = Literal["auto", "sparse", "dense"]
@@ -101,7 +101,7 @@ def _vector_via_scipy(S, D: np.ndarray, transpose: bool) -> bool:
         return False
     if fmt == "coo":  # (scipy's product rejects uint64 coordinates; the kernels take them)
         return all(np.asarray(c).dtype != np.uint64 for c in S.coords)
-    return fmt != "dia" or bool(np.isfinite(D).all())
+    return fmt != "dia" or _csr_tools.all_finite(D)  # (4.5 -> 0.3 us at 1,000 entries)
 
 
 def _check_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -144,7 +144,7 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
             # BLAS would turn 0 * inf into nan everywhere. And BLAS's complex
             # arithmetic places nan/inf differently from scipy's when A
             # stores infinities, so A must be finite too.
-            and bool(np.isfinite(X).all())
+            and _csr_tools.all_finite(X)
             and S._all_finite()
             # A dense copy of A that does not fit in memory: stay sparse.
             and fits_in_memory(dense_bytes))

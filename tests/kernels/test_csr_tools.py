@@ -213,3 +213,31 @@ def test_dense_dispatch_of_a_changed_operand_raises():
     A.indices[7] = 30
     with pytest.raises(ValueError, match="negative or not below 30"):
         sparse_matmul(W, np.ones((30, 4)), method="dense")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=str)
+def test_all_finite_matches_numpy(dtype):
+    """``all_finite`` is ``np.isfinite(x).all()``: inf, -inf and NaN anywhere (either part of
+    a complex; NaNs with other payloads; the last entry of an odd length), for 0-D to 2-D
+    arrays; strided, byte-swapped and integer arrays go to numpy."""
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 7, 8, 33, 1001):
+        x = (rng.standard_normal(n) * 1e30).astype(dtype)
+        assert _csr_tools.all_finite(x) is True
+        real = np.finfo(dtype).dtype
+        bits = (np.uint32(0x7FC12345) if real == np.float32
+                else np.uint64(0x7FF0000000000001))  # (a NaN with another payload)
+        nan2 = bits.view(real)
+        for pos in {0, n // 2, n - 1} if n else ():
+            for v in (np.inf, -np.inf, np.nan, nan2):
+                y = x.copy()
+                y.view(real).reshape(-1, 2 if y.dtype.kind == "c" else 1)[pos, -1] = v
+                assert not np.isfinite(y).all()
+                assert _csr_tools.all_finite(y) is False
+    X = rng.standard_normal((5, 4)).astype(dtype)
+    assert _csr_tools.all_finite(X) and _csr_tools.all_finite(np.asarray(X[0, 0]))
+    X[4, 3] = np.inf
+    assert not _csr_tools.all_finite(X)
+    assert not _csr_tools.all_finite(X[:, 3])             # (strided: numpy)
+    assert not _csr_tools.all_finite(X.astype(X.dtype.newbyteorder()))
+    assert _csr_tools.all_finite(np.arange(3)) and _csr_tools.all_finite(np.zeros(2, np.float16))
