@@ -67,14 +67,23 @@ def _coo_index(idx, n: int, name: str, what: str) -> np.ndarray:
     return idx
 
 
+_COO_ITYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
 def _coo_coords(S, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``(row, col)`` of a 2-D COO operand, of one index type ``_csr_tools``' COO functions
     take (int32 where both are, else int64: uint64 values beyond int64 wrap negative and
     fail the range check), after the checks of their number, types and lengths."""
-    if len(S.coords) != 2 or np.ndim(S.data) != 1:
+    coords, data = S.coords, S.data
+    if len(coords) != 2 or np.ndim(data) != 1:
         _check_coo(S, name)  # (raises)
-    n = len(S.data)
-    row, col = (_coo_index(idx, n, name, what) for idx, what in zip(S.coords, ("row", "col")))
+    row, col = coords
+    n = len(data)
+    if (type(row) is np.ndarray and type(col) is np.ndarray and row.dtype == col.dtype
+            and row.dtype in _COO_ITYPES and row.shape == col.shape == (n,)
+            and row.flags.c_contiguous and col.flags.c_contiguous):
+        return row, col  # (what scipy builds: 2.4 -> 0.8 us a call)
+    row, col = (_coo_index(idx, n, name, what) for idx, what in zip(coords, ("row", "col")))
     itype = np.int32 if row.dtype == col.dtype == np.int32 else np.int64
     return np.ascontiguousarray(row, dtype=itype), np.ascontiguousarray(col, dtype=itype)
 
