@@ -1,8 +1,8 @@
 # cython: language_level=3
 """CSR tools: the structure check (csr_check), transpositions of a CSR
 operand (csr_transpose) and of a dense one (transpose_into), conversion
-to dense (densify_into), the COO check and conversion (coo_check, coo_tocsr), and a
-test for inf and NaN (all_finite).
+to dense (densify_into), the COO check and conversion (coo_check, coo_tocsr), the LIL
+check (lil_check), and a test for inf and NaN (all_finite).
 
 Arguments are validated here or by the Python layer, as each docstring says;
 bounds checks are off (see setup.py).
@@ -14,6 +14,9 @@ from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.ref cimport PyObject
 
 from _codes cimport (WS_CSR_OK, WS_CSR_BAD_START, WS_CSR_DECREASING, WS_CSR_SHORT,
                      WS_CSR_BAD_INDEX)
@@ -304,7 +307,8 @@ cdef int _coords_type(cnp.ndarray row, cnp.ndarray col) except -1:
     return t
 
 
-def coo_check(cnp.ndarray row, cnp.ndarray col, Py_ssize_t n_rows, Py_ssize_t n_cols):
+def coo_check(cnp.ndarray row not None, cnp.ndarray col not None, Py_ssize_t n_rows,
+              Py_ssize_t n_cols):
     """``COO_OK`` (0) if every ``row`` index lies in ``[0, n_rows)`` and every ``col`` index
     in ``[0, n_cols)``; else ``COO_BAD_ROW`` (1) if a row index does not, or
     ``COO_BAD_COL`` (2). ``row`` and ``col``: C-contiguous 1-D arrays of one length, both int32 or
@@ -322,8 +326,8 @@ def coo_check(cnp.ndarray row, cnp.ndarray col, Py_ssize_t n_rows, Py_ssize_t n_
     return code
 
 
-def coo_tocsr(cnp.ndarray row, cnp.ndarray col, cnp.ndarray data, Py_ssize_t n_rows,
-              Py_ssize_t n_cols):
+def coo_tocsr(cnp.ndarray row not None, cnp.ndarray col not None, cnp.ndarray data not None,
+              Py_ssize_t n_rows, Py_ssize_t n_cols):
     """``(code, indptr, indices, values)``: the CSR arrays of the COO entries ``(row[k],
     col[k], data[k])``, each row's entries in storage order, duplicates kept (scipy's
     ``tocsr`` sums them), values moved bit for bit (any dtype of 1, 2, 4, 8 or 16 bytes,
@@ -519,17 +523,18 @@ cdef bint _nonfinite64(const uint64_t* u, Py_ssize_t n) noexcept nogil:
     return bad != 0
 
 
-def all_finite(cnp.ndarray x):
-    """``np.isfinite(x).all()`` for a C-contiguous array of float32, float64, complex64 or
-    complex128 in native byte order (both parts of a complex), in one pass without the
-    boolean temporary: 4.5 us of numpy's for 1,000 entries, about 60 for 100,000 (2-core
-    Zen 3), where it decides whether scipy's DIA product may take a vector. Other arrays
-    go to numpy."""
+def all_finite(cnp.ndarray x not None):
+    """``np.isfinite(x).all()`` for a C-contiguous, aligned array of float32, float64,
+    complex64 or complex128 in native byte order (both parts of a complex), in one pass
+    without the boolean temporary: 4.5 us of numpy's for 1,000 entries, about 60 for
+    100,000 (2-core Zen 3), where it decides whether scipy's DIA product may take a
+    vector. Other arrays go to numpy."""
     cdef int t = cnp.PyArray_TYPE(x)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(x)
     cdef void* p = cnp.PyArray_DATA(x)
     cdef bint bad
     if (not cnp.PyArray_IS_C_CONTIGUOUS(x) or not cnp.PyArray_ISNOTSWAPPED(x)
+            or not cnp.PyArray_ISALIGNED(x)
             or t not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE, cnp.NPY_CFLOAT, cnp.NPY_CDOUBLE)):
         import numpy as np
         return bool(np.isfinite(x).all())
@@ -541,3 +546,50 @@ def all_finite(cnp.ndarray x):
         else:
             bad = _nonfinite64(<uint64_t*>p, n)
     return not bad
+
+
+# Return codes of lil_check.
+LIL_OK = 0
+LIL_BAD_COL = 1
+LIL_LENGTHS = 2
+LIL_OTHER = 3
+
+
+def lil_check(object rows, object data, Py_ssize_t n_cols):
+    """The structure check of a LIL matrix's ``rows`` and ``data`` (object arrays of one
+    list per row): ``LIL_OK`` if every ``rows[i]`` is a list of Python ints in ``[0,
+    n_cols)`` as long as the list ``data[i]``; ``LIL_LENGTHS`` at the first row whose
+    lists differ in length; ``LIL_BAD_COL`` at the first index out of range; ``LIL_OTHER``
+    for anything else (other containers or index types), which the caller checks in
+    Python. One pass in C that runs no Python code (exact lists and ints only), so no
+    other thread can change the lists meanwhile: scipy's ``lil_get_lengths`` then
+    ``lil_flatten_to_array`` could be raced into writing past their buffer (a review). A
+    1,000-row LIL of 10 a row: 0.55 ms in the Python check (2-core Zen 3)."""
+    import numpy as np
+    if (type(rows) is not np.ndarray or type(data) is not np.ndarray
+            or rows.dtype != object or data.dtype != object or rows.ndim != 1
+            or data.ndim != 1 or rows.shape[0] != data.shape[0]):
+        return LIL_OTHER
+    cdef object[:] rv = rows
+    cdef object[:] dv = data
+    cdef Py_ssize_t i, j, n
+    cdef object r, d
+    cdef PyObject* x
+    cdef long long v
+    cdef int overflow
+    for i in range(rv.shape[0]):
+        r = rv[i]
+        d = dv[i]
+        if type(r) is not list or type(d) is not list:
+            return LIL_OTHER
+        n = PyList_GET_SIZE(r)
+        if n != PyList_GET_SIZE(d):
+            return LIL_LENGTHS
+        for j in range(n):
+            x = PyList_GET_ITEM(r, j)
+            if not PyLong_CheckExact(<object>x):
+                return LIL_OTHER
+            v = PyLong_AsLongLongAndOverflow(<object>x, &overflow)
+            if overflow or v < 0 or v >= n_cols:
+                return LIL_BAD_COL
+    return LIL_OK

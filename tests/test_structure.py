@@ -108,31 +108,65 @@ def test_corrupt_other_formats_csr_and_sparse_at_sparse(rng, how):
         sparse_matmul(S, random_sparse(rng, 8, 5, 0.5))
 
 
-@pytest.mark.parametrize("loops", ["scipy", "python"])
-def test_lil_column_indices(rng, loops, monkeypatch):
-    """A LIL's columns are checked through scipy's own LIL loops where they take the lists
-    (a float index converts there as in scipy's product: 1.5 -> 1, the same result), else
-    in Python (which rejects a float); NaN, a string or an int beyond int64 are a TypeError
-    naming the operand either way, never scipy's unnamed ValueError or OverflowError."""
-    import wsesparse._structure as structure
-    if loops == "python":
-        monkeypatch.setattr(structure, "_lil_tools", None)
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("check", ["C", "python"])
+def test_lil_column_indices(rng, check, side, monkeypatch):
+    """A LIL's lists are checked in one pass in C where they are what scipy builds (lists
+    of Python ints), else in Python: either way a float, NaN, a string or an object that
+    changes the lists as it converts is a TypeError naming the operand (scipy's own LIL
+    loops, tried first, let a row grown meanwhile overflow their buffer: a review); an
+    index out of range (also beyond int64) or lists of two lengths a ValueError (the
+    Python check calls an int beyond int64 a type error)."""
+    if check == "python":
+        monkeypatch.setattr(_csr_tools, "lil_check", lambda *a: _csr_tools.LIL_OTHER)
+    name = "A" if side == "left" else "B"
+
+    def corrupt(bad_rows, bad_data):
+        S = sp.lil_array(_base(rng) if side == "left" else _base(rng).T)
+        S.rows[0], S.data[0] = bad_rows, bad_data
+        return S
+
+    def product(S):
+        if side == "left":
+            return sparse_matmul(S, np.arange(S.shape[1] * 1.0))
+        return sparse_matmul(np.arange(S.shape[0] * 1.0), S)
+
+    class Grows:  # (changes the lists when it is converted)
+        def __index__(self):
+            S.rows[1].extend([2] * 1000)
+            S.data[1].extend([1.0] * 1000)
+            return 1
+
+        __int__ = __index__
+
+    for bad in ([1.5], [float("nan")], ["a"], [Grows()]):
+        S = corrupt(bad, [1.0])
+        with pytest.raises(TypeError, match=rf"^{name} \(lil\) has a corrupt structure"):
+            product(S)
+    S = corrupt([2**70], [1.0])
+    with pytest.raises((TypeError, ValueError),
+                       match=rf"^{name} \(lil\) has a corrupt structure"):
+        product(S)
+    for bad_rows, bad_data in (([0, 99], [1.0, 1.0]), ([-1], [1.0]), ([0, 1], [1.0])):
+        with pytest.raises(ValueError, match=rf"^{name} \(lil\) has a corrupt structure"):
+            product(corrupt(bad_rows, bad_data))
+    S = sp.lil_array(np.eye(3))
+    S.rows = S.rows.reshape(3, 1)  # (not a 1-D object array)
+    with pytest.raises((TypeError, ValueError), match=r"^B \(lil\) has a corrupt structure"):
+        sparse_matmul(np.ones(3), S)
+
+
+def test_coo_coordinates_of_equal_int64_types(rng):
+    """longlong coordinates (on Linux another dtype equal to int64, which the C functions
+    refused) and byte-swapped ones give scipy's product."""
+    S = sp.coo_array(_base(rng))
     x = np.arange(8.0)
-    for bad in ([float("nan")], ["a"], [2**70]):
-        S = sp.lil_array(_base(rng))
-        S.rows[0], S.data[0] = bad, [1.0]
-        with pytest.raises(TypeError, match=r"^A \(lil\) has a corrupt structure"):
-            sparse_matmul(S, x)
-    S = sp.lil_array(_base(rng))
-    S.rows[0], S.data[0] = [1.5], [2.0]
-    if loops == "scipy":
-        np.testing.assert_array_equal(sparse_matmul(S, x), S @ x)
-    else:
-        with pytest.raises(TypeError, match=r"^A \(lil\) has a corrupt structure"):
-            sparse_matmul(S, x)
-    for how in ("lil_col_big", "lil_length_mismatch"):
-        with pytest.raises(ValueError, match=r"^A \(lil\) has a corrupt structure"):
-            sparse_matmul(corrupt_other(_base(rng), how), x)
+    ref = S @ x
+    for t in (np.longlong, np.dtype(">i4"), np.dtype(">i8")):
+        S.coords = tuple(c.astype(t) for c in S.coords)
+        np.testing.assert_allclose(sparse_matmul(S, x), ref, rtol=1e-13)
+        np.testing.assert_allclose(sparse_matmul(S, np.ones((8, 3))), S.tocsr() @ np.ones((8, 3)))
+        np.testing.assert_allclose(CSR(S).to_scipy() @ x, ref, rtol=1e-13)
 
 
 @pytest.mark.parametrize("fmt", ["coo", "bsr", "dia", "lil", "dok"])

@@ -116,7 +116,7 @@ BAD_N_THREADS = [(0, ValueError), (-1, ValueError), (-8, ValueError), (1.5, Type
 
 @pytest.mark.parametrize("value,exc", BAD_N_THREADS, ids=repr)
 @pytest.mark.parametrize("case", ["kernel", "gemv", "dense", "int", "empty", "sparse_sparse",
-                                  "csr_operand", "coo_vector", "dia_vector"])
+                                  "csr_operand", "coo_vector", "dia_vector", "bsr_vector"])
 def test_bad_n_threads(rng, value, exc, case):
     """Invalid n_threads is rejected on every path, naming the argument, even where no
     OpenMP kernel would run (integer dtypes, nnz = 0, dense BLAS, sparse @ sparse)."""
@@ -129,6 +129,7 @@ def test_bad_n_threads(rng, value, exc, case):
         "csr_operand": (X.T, CSR(A.T)),
         # (scipy's own vector products of these formats: no kernel, no thread)
         "coo_vector": (sp.coo_array(A), X[:, 0]), "dia_vector": (sp.dia_array(A), X[:, 0]),
+        "bsr_vector": (sp.bsr_array(A, blocksize=(2, 2)), X[:, 0]),
     }[case]
     kw = {"method": "dense"} if case == "dense" else {}
     with pytest.raises(exc, match="n_threads must be a positive int or None"):

@@ -230,10 +230,11 @@ def test_all_finite_matches_numpy(dtype):
         nan2 = bits.view(real)
         for pos in {0, n // 2, n - 1} if n else ():
             for v in (np.inf, -np.inf, np.nan, nan2):
-                y = x.copy()
-                y.view(real).reshape(-1, 2 if y.dtype.kind == "c" else 1)[pos, -1] = v
-                assert not np.isfinite(y).all()
-                assert _csr_tools.all_finite(y) is False
+                for part in range(2 if x.dtype.kind == "c" else 1):
+                    y = x.copy()
+                    y.view(real).reshape(-1, 2 if y.dtype.kind == "c" else 1)[pos, part] = v
+                    assert not np.isfinite(y).all()
+                    assert _csr_tools.all_finite(y) is False
     X = rng.standard_normal((5, 4)).astype(dtype)
     assert _csr_tools.all_finite(X) and _csr_tools.all_finite(np.asarray(X[0, 0]))
     X[4, 3] = np.inf
@@ -241,3 +242,8 @@ def test_all_finite_matches_numpy(dtype):
     assert not _csr_tools.all_finite(X[:, 3])             # (strided: numpy)
     assert not _csr_tools.all_finite(X.astype(X.dtype.newbyteorder()))
     assert _csr_tools.all_finite(np.arange(3)) and _csr_tools.all_finite(np.zeros(2, np.float16))
+    buf = np.zeros(8 * 5 + 1, np.uint8)
+    odd = np.frombuffer(buf.data, np.float64, count=5, offset=1)  # (misaligned: numpy's)
+    assert _csr_tools.all_finite(odd)
+    with pytest.raises(TypeError):
+        _csr_tools.all_finite(None)
