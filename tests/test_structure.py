@@ -156,6 +156,29 @@ def test_lil_column_indices(rng, check, side, monkeypatch):
         sparse_matmul(np.ones(3), S)
 
 
+def test_lil_lists_of_other_types(rng):
+    """rows / data other than scipy's 1-D object arrays of lists (a tuple, an ndarray, a
+    list subclass or None as a row, a Python list of rows) passed the check and then failed
+    in scipy's ``tocsr`` with an unnamed TypeError ("Expected list, got tuple"); now a
+    TypeError naming the operand. numpy integers as indices still give scipy's product."""
+    class Sub(list):
+        pass
+
+    for what, bad in (("rows", (0,)), ("rows", np.array([0])), ("rows", Sub([0])),
+                      ("rows", None), ("data", (1.0,))):
+        S = sp.lil_array(np.eye(3))
+        getattr(S, what)[0] = bad
+        with pytest.raises(TypeError, match=rf"^A \(lil\) has a corrupt structure: {what}"):
+            sparse_matmul(S, np.arange(3.0))
+    S = sp.lil_array(np.eye(3))
+    S.rows = [list(r) for r in S.rows]
+    with pytest.raises(TypeError, match=r"rows must be a 1-D object array of lists"):
+        CSR(S)
+    S = sp.lil_array(np.eye(3))
+    S.rows[0] = [np.int64(0)]
+    np.testing.assert_array_equal(sparse_matmul(S, np.arange(3.0)), np.arange(3.0))
+
+
 def test_coo_coordinates_of_equal_int64_types(rng):
     """longlong coordinates (on Linux another dtype equal to int64, which the C functions
     refused) and byte-swapped ones give scipy's product."""

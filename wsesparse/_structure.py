@@ -19,6 +19,7 @@ import itertools
 import numpy as np
 import scipy.sparse as sp
 
+from wsesparse._checks import describe
 from wsesparse._kernels import _csr_tools
 
 
@@ -133,6 +134,11 @@ def _check_dia(S, name: str) -> None:
 def _check_lil(S, name: str) -> None:
     M, N = S.shape
     rows, data = S.rows, S.data
+    for what, lists in (("rows", rows), ("data", data)):
+        # (what scipy's tocsr takes; else its own unnamed TypeError after the check)
+        if not (type(lists) is np.ndarray and lists.dtype == object and lists.ndim == 1):
+            raise TypeError(f"{name} (lil) has a corrupt structure: {what} must be a 1-D "
+                            f"object array of lists, got {describe(lists)}")
     if len(rows) != M or len(data) != M:
         raise ValueError(f"{name} (lil) has a corrupt structure: rows and data must have "
                          f"{M} entries, got {len(rows)} and {len(data)}")
@@ -143,6 +149,11 @@ def _check_lil(S, name: str) -> None:
     if code == _csr_tools.LIL_BAD_COL:
         raise ValueError(f"{name} (lil) has a corrupt structure: a column index is negative "
                          f"or not below {N}")
+    for what, lists in (("rows", rows), ("data", data)):
+        for x in lists:
+            if type(x) is not list:
+                raise TypeError(f"{name} (lil) has a corrupt structure: {what}[i] must be a "
+                                f"list, got {type(x).__name__} for some i")
     if code != _csr_tools.LIL_LENGTHS:
         lens = np.fromiter(map(len, rows), dtype=np.int64, count=M)
         dlens = np.fromiter(map(len, data), dtype=np.int64, count=M)
