@@ -3,8 +3,7 @@ sparse tests) with ``wsesparse.accelerate`` switched on from start to end.
 
 Load it with ``-p accelerate_scipy_plugin`` (this directory on ``PYTHONPATH``).
 At the end it writes to the file named by ``WSESPARSE_ACCELERATE_REPORT`` a
-JSON object: ``calls`` (products the hooks sent to ``sparse_matmul`` or straight to its
-fast path ``_fast_product``),
+JSON object: ``calls`` (products the hooks sent to ``sparse_matmul``),
 ``routed_tests`` (tests that sent at least one), ``enabled_at_end`` (the switch
 was still on after the last test) and ``restored`` (off again after disable).
 """
@@ -22,31 +21,20 @@ import wsesparse.accelerate as acc
 _lock = threading.Lock()  # products may run in threads
 _calls = 0
 _routed: list[str] = []
-_original = _original_fast = None
-
-
-def _count() -> None:
-    global _calls
-    with _lock:
-        _calls += 1
+_original = None
 
 
 def pytest_configure(config):
-    global _original, _original_fast
-    _original, _original_fast = acc.sparse_matmul, acc._fast_product
+    global _original
+    _original = acc.sparse_matmul
 
     def counting(*args, **kwargs):
-        _count()
+        global _calls
+        with _lock:
+            _calls += 1
         return _original(*args, **kwargs)
 
-    def counting_fast(*args):
-        y = _original_fast(*args)
-        if y is not None:
-            _count()
-        return y
-
-    # (the hooks look the names up on every call)
-    acc.sparse_matmul, acc._fast_product = counting, counting_fast
+    acc.sparse_matmul = counting  # the hooks look the name up on every call
     acc.enable()
 
 
@@ -61,7 +49,7 @@ def pytest_runtest_call(item):
 def pytest_unconfigure(config):
     enabled = acc.is_enabled()
     acc.disable()
-    acc.sparse_matmul, acc._fast_product = _original, _original_fast
+    acc.sparse_matmul = _original
     report = {"calls": _calls, "routed_tests": len(_routed), "enabled_at_end": enabled,
               "restored": not acc.is_enabled()}
     with open(os.environ["WSESPARSE_ACCELERATE_REPORT"], "w") as f:

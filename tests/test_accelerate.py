@@ -2,8 +2,7 @@
 
 Every product is compared with scipy's (the switch off): same type, dtype and
 shape, values to rounding (the kernels sum in another order, with FMAs); the
-routing is seen through a spy on ``wsesparse.accelerate.sparse_matmul`` (and
-``_fast_product``, which the hooks call first for a scipy CSR of x's dtype); and
+routing is seen through a spy on ``wsesparse.accelerate.sparse_matmul``; and
 scipy's classes are compared attribute by attribute (``is``) before and after.
 """
 
@@ -73,23 +72,15 @@ def _scipy_left_as_it_was():
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the products the hooks send to ``sparse_matmul`` (or straight to its fast
-    path, ``_fast_product``, where that takes them)."""
+    """Counts the products the hooks send to ``sparse_matmul``."""
     calls = []
-    real, real_fast = accelerate.sparse_matmul, accelerate._fast_product
+    real = accelerate.sparse_matmul
 
     def counting(A, B, **kw):
         calls.append((type(A), getattr(B, "shape", None)))
         return real(A, B, **kw)
 
-    def counting_fast(A, B, *args):
-        y = real_fast(A, B, *args)
-        if y is not None:
-            calls.append((type(A), getattr(B, "shape", None)))
-        return y
-
     monkeypatch.setattr(accelerate, "sparse_matmul", counting)
-    monkeypatch.setattr(accelerate, "_fast_product", counting_fast)
     return calls
 
 

@@ -61,7 +61,7 @@ import numpy as np
 from wsesparse import _blas, _blas_share
 from wsesparse._checks import KERNEL_DTYPES, check_int, result_dtype
 from wsesparse._interrupts import deferred, finish
-from wsesparse.matmul import _FAST_CSR_TYPES, _fast_product, sparse_matmul
+from wsesparse.matmul import sparse_matmul
 
 __all__ = ["accelerated", "enable", "disable", "is_enabled"]
 
@@ -135,21 +135,15 @@ def _hook(original):
     def method(self, other):
         if type(other) is np.ndarray and self.ndim == 2:
             dtype = other.dtype
-            # The commonest call, a scipy CSR times an array of its own kernel dtype, goes
-            # straight to sparse_matmul's fast path: the promotion and the call in between
-            # cost about 1 us of a 100-row product's 10 (docs/accelerate.md, "Small products").
-            fast = (dtype is self.data.dtype and dtype.char in "fdFD"
-                    and type(self) in _FAST_CSR_TYPES)
             try:
-                routed = fast or result_dtype(self.dtype, dtype) in KERNEL_DTYPES
+                # (the commonest call, an array of the matrix's own kernel dtype, without
+                # the promotion rule: docs/accelerate.md, "Overhead")
+                routed = ((dtype is self.data.dtype and dtype.char in "fdFD")
+                          or result_dtype(self.dtype, dtype) in KERNEL_DTYPES)
             except TypeError:  # no sparse dtype holds it: scipy words the error
                 routed = False
             if routed:
                 try:
-                    if fast:
-                        y = _fast_product(self, other, None)
-                        if y is not None:
-                            return y
                     return sparse_matmul(self, other)
                 except TypeError as exc:
                     # Only a corrupt structure gets here (index arrays of the wrong type,
