@@ -37,18 +37,23 @@ def _in_range(arr: np.ndarray, bound: int, name: str, fmt: str, what: str) -> No
                          f"not below {bound}")
 
 
-def _check_coo(S, name: str) -> None:
+def _check_coo_layout(S, name: str) -> None:
+    """One coordinate array per dimension and 1-D data (scipy's 2-D product takes the last
+    two arrays of ``coords`` unchecked)."""
     if len(S.coords) != len(S.shape):
-        # (scipy's 2-D product takes the last two arrays of coords unchecked)
         raise ValueError(f"{name} (coo) has a corrupt structure: {len(S.coords)} coordinate "
                          f"arrays for {len(S.shape)} dimensions")
     if np.ndim(S.data) != 1:
         raise ValueError(f"{name} (coo) has a corrupt structure: data must be 1-D, got shape "
                          f"{np.shape(S.data)}")
+
+
+def _check_coo(S, name: str) -> None:
     if len(S.shape) == 2:
-        row, col = _coo_coords(S, name)
+        row, col = _coo_coords(S, name)  # (checks the layout too)
         _raise_coo_code(_csr_tools.coo_check(row, col, *S.shape), S.shape, name)
         return
+    _check_coo_layout(S, name)
     n = len(S.data)
     for axis, (idx, bound) in enumerate(zip(S.coords, S.shape)):
         idx = _coo_index(idx, n, name, f"coords[{axis}]")
@@ -72,9 +77,8 @@ def _coo_coords(S, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``(row, col)`` of a 2-D COO operand, of one index type ``_csr_tools``' COO functions
     take (int32 where both are, else int64: uint64 values beyond int64 wrap negative and
     fail the range check), after the checks of their number, types and lengths."""
+    _check_coo_layout(S, name)
     coords, data = S.coords, S.data
-    if len(coords) != 2 or np.ndim(data) != 1:
-        _check_coo(S, name)  # (raises)
     row, col = coords
     n = len(data)
     if (type(row) is np.ndarray and type(col) is np.ndarray
