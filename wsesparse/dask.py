@@ -338,10 +338,19 @@ def scatter_tlr(matrices: Sequence[TLRMatrix], client=None) -> list:
 
     Examples
     --------
-    >>> from distributed import Client, LocalCluster  # doctest: +SKIP
-    >>> client = Client(LocalCluster(n_workers=2))     # doctest: +SKIP
-    >>> futs = scatter_tlr(batch.matrices)            # doctest: +SKIP
-    >>> ys = dask.compute(*tlr_matvec_batch(futs, xs))  # doctest: +SKIP
+    >>> import numpy as np, dask
+    >>> from distributed import Client, LocalCluster
+    >>> from wsesparse import TLRMatrix
+    >>> from wsesparse.datasets import seismic_slice
+    >>> Ts = [TLRMatrix.from_dense(seismic_slice(nx=8, ny=8, frequency=f), nb=32, tol=1e-3)
+    ...       for f in (5.0, 9.0)]
+    >>> client = Client(LocalCluster(n_workers=1, processes=False, dashboard_address=None))
+    >>> futs = scatter_tlr(Ts)                     # the default client: the one above
+    >>> xs = np.ones((2, 64), dtype=np.complex64)
+    >>> ys = dask.compute(*tlr_matvec_batch(futs, xs))
+    >>> bool(np.allclose(ys[1], Ts[1] @ xs[1]))
+    True
+    >>> client.close()
     """
     if isinstance(matrices, TLRMatrix) or not isinstance(matrices, Iterable):
         raise TypeError(f"matrices must be a sequence of TLRMatrix, got {describe(matrices)}")
