@@ -9,10 +9,9 @@
   by ``|A| @ |X|``).
 * ``test_fuzz_formats``: the same structures as scipy COO (duplicates and order kept), CSC,
   DIA, BSR (random block shapes that divide the matrix), LIL and DOK matrices and arrays,
-  through ``sparse_matmul`` and, for ``A @ X``, scipy's own ``@`` inside
-  ``wsesparse.accelerated()``. Oracle: scipy's product of the same object, type included
-  (for DIA and COO that of the CSR they stand for: see ``sparse_matmul``'s Notes on stored
-  zeros).
+  through ``sparse_matmul`` and scipy's own ``@`` inside ``wsesparse.accelerated()``.
+  Oracle: scipy's product of the same object, type included (outside the switch, for DIA
+  and COO that of the CSR they stand for: see ``sparse_matmul``'s Notes on stored zeros).
 * ``test_fuzz_tlr_matvec``: TLR compression of random low-rank-plus-noise matrices over
   shape, nb (also larger than the matrix), tol and dtype; ``T @ x``, ``T.H @ y`` and blocks
   agree with the dense products within the tolerance that tol guarantees.
@@ -168,15 +167,14 @@ def test_fuzz_formats(case, fmt, array, accelerated, block):
     # sparse_matmul documents as not imitated (its Notes): DIA's zeros are implicit (the CSR
     # scipy makes of it drops them), COO's entries all count as stored (the CSR it came
     # from, duplicates and explicit zeros kept; scipy's COO multi-vector product skips zeros).
-    # Under accelerated() A @ X is scipy's own (DIA, COO...) or gives scipy's result (CSC).
-    ref = A if accelerated and side == "A@X" else \
-        A.tocsr() if fmt == "dia" else base if fmt == "coo" else A
+    # Under accelerated() the product is scipy's own (DIA, COO...) or gives its result (CSC).
+    ref = A if accelerated else A.tocsr() if fmt == "dia" else base if fmt == "coo" else A
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         want = ref @ X if side == "A@X" else X @ ref
-        if accelerated and side == "A@X":
+        if accelerated:
             with wsesparse.accelerated():
-                got = A @ X
+                got = A @ X if side == "A@X" else X @ A
         elif side == "A@X":
             got = sparse_matmul(A, X)
         else:
