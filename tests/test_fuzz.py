@@ -17,8 +17,8 @@
   agree with the dense products within the tolerance that tol guarantees.
 
 Budget: ``WSESPARSE_FUZZ_EXAMPLES`` examples in all (default 160, a few seconds: 80 SpMM,
-40 formats, 40 TLR). ``WSESPARSE_FUZZ_EXAMPLES=20000 python -m pytest -q tests/test_fuzz.py`` runs a long
-campaign. Failures hypothesis finds are kept below as ``@example`` cases (and in hypothesis's
+40 formats, 40 TLR). ``WSESPARSE_FUZZ_EXAMPLES=20000 python -m pytest -q tests/test_fuzz.py``
+runs a long campaign. Failures hypothesis finds are kept below as ``@example`` cases (and in hypothesis's
 local database, ``.hypothesis/``).
 """
 
