@@ -20,6 +20,18 @@ _CTYPES = {"float": np.float32, "double": np.float64, "wc64": np.complex64,
            "wc128": np.complex128, "int": np.int32, "long long": np.int64}
 
 
+def cupy_on_a_device():
+    """The real cupy module where a CUDA device answers; else the calling test is skipped."""
+    import pytest
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no CUDA device")
+    except Exception as exc:  # CUDA runtime without a driver/device
+        pytest.skip(f"no CUDA device: {exc}")
+    return cupy
+
+
 def random_values(rng, shape, dtype) -> np.ndarray:
     """Standard normal values of ``dtype`` (real and imaginary parts for complex)."""
     x = rng.standard_normal(shape)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from gpu_helpers import cupy_on_a_device
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
@@ -47,12 +49,7 @@ def test_the_pages_have_examples():
 @pytest.mark.parametrize("name, code", BLOCKS)
 def test_example_runs(name, code, tmp_path, monkeypatch):
     if re.search(r"^\s*import cupy", code, re.M):
-        cupy = pytest.importorskip("cupy")
-        try:
-            if cupy.cuda.runtime.getDeviceCount() < 1:
-                pytest.skip("no CUDA device")
-        except Exception as exc:  # CUDA runtime without a driver/device
-            pytest.skip(f"no CUDA device: {exc}")
+        cupy_on_a_device()
     if "distributed" in code:
         pytest.importorskip("distributed")
     monkeypatch.chdir(tmp_path)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gpu_helpers import random_values, stored_tlr, tlr_test_matrix
+from gpu_helpers import cupy_on_a_device, random_values, stored_tlr, tlr_test_matrix
 from wsesparse import TLRBatch, TLRMatrix, sparse_matmul
 
 pytestmark = pytest.mark.gpu
@@ -19,13 +19,7 @@ DTYPES = ["float32", "float64", "complex64", "complex128"]
 
 @pytest.fixture(scope="module")
 def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except Exception as exc:  # CUDA runtime without a driver/device
-        pytest.skip(f"no CUDA device: {exc}")
-    return cupy
+    return cupy_on_a_device()
 
 
 def _tol(dtype):
