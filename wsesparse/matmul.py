@@ -548,7 +548,10 @@ def _fast_scipy_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | 
         check_array_allocation(shape[:1], result_dtype(A.dtype, x.dtype),
                                "the result of sparse_matmul")
     check_sparse_structure(A, "A")
-    return np.asarray(A @ x)
+    y = np.asarray(A @ x)
+    # scipy's COO array product returns a scalar for one row (its rule for 1-D arrays also
+    # takes (1, n) ones): the product's shape, as on the general path.
+    return y if y.ndim == 1 else y.reshape(shape[:1])
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,

@@ -160,6 +160,21 @@ def test_coo_duplicates_multiply_in_the_result_dtype(fmt, values, x, want):
         assert float(np.asarray(got).ravel()[0]) == want
 
 
+@pytest.mark.parametrize("x", [np.array([1.0, 1.0, 1.0]), np.array([1, 1, 1])],
+                         ids=["kernel dtype", "int"])  # (the one-vector fast path; general)
+@pytest.mark.parametrize("fmt", ["coo", "dia", "bsr", "csr", "csc"])
+@pytest.mark.parametrize("stored", [True, False])
+def test_one_row_array_times_a_vector_is_1d(fmt, stored, x):
+    """(1, n) @ (n,) has shape (1,). scipy's COO array product returns a scalar there (its
+    rule for 1-D arrays also takes arrays of one row); sparse_matmul gives (1,) on every
+    path. A fuzzer found the one-vector fast path returning a 0-d array."""
+    A = sp.coo_array(np.array([[1.0, 2.0, 0.0]] if stored else np.zeros((1, 3)))).asformat(fmt)
+    y = sparse_matmul(A, x)
+    assert type(y) is np.ndarray and y.shape == (1,)
+    assert y[0] == (3 if stored else 0)
+    assert sparse_matmul(x, A.T).shape == (1,)
+
+
 # -- int64 indices -----------------------------------------------------------------------------
 def _base(rng, dtype=np.float64):
     return random_sparse(rng, 12, 8, 0.4, dtype)
