@@ -339,12 +339,12 @@ def scatter_tlr(matrices: Sequence[TLRMatrix], client=None) -> list:
     Examples
     --------
     >>> import numpy as np, dask
-    >>> from distributed import Client, LocalCluster
+    >>> from distributed import Client
     >>> from wsesparse import TLRMatrix
     >>> from wsesparse.datasets import seismic_slice
     >>> Ts = [TLRMatrix.from_dense(seismic_slice(nx=8, ny=8, frequency=f), nb=32, tol=1e-3)
     ...       for f in (5.0, 9.0)]
-    >>> client = Client(LocalCluster(n_workers=1, processes=False, dashboard_address=None))
+    >>> client = Client(processes=False, n_workers=1, dashboard_address=":0")  # LocalCluster
     >>> futs = scatter_tlr(Ts)                     # the default client: the one above
     >>> xs = np.ones((2, 64), dtype=np.complex64)
     >>> ys = dask.compute(*tlr_matvec_batch(futs, xs))
