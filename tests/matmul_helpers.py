@@ -200,8 +200,9 @@ def scipy_product(A, B):
         warnings.simplefilter("ignore", RuntimeWarning)  # inf/nan arithmetic
         R = A @ B
     if isinstance(R, np.generic) and (A.ndim == 2 or B.ndim == 2):
-        # scipy's vector @ COO array with no rows is a scalar (an empty sum);
-        # sparse_matmul gives the product's shape (found by hypothesis).
+        # scipy's COO array product is a scalar wherever its result has one entry (a
+        # one-row A @ x, a one-column x @ A); sparse_matmul gives the product's shape
+        # (found by hypothesis).
         shape = (B.shape[1],) if A.ndim == 1 else (A.shape[0],) if B.ndim == 1 else ()
         R = np.full(shape, R)
     return R

@@ -108,6 +108,14 @@ def _vector_via_scipy(S, D: np.ndarray, transpose: bool) -> bool:
     return fmt != "dia" or _csr_tools.all_finite(D)  # (4.5 -> 0.3 us at 1,000 entries)
 
 
+def _scipy_result(y, shape: tuple[int, ...]) -> np.ndarray:
+    """scipy's product ``y`` as an array of the product's ``shape``, as the kernels give it:
+    scipy's COO array product returns a scalar wherever its result has one entry (a rule for
+    1-D arrays that also takes a 2-D array of one row, and ``x @ A`` of one column)."""
+    y = np.asarray(y)
+    return y if y.shape == shape else np.broadcast_to(y, shape).copy()
+
+
 def _check_out(out, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray, got {describe(out)}")
@@ -318,11 +326,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
         # bool/int results follow scipy's own (wrapping, saturating) rules; vectors of
         # COO/DIA/BSR operands are scipy's product (above).
         s = _as_checked_scipy(S, sparse_name)
-        result = np.asarray(s @ D if a_sparse else D @ s)
-        if result.shape != res_shape:
-            # scipy returns a scalar for a vector times a COO array with no rows
-            # (an empty sum): give the product's shape, like the kernel path.
-            result = np.broadcast_to(result, res_shape).copy()
+        result = _scipy_result(s @ D if a_sparse else D @ s, res_shape)
         if out is not None:
             out[...] = result
             return out
@@ -548,10 +552,7 @@ def _fast_scipy_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | 
         check_array_allocation(shape[:1], result_dtype(A.dtype, x.dtype),
                                "the result of sparse_matmul")
     check_sparse_structure(A, "A")
-    y = np.asarray(A @ x)
-    # scipy's COO array product returns a scalar for one row (its rule for 1-D arrays also
-    # takes (1, n) ones): the product's shape, as on the general path.
-    return y if y.ndim == 1 else y.reshape(shape[:1])
+    return _scipy_result(A @ x, shape[:1])
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,
