@@ -19,6 +19,7 @@ from gpu_helpers import cupy_on_a_device
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+CUPY = re.compile(r"^\s*import cupy", re.M)  # (a block that needs a CUDA device)
 
 
 def _blocks() -> list:
@@ -29,7 +30,7 @@ def _blocks() -> list:
             line = text.count("\n", 0, m.start()) + 1
             name = f"{page.relative_to(ROOT)}:{line}"
             code = m.group(1)
-            marks = [pytest.mark.gpu] if re.search(r"^\s*import cupy", code, re.M) else []
+            marks = [pytest.mark.gpu] if CUPY.search(code) else []
             params.append(pytest.param(name, code, id=name, marks=marks))
     return params
 
@@ -48,7 +49,7 @@ def test_the_pages_have_examples():
 
 @pytest.mark.parametrize("name, code", BLOCKS)
 def test_example_runs(name, code, tmp_path, monkeypatch):
-    if re.search(r"^\s*import cupy", code, re.M):
+    if CUPY.search(code):
         cupy_on_a_device()
     if "distributed" in code:
         pytest.importorskip("distributed")

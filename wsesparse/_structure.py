@@ -158,10 +158,10 @@ def _check_lil(S, name: str) -> None:
             if type(x) is not list:
                 raise TypeError(f"{name} (lil) has a corrupt structure: {what}[i] must be a "
                                 f"list, got {type(x).__name__} for some i")
-    if code != _csr_tools.LIL_LENGTHS:
-        lens = np.fromiter(map(len, rows), dtype=np.int64, count=M)
-        dlens = np.fromiter(map(len, data), dtype=np.int64, count=M)
-    if code == _csr_tools.LIL_LENGTHS or not np.array_equal(lens, dlens):
+    def lengths(lists):
+        return np.fromiter(map(len, lists), dtype=np.int64, count=M)
+
+    if code == _csr_tools.LIL_LENGTHS or not np.array_equal(lengths(rows), lengths(data)):
         raise ValueError(f"{name} (lil) has a corrupt structure: rows[i] and data[i] differ in "
                          "length for some row i")
     cols = np.array(list(itertools.chain.from_iterable(rows)))
