@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from matmul_helpers import assert_matches, random_sparse
 from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _csr_tools
-from wsesparse._structure import check_sparse_structure, coo_csr_arrays
+from wsesparse._structure import check_sparse_structure, triplet_csr_arrays
 
 
 def _base(rng, dtype=np.float64):
@@ -203,7 +203,7 @@ def test_valid_other_formats_still_pass(rng, fmt):
     np.testing.assert_array_equal(sparse_matmul(dup, np.ones(3)), [2.0, 1.0])
 
 
-# -- COO: one counting sort instead of numpy's stable argsort (coo_csr_arrays) ------------------
+# -- COO: one counting sort instead of numpy's stable argsort (triplet_csr_arrays) ---------
 COO_VALUE_DTYPES = [np.bool_, np.int8, np.float16, np.float32, np.float64, np.complex64,
                     np.complex128, np.longdouble, np.clongdouble]
 
@@ -242,14 +242,14 @@ def _reference_csr(row, col, data, m):
        coords=st.sampled_from([(np.int32, np.int32), (np.int64, np.int64), (np.int32, np.int64),
                                (np.uint16, np.int64)]),
        seed=st.integers(0, 2**32 - 1))
-def test_coo_csr_arrays_is_a_stable_sort(m, n, nnz, dtype, transpose, coords, seed):
+def test_triplet_csr_arrays_is_a_stable_sort(m, n, nnz, dtype, transpose, coords, seed):
     """Each row's entries in storage order, duplicates kept, values bit for bit, int32
     indices, for every value dtype (32-byte ones through numpy's sort) and index type."""
     S = _shuffled_coo(np.random.default_rng(seed), m, n, nnz, dtype, coords)
     row, col = (S.col, S.row) if transpose else (S.row, S.col)
     rows = n if transpose else m
     want = _reference_csr(row.astype(np.int64), col.astype(np.int64), S.data, rows)
-    got = coo_csr_arrays(S, "A", transpose)
+    got = triplet_csr_arrays(S, "A", transpose)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     assert got[2].dtype == S.data.dtype and got[2].tobytes() == want[2].tobytes()
@@ -274,7 +274,7 @@ def test_shuffled_coo_with_duplicates_products(rng, side, n_tokens):
 @pytest.mark.parametrize("dtype", [np.float64, np.clongdouble], ids=str)
 @pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("which, value", [("row", 12), ("row", -1), ("col", 8), ("col", -3)])
-def test_coo_csr_arrays_names_the_bad_coordinate(rng, which, value, transpose, dtype):
+def test_triplet_csr_arrays_names_the_bad_coordinate(rng, which, value, transpose, dtype):
     """The error names the coordinate as the operand stores it, also when the product
     converts its transpose (``X @ A``), and for the values numpy sorts (clongdouble: the
     transposed case named the other axis and bound)."""
@@ -284,7 +284,7 @@ def test_coo_csr_arrays_names_the_bad_coordinate(rng, which, value, transpose, d
     bound = S.shape[0 if which == "row" else 1]
     with pytest.raises(ValueError, match=rf"^B \(coo\) has a corrupt structure: a {which} "
                                          rf"index is negative or not below {bound}$"):
-        coo_csr_arrays(S, "B", transpose)
+        triplet_csr_arrays(S, "B", transpose)
     with pytest.raises(ValueError, match=rf"a {which} index is negative or not below {bound}$"):
         check_sparse_structure(S, "B")
 
@@ -369,3 +369,108 @@ def test_coo_uint64_coordinates_beyond_int64_are_rejected(rng):
         sparse_matmul(S, np.ones(8))
     with pytest.raises(ValueError, match="a row index is negative"):
         CSR(S)
+
+
+# -- DOK: the keys read in one pass in C (_csr_tools.dok_items) -------------------------------
+DOK_KEY_TYPES = [int, np.int8, np.int16, np.int32, np.int64, np.longlong, np.uint8, np.uint16,
+                 np.uint32, np.uint64, np.ulonglong]
+
+
+def _dok_with_keys(rng, m, n, nnz, key_type, dtype=np.float64):
+    """A DOK array whose keys are pairs of ``key_type``, entries in random order."""
+    S = sp.dok_array((m, n), dtype=dtype)
+    d = getattr(S, "_dict", S)
+    for r, c, v in zip(rng.integers(0, m, nnz), rng.integers(0, n, nnz),
+                       random_values_any(rng, nnz, dtype)):
+        d[(key_type(r), key_type(c))] = v
+    return S
+
+
+@pytest.mark.parametrize("key_type", DOK_KEY_TYPES, ids=lambda t: t.__name__)
+@pytest.mark.parametrize("transpose", [False, True])
+def test_dok_arrays_are_its_entries_in_dict_order(rng, key_type, transpose):
+    """Keys of Python ints and of every numpy integer type: the CSR arrays hold each row's
+    entries in the dict's order, the values bit for bit (a stable sort of the items)."""
+    S = _dok_with_keys(rng, 13, 9, 60, key_type, np.complex64)
+    d = getattr(S, "_dict", S)
+    row = np.array([int(k[1 if transpose else 0]) for k in d], dtype=np.int64)
+    col = np.array([int(k[0 if transpose else 1]) for k in d], dtype=np.int64)
+    data = np.array(list(d.values()), dtype=np.complex64)
+    want = _reference_csr(row, col, data, 9 if transpose else 13)
+    got = triplet_csr_arrays(S, "A", transpose)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert got[2].dtype == np.complex64
+
+
+@pytest.mark.parametrize("key_type", [int, np.int32, np.uint64], ids=lambda t: t.__name__)
+@pytest.mark.parametrize("n_tokens", [None, 1, 8])
+def test_dok_products(rng, key_type, n_tokens):
+    """``D @ X``, ``X @ D`` and ``CSR(D)`` against scipy's products of ``D.tocsr()``."""
+    S = _dok_with_keys(rng, 40, 30, 300, key_type)
+    C = S.tocsr()
+    X = rng.standard_normal((30,) if n_tokens is None else (30, n_tokens))
+    Y = rng.standard_normal((40,) if n_tokens is None else (n_tokens, 40))
+    assert_matches(sparse_matmul(S, X), C @ X, C, X)
+    assert_matches(sparse_matmul(Y, S), Y @ C, Y, C)
+    np.testing.assert_array_equal(CSR(S).to_scipy().toarray(), C.toarray())
+
+
+@pytest.mark.parametrize("key, which, bound", [
+    ((13, 0), "row", 13), ((-1, 0), "row", 13), ((0, 9), "column", 9),
+    ((np.int8(-3), np.int8(0)), "row", 13), ((np.uint64(2**64 - 1), 0), "row", 13),
+    ((0, np.uint64(2**63)), "column", 9), ((2**70, 0), "row", 13), ((0, -2**70), "column", 9)])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_dok_key_out_of_range(rng, key, which, bound, side):
+    """A key past the shape (scipy's own setter refuses it; the dict does not), also beyond
+    int64: a ValueError naming the operand, the format and the axis, on either side."""
+    S = _dok_with_keys(rng, 13, 9, 20, int)
+    getattr(S, "_dict", S)[key] = 1.0
+    args, name = ((S, np.ones((9, 2))), "A") if side == "left" else ((np.ones((2, 13)), S), "B")
+    with pytest.raises(ValueError, match=rf"^{name} \(dok\) has a corrupt structure: a {which} "
+                                         rf"index is negative or not below {bound}$"):
+        sparse_matmul(*args)
+    with pytest.raises(ValueError, match=rf"a {which} index is negative or not below {bound}$"):
+        check_sparse_structure(S, "A")
+
+
+class _Dict(dict):
+    pass
+
+
+@pytest.mark.parametrize("key", [(1.0, 2), (1, 2, 3), (1,), "ab", (None, 1), ("1", 2),
+                                 (np.float32(1), 2), (np.bool_(True), 2)], ids=repr)
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_dok_keys_that_are_not_pairs_of_ints(rng, key, side):
+    """Keys the C pass does not take go to a walk in Python, which refuses all but pairs of
+    integers with a ValueError naming the operand, its format and the key."""
+    assert _csr_tools.dok_items({key: 1.0})[0] is False
+    S = _dok_with_keys(rng, 13, 9, 20, int)
+    getattr(S, "_dict", S)[key] = 1.0
+    args, name = ((S, np.ones(9)), "A") if side == "left" else ((np.ones((2, 13)), S), "B")
+    with pytest.raises(ValueError, match=rf"^{name} \(dok\) has a corrupt structure: keys must "
+                                         rf"be \(row, col\) pairs of ints, got"):
+        sparse_matmul(*args)
+
+
+class _Dict(dict):
+    pass
+
+
+@pytest.mark.parametrize("how", ["bool keys", "dict subclass"])
+def test_dok_keys_the_python_walk_takes(rng, how):
+    """Python's bools are integers (``(True, 2)`` is the key ``(1, 2)`` to a dict) and a dict
+    subclass may hold valid keys: both through the Python walk, products as scipy's of
+    ``D.tocsr()``. (numpy's bools are not integers to numpy: refused above.)"""
+    S = _dok_with_keys(rng, 13, 9, 40, np.int32)
+    d = getattr(S, "_dict", S)
+    if how == "bool keys":
+        d[(True, False)] = 5.0
+        d[(False, 8)] = -1.0
+    elif hasattr(S, "_dict"):
+        S._dict = _Dict(d)
+    assert _csr_tools.dok_items(getattr(S, "_dict", S))[0] is False
+    C = S.tocsr()
+    X = rng.standard_normal((9, 3))
+    assert_matches(sparse_matmul(S, X), C @ X, C, X)
+    assert_matches(sparse_matmul(X.T, S.T), X.T @ C.T, X.T, C.T)

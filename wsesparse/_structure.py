@@ -15,6 +15,7 @@ names the operand, its format and what is wrong.
 from __future__ import annotations
 
 import itertools
+import operator
 
 import numpy as np
 import scipy.sparse as sp
@@ -91,12 +92,13 @@ def _coo_coords(S, name: str) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(row, dtype=itype), np.ascontiguousarray(col, dtype=itype)
 
 
-def _raise_coo_code(code: int, shape: tuple[int, int], name: str) -> None:
+def _raise_coo_code(code: int, shape: tuple[int, int], name: str, fmt: str = "coo") -> None:
     """The error of a ``_csr_tools.coo_check`` code (none for ``COO_OK``)."""
     if code:
         axis = 0 if code == _csr_tools.COO_BAD_ROW else 1
-        raise ValueError(f"{name} (coo) has a corrupt structure: a {('row', 'col')[axis]} "
-                         f"index is negative or not below {shape[axis]}")
+        what = ("row", "col" if fmt == "coo" else "column")[axis]
+        raise ValueError(f"{name} ({fmt}) has a corrupt structure: a {what} index is negative "
+                         f"or not below {shape[axis]}")
 
 
 def _check_bsr(S, name: str) -> None:
@@ -168,15 +170,34 @@ def _check_lil(S, name: str) -> None:
     _in_range(_index_array(cols, name, "lil", "rows[i]"), N, name, "lil", "column index")
 
 
+def _dok_items(S, name: str) -> tuple:
+    """``(row, col, values)`` of a 2-D DOK operand's dict: int64 coordinates, not yet checked
+    against the shape (-1 for one beyond int64), and a list of the values. One pass in C
+    (``_csr_tools.dok_items``) where the keys are what scipy stores (tuples of Python ints
+    or numpy integer scalars); else a walk in Python over a snapshot of the items, which
+    takes any pair of integers (Python's bools too: a dict holds ``(True, 2)`` as ``(1,
+    2)``) and refuses anything else."""
+    ok, row, col, values = _csr_tools.dok_items(getattr(S, "_dict", S))
+    if ok:
+        return row, col, values
+    items = list(S.items())
+    coords = []
+    for key, _ in items:
+        try:
+            r, c = key
+            coords.append((operator.index(r), operator.index(c)))
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} (dok) has a corrupt structure: keys must be (row, col) "
+                             f"pairs of ints, got {key!r}") from None
+    i64 = np.iinfo(np.int64)
+    row, col = (np.array([k[axis] if i64.min <= k[axis] <= i64.max else -1 for k in coords],
+                         dtype=np.int64) for axis in (0, 1))
+    return row, col, [v for _, v in items]
+
+
 def _check_dok(S, name: str) -> None:
-    keys = np.array(list(S.keys()))
-    if keys.size == 0:
-        return
-    if keys.ndim != 2 or keys.shape[1] != 2 or keys.dtype.kind not in "iu":
-        raise ValueError(f"{name} (dok) has a corrupt structure: keys must be (row, col) pairs "
-                         "of ints")
-    for axis, what in enumerate(("row", "column")):
-        _in_range(keys[:, axis], S.shape[axis], name, "dok", f"{what} index")
+    row, col, _ = _dok_items(S, name)
+    _raise_coo_code(_csr_tools.coo_check(row, col, *S.shape), S.shape, name, "dok")
 
 
 def _check_csc(S, name: str) -> None:
@@ -212,25 +233,40 @@ def check_sparse_structure(S, name: str) -> None:
         check(S, name)
 
 
-def coo_csr_arrays(S, name: str, transpose: bool = False) -> tuple:
-    """``(indptr, indices, data)``: the CSR arrays of the 2-D COO operand ``S`` (of ``S.T``
-    with ``transpose``), each row's entries in storage order, duplicates kept (see
-    :func:`tocsr_keeping_duplicates`), the coordinates checked on the way (errors name
-    ``name``). One counting sort, O(nnz): the stable argsort it replaces took 0.6 ms for
-    10,000 entries in random order, about 7x scipy's whole product with 8 columns.
+def _triplets(S, name: str) -> tuple:
+    """``(row, col, data)`` of a 2-D COO or DOK operand: index arrays that
+    ``_csr_tools``' COO functions take, the coordinates not yet checked against the shape."""
+    if S.format == "coo":
+        return (*_coo_coords(S, name), np.asarray(S.data))
+    row, col, values = _dok_items(S, name)
+    return row, col, np.fromiter(values, dtype=S.dtype, count=len(values))
+
+
+def triplet_csr_arrays(S, name: str, transpose: bool = False) -> tuple:
+    """``(indptr, indices, data)``: the CSR arrays of the 2-D COO or DOK operand ``S`` (of
+    ``S.T`` with ``transpose``), each row's entries in storage order (a DOK's: its dict's),
+    duplicates kept (see :func:`tocsr_keeping_duplicates`), the coordinates checked on the
+    way (errors name ``name``). One counting sort, O(nnz): the stable argsort it replaces
+    took 0.6 ms for 10,000 COO entries in random order, about 7x scipy's whole product
+    with 8 columns. A DOK's keys are read in one pass in C (``_csr_tools.dok_items``):
+    scipy's ``todok().tocsr()`` path took 7 ms for 10,000 keys, more than scipy's own
+    DOK product, a loop in Python.
 
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.coo_array(([1.0, 2.0, 3.0], ([1, 0, 1], [0, 1, 0])), shape=(2, 2))
-    >>> [a.tolist() for a in coo_csr_arrays(A, "A")]
+    >>> [a.tolist() for a in triplet_csr_arrays(A, "A")]
     [[0, 1, 3], [1, 0, 0], [2.0, 1.0, 3.0]]
+    >>> D = sp.dok_array((2, 3))
+    >>> D[1, 0], D[0, 2] = 2.0, 1.0
+    >>> [a.tolist() for a in triplet_csr_arrays(D, "D", transpose=True)]  # D.T's arrays
+    [[0, 1, 1, 2], [1, 0], [2.0, 1.0]]
     """
-    row, col = _coo_coords(S, name)
+    row, col, data = _triplets(S, name)
     shape = S.shape[::-1] if transpose else S.shape
     if transpose:
         row, col = col, row
-    data = np.asarray(S.data)
     fast = data.dtype.kind in "biufc" and data.dtype.itemsize in (1, 2, 4, 8, 16)
     if fast:
         code, indptr, indices, values = _csr_tools.coo_tocsr(
@@ -240,7 +276,7 @@ def coo_csr_arrays(S, name: str, transpose: bool = False) -> tuple:
     if code and transpose:  # (a code about the transposed coordinates: name S's own axis)
         code = {_csr_tools.COO_BAD_ROW: _csr_tools.COO_BAD_COL,
                 _csr_tools.COO_BAD_COL: _csr_tools.COO_BAD_ROW}[code]
-    _raise_coo_code(code, S.shape, name)
+    _raise_coo_code(code, S.shape, name, S.format)
     if fast:
         return indptr, indices, values
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
@@ -251,7 +287,8 @@ def coo_csr_arrays(S, name: str, transpose: bool = False) -> tuple:
 
 def tocsr_keeping_duplicates(S):
     """``S.tocsr()`` for a checked scipy sparse matrix or array, except that a COO operand
-    keeps its duplicate entries (in their order within each row) instead of summing them.
+    keeps its duplicate entries (in their order within each row) instead of summing them
+    (COO and DOK operands go through :func:`triplet_csr_arrays`).
 
     scipy's ``tocsr`` of a COO matrix sums duplicates in the stored dtype: bool entries
     are OR-ed, int8 ones wrap around and float32 ones round, where scipy's own COO
@@ -265,8 +302,8 @@ def tocsr_keeping_duplicates(S):
     >>> A.tocsr().data, tocsr_keeping_duplicates(A).data
     (array([ True]), array([ True,  True]))
     """
-    if S.format != "coo":
+    if S.format not in ("coo", "dok"):
         return S.tocsr()
-    indptr, indices, data = coo_csr_arrays(S, "A")
+    indptr, indices, data = triplet_csr_arrays(S, "A")
     cls = sp.csr_matrix if isinstance(S, sp.spmatrix) else sp.csr_array
     return cls((data, indices, indptr), shape=S.shape)

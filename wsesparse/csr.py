@@ -17,7 +17,7 @@ from wsesparse._drivers import product_into
 from wsesparse._hardware import HardwareProfile
 from wsesparse._kernels import _csr_tools
 from wsesparse._outputs import empty_output
-from wsesparse._structure import (check_sparse_structure, coo_csr_arrays,
+from wsesparse._structure import (check_sparse_structure, triplet_csr_arrays,
                                   tocsr_keeping_duplicates)
 from wsesparse._threads import resolve_n_threads
 
@@ -113,10 +113,10 @@ class CSR(LinearOperator):
             S = CSR._csc_view(A).T
             self._set(S.indptr, S.indices, S.data, S.shape, check=False, copy=False)
             return
-        if A.format == "coo":  # (its conversion checks the coordinates as it goes)
-            self._set(*coo_csr_arrays(A, "A"), A.shape, check=False, copy=False)
+        if A.format in ("coo", "dok"):  # (the conversion checks the coordinates as it goes)
+            self._set(*triplet_csr_arrays(A, "A"), A.shape, check=False, copy=False)
             return
-        check_sparse_structure(A, "A")  # BSR/DIA/LIL/DOK: before scipy converts it
+        check_sparse_structure(A, "A")  # BSR/DIA/LIL: before scipy converts it
         S = A if A.format == "csr" else tocsr_keeping_duplicates(A)
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
 
@@ -136,12 +136,12 @@ class CSR(LinearOperator):
         return obj
 
     @classmethod
-    def _from_coo(cls, A, name: str, transpose: bool = False) -> "CSR":
-        """The CSR operand of the 2-D scipy COO ``A`` (of ``A.T`` with ``transpose``),
+    def _from_triplets(cls, A, name: str, transpose: bool = False) -> "CSR":
+        """The CSR operand of the 2-D scipy COO or DOK ``A`` (of ``A.T`` with ``transpose``),
         duplicates kept, coordinates checked by the conversion (errors name ``name``)."""
         obj = cls.__new__(cls)
-        obj._set(*coo_csr_arrays(A, name, transpose), A.shape[::-1] if transpose else A.shape,
-                 check=False, copy=False)
+        shape = A.shape[::-1] if transpose else A.shape
+        obj._set(*triplet_csr_arrays(A, name, transpose), shape, check=False, copy=False)
         return obj
 
     @classmethod

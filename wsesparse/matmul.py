@@ -60,9 +60,9 @@ def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]
         return (S.T if transpose else S), False
     if S.ndim != 2:
         raise ValueError(f"the sparse operand must be 2-D, got shape {S.shape}")
-    if S.format == "coo":  # (one counting sort, which checks the coordinates too)
+    if S.format in ("coo", "dok"):  # (one counting sort, which checks the coordinates too)
         try:
-            return CSR._from_coo(S, name, transpose), False
+            return CSR._from_triplets(S, name, transpose), False
         except (TypeError, ValueError) as exc:
             raise renamed(exc, name) from None
     comp = _compressed(S, name)
