@@ -444,7 +444,7 @@ class _Dict(dict):
 def test_dok_keys_that_are_not_pairs_of_ints(rng, key, side):
     """Keys the C pass does not take go to a walk in Python, which refuses all but pairs of
     integers with a ValueError naming the operand, its format and the key."""
-    assert _csr_tools.dok_items({key: 1.0})[0] is False
+    assert _csr_tools.dok_items({key: 1.0}, np.float64)[0] is False
     S = _dok_with_keys(rng, 13, 9, 20, int)
     getattr(S, "_dict", S)[key] = 1.0
     args, name = ((S, np.ones(9)), "A") if side == "left" else ((np.ones((2, 13)), S), "B")
@@ -469,8 +469,74 @@ def test_dok_keys_the_python_walk_takes(rng, how):
         d[(False, 8)] = -1.0
     elif hasattr(S, "_dict"):
         S._dict = _Dict(d)
-    assert _csr_tools.dok_items(getattr(S, "_dict", S))[0] is False
+    assert _csr_tools.dok_items(getattr(S, "_dict", S), S.dtype)[0] is False
     C = S.tocsr()
     X = rng.standard_normal((9, 3))
     assert_matches(sparse_matmul(S, X), C @ X, C, X)
     assert_matches(sparse_matmul(X.T, S.T), X.T @ C.T, X.T, C.T)
+
+
+# -- LIL: checked and converted in C (_csr_tools.lil_tocsr) -----------------------------------
+LIL_DTYPES = [np.float64, np.float32, np.complex128, np.complex64, np.int64, np.int8,
+              np.bool_, np.longdouble]
+
+
+@pytest.mark.parametrize("dtype", LIL_DTYPES, ids=lambda t: np.dtype(t).name)
+@pytest.mark.parametrize("values", ["tolil", "assigned", "mixed"])
+def test_lil_tocsr_is_scipys_tocsr(rng, dtype, values):
+    """The CSR arrays scipy's ``tocsr`` builds, values equal, whether the lists hold Python
+    scalars (``tolil``), numpy scalars (item assignment) or both; values of kinds the C pass
+    does not read (Python ints in an int8 or bool LIL) come back as ``LIL_VALUES``."""
+    A = random_sparse(rng, 30, 20, 0.3, np.float64)
+    L = sp.lil_array(A.astype(dtype)) if values != "assigned" else sp.lil_array(A.shape,
+                                                                               dtype=dtype)
+    if values != "tolil":
+        for i, j in zip(*A.nonzero()):
+            if values == "assigned" or (i + j) % 2:
+                L[i, j] = dtype(A[i, j] * 3)
+    C = L.tocsr()
+    code, indptr, indices, data = _csr_tools.lil_tocsr(L.rows, L.data, L.shape[1], L.dtype)
+    if code == _csr_tools.LIL_VALUES:
+        assert any(type(v) is not np.dtype(dtype).type for row in L.data for v in row)
+        assert np.dtype(dtype).kind in "ib"
+        return
+    assert code == _csr_tools.LIL_OK
+    np.testing.assert_array_equal(indptr, C.indptr)
+    np.testing.assert_array_equal(indices, C.indices)
+    assert data.dtype == C.data.dtype
+    np.testing.assert_array_equal(data, C.data)
+    assert indptr.dtype == indices.dtype == np.int32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_lil_python_values_round_as_numpy(dtype):
+    """Python floats and complexes into float32 and complex64: the C cast rounds as numpy."""
+    vals = [0.1, 1 / 3, 1e-46, 3.4e38, 3.5e38, float("nan"), -0.0]
+    if dtype == np.complex64:
+        vals = [complex(v, -v) for v in vals]
+    L = sp.lil_array((1, len(vals)), dtype=dtype)
+    L.rows[0], L.data[0] = list(range(len(vals))), list(vals)
+    code, _, _, data = _csr_tools.lil_tocsr(L.rows, L.data, L.shape[1], L.dtype)
+    assert code == _csr_tools.LIL_OK
+    with np.errstate(over="ignore"):
+        want = np.array(vals, dtype=dtype)
+    assert data.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("n_tokens", [None, 1, 8])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int8])
+def test_lil_products(rng, side, n_tokens, dtype):
+    """``L @ X``, ``X @ L`` and ``CSR(L)`` against scipy's products of ``L.tocsr()``, also
+    for lists scipy's own conversion reads (Python ints as int8 values) and a row whose
+    values are numpy scalars of another type (a float64 scalar in a complex64 LIL)."""
+    A = random_sparse(rng, 40, 30, 0.2, np.float64)
+    L = sp.lil_array(A.astype(dtype))
+    L.data[3] = [np.float64(2.5)] * len(L.rows[3])
+    C = L.tocsr()
+    k = 40 if side == "right" else 30
+    X = rng.standard_normal((k,) if n_tokens is None else (n_tokens, k) if side == "right"
+                            else (k, n_tokens))
+    args, ref = ((L, X), (C, X)) if side == "left" else ((X, L), (X, C))
+    assert_matches(sparse_matmul(*args), ref[0] @ ref[1], *ref)
+    np.testing.assert_array_equal(CSR(L).to_scipy().toarray(), C.toarray())

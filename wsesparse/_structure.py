@@ -170,16 +170,35 @@ def _check_lil(S, name: str) -> None:
     _in_range(_index_array(cols, name, "lil", "rows[i]"), N, name, "lil", "column index")
 
 
+def lil_csr_arrays(S) -> tuple | None:
+    """``(indptr, indices, data)`` of a 2-D LIL operand whose lists are what scipy builds
+    (lists of Python ints, values that ``_csr_tools.lil_tocsr`` reads in C), checked and
+    copied in C, each row's entries in list order; None for anything else, which the
+    caller checks (``check_sparse_structure``) and lets scipy convert.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> L = sp.lil_array((2, 3))
+    >>> L[1, 2], L[0, 0] = 5.0, 1.0
+    >>> [a.tolist() for a in lil_csr_arrays(L)]
+    [[0, 1, 2], [0, 2], [1.0, 5.0]]
+    """
+    code, indptr, indices, data = _csr_tools.lil_tocsr(S.rows, S.data, S.shape[1], S.dtype)
+    return (indptr, indices, data) if code == _csr_tools.LIL_OK else None
+
+
 def _dok_items(S, name: str) -> tuple:
-    """``(row, col, values)`` of a 2-D DOK operand's dict: int64 coordinates, not yet checked
-    against the shape (-1 for one beyond int64), and a list of the values. One pass in C
-    (``_csr_tools.dok_items``) where the keys are what scipy stores (tuples of Python ints
-    or numpy integer scalars); else a walk in Python over a snapshot of the items, which
-    takes any pair of integers (Python's bools too: a dict holds ``(True, 2)`` as ``(1,
-    2)``) and refuses anything else."""
-    ok, row, col, values = _csr_tools.dok_items(getattr(S, "_dict", S))
+    """``(row, col, data)`` of a 2-D DOK operand's dict: int64 coordinates, not yet checked
+    against the shape (-1 for one beyond int64), and the values as an array. One pass in
+    C (``_csr_tools.dok_items``) where the keys and values are what scipy stores (tuples
+    of Python ints or numpy integer scalars; numpy scalars of the dtype); else a walk in
+    Python over a snapshot of the items, which takes any pair of integers (Python's bools
+    too: a dict holds ``(True, 2)`` as ``(1, 2)``), refuses anything else, and lets
+    numpy convert the values."""
+    ok, row, col, data = _csr_tools.dok_items(getattr(S, "_dict", S), S.dtype)
     if ok:
-        return row, col, values
+        return row, col, data
     items = list(S.items())
     coords = []
     for key, _ in items:
@@ -192,7 +211,7 @@ def _dok_items(S, name: str) -> tuple:
     i64 = np.iinfo(np.int64)
     row, col = (np.array([k[axis] if i64.min <= k[axis] <= i64.max else -1 for k in coords],
                          dtype=np.int64) for axis in (0, 1))
-    return row, col, [v for _, v in items]
+    return row, col, np.fromiter((v for _, v in items), dtype=S.dtype, count=len(items))
 
 
 def _check_dok(S, name: str) -> None:
@@ -238,8 +257,7 @@ def _triplets(S, name: str) -> tuple:
     ``_csr_tools``' COO functions take, the coordinates not yet checked against the shape."""
     if S.format == "coo":
         return (*_coo_coords(S, name), np.asarray(S.data))
-    row, col, values = _dok_items(S, name)
-    return row, col, np.fromiter(values, dtype=S.dtype, count=len(values))
+    return _dok_items(S, name)
 
 
 def triplet_csr_arrays(S, name: str, transpose: bool = False) -> tuple:

@@ -17,8 +17,8 @@ from wsesparse._drivers import product_into
 from wsesparse._hardware import HardwareProfile
 from wsesparse._kernels import _csr_tools
 from wsesparse._outputs import empty_output
-from wsesparse._structure import (check_sparse_structure, triplet_csr_arrays,
-                                  tocsr_keeping_duplicates)
+from wsesparse._structure import (check_sparse_structure, lil_csr_arrays,
+                                  tocsr_keeping_duplicates, triplet_csr_arrays)
 from wsesparse._threads import resolve_n_threads
 
 # The array namespace scipy >= 1.18 gives a LinearOperator in __init__ (None before 1.18).
@@ -116,6 +116,11 @@ class CSR(LinearOperator):
         if A.format in ("coo", "dok"):  # (the conversion checks the coordinates as it goes)
             self._set(*triplet_csr_arrays(A, "A"), A.shape, check=False, copy=False)
             return
+        if A.format == "lil":  # (checked and converted in one pass in C where it can)
+            arrays = lil_csr_arrays(A)
+            if arrays is not None:
+                self._set(*arrays, A.shape, check=False, copy=False)
+                return
         check_sparse_structure(A, "A")  # BSR/DIA/LIL: before scipy converts it
         S = A if A.format == "csr" else tocsr_keeping_duplicates(A)
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)

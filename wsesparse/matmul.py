@@ -65,7 +65,13 @@ def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]
             return CSR._from_triplets(S, name, transpose), False
         except (TypeError, ValueError) as exc:
             raise renamed(exc, name) from None
-    comp = _compressed(S, name)
+    if S.format == "lil":  # (CSR checks and converts it in one pass in C)
+        try:
+            comp = CSR(S), False
+        except (TypeError, ValueError) as exc:
+            raise renamed(exc, name) from None
+    else:
+        comp = _compressed(S, name)
     if comp is not None:
         op, flipped = comp
         if flipped == transpose:
