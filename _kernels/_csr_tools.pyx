@@ -698,7 +698,9 @@ cdef class _ValueSink:
     """Where values read from Python objects go: an array of ``dtype``, written in C for a
     numpy scalar of ``dtype`` itself, a Python float for float64 or float32, a Python
     complex for complex128 or complex64 (a C cast of the double, as numpy's own
-    conversion) or a Python int for int64; ``put`` returns False for anything else. It
+    conversion) or a Python int for int64, into a native ``dtype``; ``put`` returns False
+    for anything else (any value for a byte-swapped ``dtype``: a review found native bytes
+    written into a ``>f8`` array). It
     allocates nothing and runs no Python code. A LIL's lists hold Python floats (from
     ``tolil``) or numpy scalars (from item assignment): ``np.fromiter`` over 10,000 of
     them took 180-330 us, ``put`` 27 us in all (2-core Zen 3)."""
@@ -718,6 +720,8 @@ cdef class _ValueSink:
         self.size = dtype.itemsize
         self.scalar_type = dtype.type
         self.int64 = dtype == np.dtype(np.int64)
+        if not dtype.isnative:  # (type numbers and scalar types do not tell the byte order)
+            self.scalar_type, self.tn, self.int64 = None, -1, False
 
     cdef inline bint put(self, Py_ssize_t k, PyObject* v) noexcept:
         cdef Py_complex z

@@ -540,3 +540,116 @@ def test_lil_products(rng, side, n_tokens, dtype):
     args, ref = ((L, X), (C, X)) if side == "left" else ((X, L), (X, C))
     assert_matches(sparse_matmul(*args), ref[0] @ ref[1], *ref)
     np.testing.assert_array_equal(CSR(L).to_scipy().toarray(), C.toarray())
+
+
+# -- found by a review of the DOK / LIL passes ------------------------------------------------
+@pytest.mark.parametrize("fmt", ["dok", "lil"])
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">c16", ">i8"])
+def test_byte_swapped_dtype_attribute(rng, fmt, dtype):
+    """A DOK or LIL whose ``dtype`` attribute says big-endian while its values are Python or
+    native numpy scalars: the values as numpy converts them (the C pass wrote native bytes
+    into a byte-swapped array, which the CSR then swapped: garbage)."""
+    A = random_sparse(rng, 12, 8, 0.4, np.dtype(dtype).newbyteorder("="))
+    S = A.asformat(fmt)
+    S.dtype = np.dtype(dtype)
+    x = rng.standard_normal(8)
+    np.testing.assert_allclose(sparse_matmul(S, x), A @ x, rtol=1e-6)
+    y = rng.standard_normal(12)
+    np.testing.assert_allclose(sparse_matmul(y, S), y @ A, rtol=1e-6)
+
+
+def test_lil_rows_of_another_count_and_no_dtype(rng):
+    """rows / data with another number of lists than the shape's rows: the LIL check's error
+    (the C pass's arrays made CSR report an indptr the user never had); a ``dtype`` of None
+    is float64, as scipy's ``tocsr`` takes it (an AttributeError before)."""
+    S = sp.lil_array(_base(rng))
+    S.rows, S.data = S.rows[:-1], S.data[:-1]
+    with pytest.raises(ValueError, match=r"^A \(lil\) has a corrupt structure: rows and data "
+                                         r"must have 12 entries, got 11 and 11$"):
+        sparse_matmul(S, np.ones(8))
+    S = sp.lil_array(np.eye(3))
+    S.dtype = None
+    np.testing.assert_array_equal(sparse_matmul(S, np.arange(3.0)), np.arange(3.0))
+    np.testing.assert_array_equal(CSR(S).toarray(), np.eye(3))
+
+
+@pytest.mark.parametrize("fmt", ["lil", "dok"])
+def test_lists_changed_by_a_finalizer_while_read(fmt):
+    """A garbage-collection finalizer (a reference cycle with ``__del__``, collections after
+    every allocation) changes the LIL lists or the DOK dict while they are read, also
+    between the C passes and while the output arrays are allocated: every product is that
+    of one state the matrix went through, or a ValueError; never a crash. (The fallback of
+    a first version called scipy's ``tocsr``, which another thread crashed so: a review.)"""
+    import gc
+    import random
+    rnd = random.Random(0)
+    M, N = 8, 6
+    state = {"S": None, "left": 0, "states": []}
+
+    def dense(S):
+        D = np.zeros((M, N))
+        if fmt == "lil":
+            for i in range(M):
+                if len(S.rows[i]) != len(S.data[i]):
+                    return None
+                for c, v in zip(S.rows[i], S.data[i]):
+                    D[i, c] += v
+        else:
+            for (i, c), v in S._dict.items():
+                D[i, c] = v
+        return D
+
+    def mutate(S):
+        i = rnd.randrange(M)
+        if fmt == "lil":
+            op = rnd.randrange(4)
+            if op == 0:
+                S.rows[i].append(rnd.randrange(N))
+                S.data[i].append(1.0)
+            elif op == 1 and S.rows[i]:
+                S.rows[i].pop()
+                S.data[i].pop()
+            elif op == 2:
+                S.rows[i], S.data[i] = list(range(N)), [0.5] * N
+            else:
+                S.rows[i][:], S.data[i][:] = [], []
+        elif rnd.random() < 0.5:
+            S._dict[(i, rnd.randrange(N))] = float(rnd.randrange(9))
+        elif S._dict:
+            S._dict.pop(next(iter(S._dict)))
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            if state["S"] is not None and state["left"] > 0:
+                state["left"] -= 1
+                mutate(state["S"])
+                state["states"].append(dense(state["S"]))
+            Cycle()  # (armed again for the next collection)
+
+    thresholds = gc.get_threshold()
+    Cycle()
+    try:
+        gc.set_threshold(1, 1, 1)
+        for trial in range(200):
+            S = (sp.lil_array if fmt == "lil" else sp.dok_array)((M, N))
+            if fmt == "dok" and not hasattr(S, "_dict"):  # pragma: no cover (scipy < 1.12)
+                pytest.skip("this scipy's DOK has no _dict")
+            for i, j in zip(rnd.choices(range(M), k=20), rnd.choices(range(N), k=20)):
+                S[i, j] = rnd.randrange(1, 9) + 0.5
+            state.update(S=S, left=rnd.randint(1, 5), states=[dense(S)])
+            left = trial % 2 == 0
+            x = np.ones(N if left else M)
+            try:
+                got = sparse_matmul(S, x) if left else sparse_matmul(x, S)
+            except ValueError:
+                continue
+            finally:
+                state["S"] = None
+            wants = [D @ x if left else x @ D for D in state["states"] if D is not None]
+            assert any(np.allclose(got, w) for w in wants), trial
+    finally:
+        gc.set_threshold(*thresholds)
+        state["left"] = 0

@@ -170,22 +170,43 @@ def _check_lil(S, name: str) -> None:
     _in_range(_index_array(cols, name, "lil", "rows[i]"), N, name, "lil", "column index")
 
 
-def lil_csr_arrays(S) -> tuple | None:
-    """``(indptr, indices, data)`` of a 2-D LIL operand whose lists are what scipy builds
-    (lists of Python ints, values that ``_csr_tools.lil_tocsr`` reads in C), checked and
-    copied in C, each row's entries in list order; None for anything else, which the
-    caller checks (``check_sparse_structure``) and lets scipy convert.
+def lil_csr_arrays(S, name: str) -> tuple[tuple, bool]:
+    """``((indptr, indices, data), checked)``: the CSR arrays of a 2-D LIL operand, each
+    row's entries in list order. Lists that are what scipy builds (lists of Python ints,
+    values ``_csr_tools.lil_tocsr`` reads in C) are checked and copied in C (``checked``).
+    Anything else, or lists another thread changed between its two passes, is checked in
+    Python (``check_sparse_structure``, whose errors name ``name``) and copied from a
+    snapshot of the lists in Python, whose arrays the caller checks as a CSR's: never by
+    scipy's ``tocsr``, whose two passes another thread can make write past their buffer
+    (a review crashed it so through this fallback).
 
     Examples
     --------
     >>> import scipy.sparse as sp
     >>> L = sp.lil_array((2, 3))
     >>> L[1, 2], L[0, 0] = 5.0, 1.0
-    >>> [a.tolist() for a in lil_csr_arrays(L)]
-    [[0, 1, 2], [0, 2], [1.0, 5.0]]
+    >>> arrays, checked = lil_csr_arrays(L, "L")
+    >>> [a.tolist() for a in arrays], checked
+    ([[0, 1, 2], [0, 2], [1.0, 5.0]], True)
     """
-    code, indptr, indices, data = _csr_tools.lil_tocsr(S.rows, S.data, S.shape[1], S.dtype)
-    return (indptr, indices, data) if code == _csr_tools.LIL_OK else None
+    M, N = S.shape
+    dtype = np.dtype(S.dtype)  # (scipy's tocsr takes None as float64 too)
+    if len(S.rows) == M:
+        code, indptr, indices, data = _csr_tools.lil_tocsr(S.rows, S.data, N, dtype)
+        if code == _csr_tools.LIL_OK:
+            return (indptr, indices, data), True
+    _check_lil(S, name)
+    rows, data = [list(r) for r in S.rows], [list(d) for d in S.data]
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    if len(rows) != M or not np.array_equal(lengths, [len(d) for d in data]):
+        raise ValueError(f"{name} (lil) has a corrupt structure: its lists changed while "
+                         "they were read")
+    indptr = np.zeros(M + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    nnz = int(indptr[-1])
+    indices = np.array(list(itertools.chain.from_iterable(rows)), dtype=np.int64)
+    values = np.fromiter(itertools.chain.from_iterable(data), dtype=dtype, count=nnz)
+    return (indptr, indices.reshape(nnz), values), False
 
 
 def _dok_items(S, name: str) -> tuple:

@@ -116,12 +116,11 @@ class CSR(LinearOperator):
         if A.format in ("coo", "dok"):  # (the conversion checks the coordinates as it goes)
             self._set(*triplet_csr_arrays(A, "A"), A.shape, check=False, copy=False)
             return
-        if A.format == "lil":  # (checked and converted in one pass in C where it can)
-            arrays = lil_csr_arrays(A)
-            if arrays is not None:
-                self._set(*arrays, A.shape, check=False, copy=False)
-                return
-        check_sparse_structure(A, "A")  # BSR/DIA/LIL: before scipy converts it
+        if A.format == "lil":  # (checked and converted in C where it can)
+            arrays, checked = lil_csr_arrays(A, "A")
+            self._set(*arrays, A.shape, check=not checked, copy=False)
+            return
+        check_sparse_structure(A, "A")  # BSR/DIA: before scipy converts it
         S = A if A.format == "csr" else tocsr_keeping_duplicates(A)
         self._set(S.indptr, S.indices, S.data, S.shape, check=True, copy=copy)
 
