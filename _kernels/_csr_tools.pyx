@@ -18,6 +18,7 @@ from libc.string cimport memcpy, memset
 from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.complex cimport Py_complex, PyComplex_AsCComplex, PyComplex_CheckExact
+from cpython.bool cimport PyBool_Check
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.object cimport Py_TYPE
@@ -698,10 +699,10 @@ cdef class _ValueSink:
     """Where values read from Python objects go: an array of ``dtype``, written in C for a
     numpy scalar of ``dtype`` itself, a Python float for float64 or float32, a Python
     complex for complex128 or complex64 (a C cast of the double, as numpy's own
-    conversion) or a Python int for int64, into a native ``dtype``; ``put`` returns False
-    for anything else (any value for a byte-swapped ``dtype``: a review found native bytes
-    written into a ``>f8`` array). It
-    allocates nothing and runs no Python code. A LIL's lists hold Python floats (from
+    conversion), a Python int within the range of an integer ``dtype`` or a Python bool
+    for bool, into a native ``dtype``; ``put`` returns False for anything else (any value
+    for a byte-swapped ``dtype``: a review found native bytes written into a ``>f8``
+    array). It allocates nothing and runs no Python code. A LIL's lists hold Python floats (from
     ``tolil``) or numpy scalars (from item assignment): ``np.fromiter`` over 10,000 of
     them took 180-330 us, ``put`` 27 us in all (2-core Zen 3)."""
     cdef cnp.ndarray out
@@ -709,7 +710,8 @@ cdef class _ValueSink:
     cdef int tn
     cdef Py_ssize_t size
     cdef object scalar_type
-    cdef bint int64
+    cdef bint ints
+    cdef long long lo, hi
 
     def __cinit__(self, Py_ssize_t n, object dtype):
         import numpy as np
@@ -719,9 +721,12 @@ cdef class _ValueSink:
         self.tn = cnp.PyArray_TYPE(self.out)
         self.size = dtype.itemsize
         self.scalar_type = dtype.type
-        self.int64 = dtype == np.dtype(np.int64)
+        self.ints = dtype.kind in "iu"
+        if self.ints:  # (uint64 values beyond int64 are left to numpy)
+            self.lo = np.iinfo(dtype).min
+            self.hi = min(np.iinfo(dtype).max, np.iinfo(np.int64).max)
         if not dtype.isnative:  # (type numbers and scalar types do not tell the byte order)
-            self.scalar_type, self.tn, self.int64 = None, -1, False
+            self.scalar_type, self.tn, self.ints = None, -1, False
 
     cdef inline bint put(self, Py_ssize_t k, PyObject* v) noexcept:
         cdef Py_complex z
@@ -745,11 +750,20 @@ cdef class _ValueSink:
             z = PyComplex_AsCComplex(<object>v)
             (<float*>self.dst)[2 * k] = <float>z.real
             (<float*>self.dst)[2 * k + 1] = <float>z.imag
-        elif PyLong_CheckExact(<object>v) and self.int64:
+        elif PyLong_CheckExact(<object>v) and self.ints:
             i = PyLong_AsLongLongAndOverflow(<object>v, &overflow)
-            if overflow:
+            if overflow or i < self.lo or i > self.hi:
                 return False
-            (<int64_t*>self.dst)[k] = i
+            if self.size == 8:
+                (<int64_t*>self.dst)[k] = i
+            elif self.size == 4:
+                (<int32_t*>self.dst)[k] = <int32_t>i
+            elif self.size == 2:
+                (<uint16_t*>self.dst)[k] = <uint16_t>i
+            else:
+                (<uint8_t*>self.dst)[k] = <uint8_t>i
+        elif PyBool_Check(<object>v) and self.tn == cnp.NPY_BOOL:
+            (<uint8_t*>self.dst)[k] = 1 if <object>v is True else 0
         else:
             return False
         return True

@@ -485,8 +485,7 @@ LIL_DTYPES = [np.float64, np.float32, np.complex128, np.complex64, np.int64, np.
 @pytest.mark.parametrize("values", ["tolil", "assigned", "mixed"])
 def test_lil_tocsr_is_scipys_tocsr(rng, dtype, values):
     """The CSR arrays scipy's ``tocsr`` builds, values equal, whether the lists hold Python
-    scalars (``tolil``), numpy scalars (item assignment) or both; values of kinds the C pass
-    does not read (Python ints in an int8 or bool LIL) come back as ``LIL_VALUES``."""
+    scalars (``tolil``), numpy scalars (item assignment) or both, all read in C."""
     A = random_sparse(rng, 30, 20, 0.3, np.float64)
     L = sp.lil_array(A.astype(dtype)) if values != "assigned" else sp.lil_array(A.shape,
                                                                                dtype=dtype)
@@ -496,16 +495,30 @@ def test_lil_tocsr_is_scipys_tocsr(rng, dtype, values):
                 L[i, j] = dtype(A[i, j] * 3)
     C = L.tocsr()
     code, indptr, indices, data = _csr_tools.lil_tocsr(L.rows, L.data, L.shape[1], L.dtype)
-    if code == _csr_tools.LIL_VALUES:
-        assert any(type(v) is not np.dtype(dtype).type for row in L.data for v in row)
-        assert np.dtype(dtype).kind in "ib"
-        return
     assert code == _csr_tools.LIL_OK
     np.testing.assert_array_equal(indptr, C.indptr)
     np.testing.assert_array_equal(indices, C.indices)
     assert data.dtype == C.data.dtype
     np.testing.assert_array_equal(data, C.data)
     assert indptr.dtype == indices.dtype == np.int32
+
+
+@pytest.mark.parametrize("dtype, value", [(np.int8, 300), (np.uint16, -1), (np.uint64, 2**64),
+                                          (np.complex64, np.float64(1.5)), (np.float64, 1),
+                                          (np.int64, True), (np.bool_, 1)])
+def test_lil_values_the_c_pass_leaves_to_numpy(dtype, value):
+    """Values of another kind than the dtype's own or out of its range: ``LIL_VALUES``, and
+    the product converts them as numpy (and scipy's ``tocsr``) do: or raises as they do."""
+    L = sp.lil_array((1, 2), dtype=dtype)
+    L.rows[0], L.data[0] = [0, 1], [dtype(1), value]
+    assert _csr_tools.lil_tocsr(L.rows, L.data, 2, L.dtype)[0] == _csr_tools.LIL_VALUES
+    try:
+        want = np.array([dtype(1), value], dtype=dtype)
+    except OverflowError:
+        with pytest.raises(OverflowError):
+            sparse_matmul(L, np.ones(2))
+        return
+    np.testing.assert_array_equal(CSR(L).to_scipy().toarray(), [want])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
