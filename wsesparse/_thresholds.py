@@ -66,6 +66,16 @@ SCATTER_ZONE_SAMPLE_ROWS = 64  # ... tried where 3 windows of this many rows of 
 BLOCKED_COPY_MIN = 1 << 15     # transposing copies of this many elements ...
 BLOCKED_COPY_STRIDE = 512      # ... with rows a multiple of this apart: blocked kernel
 
+# -- scipy's own products of other formats (method="auto") -------------------------
+# A COO, BSR or DIA operand times a dense one of several columns is scipy's own product
+# (the format as stored, no conversion to CSR) up to this much work: stored values x
+# columns, keyed by (format, the sparse operand on the right). 0: never (docs/tuning.md,
+# "Other formats with several vectors"). One vector: always (COO, BSR; DIA if finite).
+SCIPY_OWN_WORK = {("coo", False): 1 << 18, ("coo", True): 0, ("bsr", False): 1 << 18,
+                  ("bsr", True): 1 << 20, ("dia", False): 1 << 19, ("dia", True): 1 << 20}
+SCIPY_OWN_COO_RIGHT = (1 << 16, 8)  # X @ COO: scipy's own from this many entries with fewer
+                                    # rows in X (sorting them by column costs more)
+
 # -- dense dispatch (method="auto") -------------------------------------------------
 KEEP_DENSE_BYTES = 256 << 20   # dense copies kept (prepared) / built for N < DENSE_WIDE_TOKENS
 DENSE_MIN_TOKENS = 64          # a one-shot product goes dense only from this many columns

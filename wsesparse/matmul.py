@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -92,26 +93,39 @@ def _as_checked_scipy(S, name: str):
     return S
 
 
-def _vector_via_scipy(S, D: np.ndarray, transpose: bool) -> bool:
-    """Whether a product of a COO, DIA or BSR operand with one vector is scipy's own.
+def _via_scipy(S, D: np.ndarray, transpose: bool) -> bool:
+    """Whether a product of a COO, DIA or BSR operand is scipy's own (with ``method="auto"``).
 
     scipy multiplies those formats as they are stored; the kernels need a CSR built (and
     COO's entries sorted) on every call, which took 3.8x (COO), 8.9x (DIA) and 1.9x (BSR)
     scipy's time with one vector and 250,000 nonzeros (docs/tuning.md, "Other formats with
-    one vector"). DIA only where D is finite: its product multiplies the padding zeros
-    (``0 * inf``). (A ``CSR`` has no ``format``.)"""
+    one vector"), and up to 18x with a few columns of a small operand ("Other formats with
+    several vectors"). So: one vector always; several of the matrix's own dtype up to
+    ``SCIPY_OWN_WORK`` stored values times columns (and ``X @ COO`` with a few rows and
+    many entries: ``SCIPY_OWN_COO_RIGHT``). Where scipy's product treats stored
+    zeros unlike a CSR product (DIA multiplies its padding, COO's multi-vector product
+    skips explicit zeros), only with a finite D, where that cannot show (``0 * inf``).
+    (A ``CSR`` has no ``format``.)"""
     fmt = getattr(S, "format", None)
     if fmt not in ("coo", "dia", "bsr"):
         return False
-    if D.ndim == 2 and D.shape[0 if transpose else 1] != 1:
-        return False
+    n_tokens = 1 if D.ndim == 1 else D.shape[0 if transpose else 1]
+    if n_tokens != 1:
+        if S.dtype != D.dtype:  # (scipy's kernels refuse some mixes)
+            return False
+        stored = np.size(S.data)
+        if stored * n_tokens > th.SCIPY_OWN_WORK[fmt, transpose] and not (
+                fmt == "coo" and transpose and stored >= th.SCIPY_OWN_COO_RIGHT[0]
+                and n_tokens < th.SCIPY_OWN_COO_RIGHT[1]):
+            return False
     if fmt == "coo":  # (scipy's product rejects uint64 coordinates; the kernels take them)
         for c in S.coords:
             t = getattr(c, "dtype", None)
             if t is not None and t.kind == "u" and t.itemsize == 8:
                 return False
+    if fmt == "bsr" or (fmt == "coo" and n_tokens == 1):
         return True
-    return fmt != "dia" or _csr_tools.all_finite(D)  # (4.5 -> 0.3 us at 1,000 entries)
+    return _csr_tools.all_finite(D)  # (4.5 -> 0.3 us at 1,000 entries)
 
 
 def _scipy_result(y, shape: tuple[int, ...]) -> np.ndarray:
@@ -244,9 +258,12 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     are treated as implicit (scipy's DIA product multiplies them), and COO's
     explicit zeros count as stored (scipy's COO multi-vector product skips
     them, its vector product does not). A COO, DIA or BSR operand times one
-    vector (with ``method="auto"``) is scipy's own product, after the
-    structure check: converting it to CSR on every call cost more than the
-    product (a finite vector for DIA; ``n_threads`` does not apply).
+    vector, or times a few columns of a small dense operand (up to
+    ``SCIPY_OWN_WORK`` stored values times columns, ``wsesparse._thresholds``),
+    is scipy's own product with ``method="auto"``, after the structure check:
+    converting it to CSR on every call cost more than the product. Where
+    scipy's product treats stored zeros otherwise (DIA; COO with several
+    columns), only with a finite dense operand; ``n_threads`` does not apply.
 
     Results of at least 32 MiB are allocated through a numpy memory handler
     that keeps the buffers of two freed ones for reuse by the next result of
@@ -278,7 +295,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
             return y
     elif (type(A) in _SCIPY_AS_STORED_TYPES and type(B) is np.ndarray and out is None
           and method == "auto"):
-        y = _fast_scipy_vector(A, B, n_threads)
+        y = _fast_scipy_own(A, B, n_threads)
         if y is not None:
             return y
     if _cupy_backend.is_cupy(A) or _cupy_backend.is_cupy(B):  # GPU; imports cupy only then
@@ -328,9 +345,9 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     else:  # fail now, not after converting the operands or inside the allocator
         check_array_allocation(res_shape, dtype, "the result of sparse_matmul")
 
-    if dtype not in KERNEL_DTYPES or (method == "auto" and _vector_via_scipy(S, D, transpose)):
-        # bool/int results follow scipy's own (wrapping, saturating) rules; vectors of
-        # COO/DIA/BSR operands are scipy's product (above).
+    if dtype not in KERNEL_DTYPES or (method == "auto" and _via_scipy(S, D, transpose)):
+        # bool/int results follow scipy's own (wrapping, saturating) rules; small products
+        # of COO/DIA/BSR operands are scipy's (above).
         s = _as_checked_scipy(S, sparse_name)
         result = _scipy_result(s @ D if a_sparse else D @ s, res_shape)
         if out is not None:
@@ -458,7 +475,7 @@ _FAST_CSR_TYPES = (CSR, sp.csr_matrix, sp.csr_array)  # (exactly these: _fast_pr
 _SCIPY_COMPRESSED_TYPES = (sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.csc_array)
 _SCIPY_CSC_TYPES = (sp.csc_matrix, sp.csc_array)  # (exactly these: _fast_csc_vector)
 _SCIPY_AS_STORED_TYPES = (sp.coo_matrix, sp.coo_array, sp.dia_matrix, sp.dia_array,
-                          sp.bsr_matrix, sp.bsr_array)  # (exactly these: _fast_scipy_vector)
+                          sp.bsr_matrix, sp.bsr_array)  # (exactly these: _fast_scipy_own)
 
 
 def _scatter_arrays(S, transpose: bool, dtype: np.dtype) -> tuple | None:
@@ -538,27 +555,30 @@ def _values_as(S, dtype: np.dtype) -> np.ndarray:
     return data
 
 
-def _fast_scipy_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | None:
-    """``A @ x`` for a scipy COO, DIA or BSR matrix/array ``A`` (exactly those classes) and
-    a 1-D ``x``, both of kernel dtypes, A with rows and columns: scipy's own product after
-    the structure check, as the general path decides it (``_vector_via_scipy``: DIA only
-    with a finite x), without the general path's checks and dispatch, about 10 us a call
-    (a 1,000-row tridiagonal DIA took 39 us against scipy's 9; docs/tuning.md, "Other
-    formats with one vector"). None: the general path. ``n_threads`` is only validated
-    (scipy's product runs on one thread)."""
+def _fast_scipy_own(A, X: np.ndarray, n_threads: int | None) -> np.ndarray | None:
+    """``A @ X`` for a scipy COO, DIA or BSR matrix/array ``A`` (exactly those classes) and
+    a 1-D ``X`` or a C-contiguous 2-D one, both of kernel dtypes, A with rows and columns,
+    where the general path would take scipy's own product (``_via_scipy``: DIA, and COO
+    with columns, only with a finite X): that product after the structure check, without
+    the general path's checks and dispatch, about 10 us a call (a 1,000-row tridiagonal
+    DIA took 39 us against scipy's 9; docs/tuning.md, "Other formats with one vector").
+    None: the general path. ``n_threads`` is only validated (scipy's product runs on one
+    thread)."""
     shape = A.shape
-    if (len(shape) != 2 or x.ndim != 1 or x.shape[0] != shape[1] or 0 in shape
-            or A.dtype.char not in "fdFD" or x.dtype.char not in "fdFD"):
+    if (len(shape) != 2 or X.ndim not in (1, 2) or X.shape[0] != shape[1] or 0 in shape
+            or 0 in X.shape or A.dtype.char not in "fdFD" or X.dtype.char not in "fdFD"
+            or (X.ndim == 2 and not X.flags.c_contiguous)):
         return None
-    if not _vector_via_scipy(A, x, False):  # (its rule: DIA only with a finite x)
+    if not _via_scipy(A, X, False):
         return None
     if n_threads is not None:
         resolve_n_threads(n_threads)  # (validated on every path)
-    if shape[0] * 16 >= CHECK_MIN_BYTES:  # (16: the widest kernel dtype)
-        check_array_allocation(shape[:1], result_dtype(A.dtype, x.dtype),
+    res_shape = (shape[0],) + X.shape[1:]
+    if math.prod(res_shape) * 16 >= CHECK_MIN_BYTES:  # (16: the widest kernel dtype)
+        check_array_allocation(res_shape, result_dtype(A.dtype, X.dtype),
                                "the result of sparse_matmul")
     check_sparse_structure(A, "A")
-    return _scipy_result(A @ x, shape[:1])
+    return _scipy_result(A @ X, res_shape)
 
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,

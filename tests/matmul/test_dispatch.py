@@ -236,9 +236,10 @@ def test_wide_one_shot_below_the_crossover_takes_the_fast_path(dtype, n, monkeyp
 def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
     """A COO, DIA or BSR operand times one vector is scipy's own product (converting to
     CSR each call cost 2-9x scipy's time: a review): the same bits as scipy's, the kernels
-    not called; with two columns, method="sparse", or (DIA) an inf in the vector, the
-    kernels as before; a corrupt structure is still caught first. ``S @ x`` with a 1-D x
-    takes the short path (``_fast_scipy_vector``), not the general one."""
+    not called; so are a few columns of a small operand; many columns, method="sparse",
+    or (DIA, and COO with columns) an inf in the dense operand: the kernels as before; a
+    corrupt structure is still caught first. ``S @ x`` with a 1-D x
+    takes the short path (``_fast_scipy_own``), not the general one."""
     import wsesparse.matmul as mm
     calls, general = [], []
     for name in ("csr_spmv", "csr_spmm"):
@@ -246,6 +247,9 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
         monkeypatch.setattr(_spmm, name, lambda *a, _r=real, **k: calls.append(1) or _r(*a, **k))
     real_checked = mm._as_checked_scipy  # (the general path's way to scipy's product)
     monkeypatch.setattr(mm, "_as_checked_scipy", lambda *a: general.append(1) or real_checked(*a))
+    own_calls, real_via = [], mm._via_scipy
+    monkeypatch.setattr(mm, "_via_scipy",
+                        lambda *a: own_calls.append(real_via(*a)) or own_calls[-1])
     rng = np.random.default_rng(3)
     A = sp.random(40, 30, density=0.2, format="csr", random_state=3)
     S = {"coo": A.tocoo(), "dia": A.todia(), "bsr": A.tobsr(blocksize=(2, 2))}[fmt]
@@ -254,15 +258,31 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
         got = sparse_matmul(x, S) if left else sparse_matmul(S, x)
         want = x @ S if left else S @ x
         assert got.tobytes() == np.asarray(want).tobytes() and calls == [], (x.shape, calls)
-        assert bool(general) == (left or x.ndim == 2)
+        assert bool(general) == left
         general.clear()
     with pytest.raises(ValueError, match="inner dimensions differ"):
         y = rng.standard_normal(n + 1)
         sparse_matmul(y, S) if left else sparse_matmul(S, y)
-    X2 = rng.standard_normal((2, n) if left else (n, 2))
-    got = sparse_matmul(X2, S) if left else sparse_matmul(S, X2)
-    assert calls and np.allclose(got, X2 @ A if left else A @ X2)
-    calls.clear()
+    # A few columns: scipy's own below SCIPY_OWN_WORK stored values x columns (none for
+    # X @ COO), the kernels above it; with an inf, the kernels where scipy's product
+    # treats stored zeros otherwise (DIA's padding, COO's explicit zeros with columns).
+    work = th.SCIPY_OWN_WORK[fmt, left]
+    own_calls.clear()
+    for n_cols in (2, max(2, work // S.data.size + 1)):
+        X2 = rng.standard_normal((n_cols, n) if left else (n, n_cols))
+        for finite in (True, False):
+            X2[0, 0] = 1.0 if finite else np.inf
+            got = sparse_matmul(X2, S) if left else sparse_matmul(S, X2)
+            own = S.data.size * n_cols <= work and (finite or fmt == "bsr")
+            assert (True in own_calls) == own, (n_cols, finite)  # (else the kernels or BLAS)
+            own_calls.clear()
+            if own:
+                want = np.asarray(X2 @ S if left else S @ X2)
+                assert not calls and got.tobytes() == want.tobytes(), (n_cols, finite)
+            else:
+                R = S.tocsr() if fmt == "bsr" else A  # (BSR's: with its blocks' zeros)
+                assert_matches(got, X2 @ R if left else R @ X2, *((X2, R) if left else (R, X2)))
+            calls.clear()
     x = rng.standard_normal(n)
     got = sparse_matmul(x, S, method="sparse") if left else sparse_matmul(S, x, method="sparse")
     assert calls and np.allclose(got, x @ A if left else A @ x)
@@ -282,6 +302,27 @@ def test_one_vector_of_other_formats_is_scipys_product(fmt, left, monkeypatch):
         bad.data = bad.data[:1]
     with pytest.raises(ValueError, match=rf"^A \({fmt}\) has a corrupt structure"):
         sparse_matmul(bad, rng.standard_normal(30))
+
+
+@pytest.mark.parametrize("n_rows", [2, 7, 8])
+def test_few_rows_times_a_big_coo_is_scipys_product(n_rows, monkeypatch):
+    """``X @ A`` with a COO ``A`` of ``SCIPY_OWN_COO_RIGHT[0]`` entries or more and fewer
+    than ``SCIPY_OWN_COO_RIGHT[1]`` rows in X: scipy's own product (sorting the entries by
+    column cost more), its bits; more rows: the kernels."""
+    import wsesparse.matmul as mm
+    calls = []
+    real = mm._as_checked_scipy
+    monkeypatch.setattr(mm, "_as_checked_scipy", lambda *a: calls.append(1) or real(*a))
+    min_entries, max_rows = th.SCIPY_OWN_COO_RIGHT
+    A = sp.random_array((300, 260), density=min(1.0, min_entries / (300 * 260) + 0.01),
+                        format="coo", rng=0)
+    assert A.nnz >= min_entries
+    X = np.random.default_rng(0).standard_normal((n_rows, 300))
+    got = sparse_matmul(X, A)
+    assert bool(calls) == (n_rows < max_rows)
+    if calls:
+        assert got.tobytes() == np.asarray(X @ A).tobytes()
+    assert_matches(got, X @ A.tocsr(), X, A.tocsr())
 
 
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES, ids=str)
