@@ -581,8 +581,8 @@ def lil_tocsr(object rows, object data, Py_ssize_t n_cols, object dtype=None):
     """``(code, indptr, indices, values)``: the CSR arrays of a LIL matrix (``rows`` and
     ``data`` as in ``lil_check``), each row's entries in list order, the values as an
     array of ``dtype`` (None: not read, ``values`` None). ``code`` is ``lil_check``'s, or
-    ``LIL_VALUES`` for a value of a kind ``_ValueSink`` does not take (the caller lets
-    scipy convert those); anything but ``LIL_OK`` comes with three None. Index arrays are
+    ``LIL_VALUES`` for a value of a kind ``_ValueSink`` does not take (the caller converts
+    those in Python); anything but ``LIL_OK`` comes with three None. Index arrays are
     int32 where ``n_cols`` and the number of entries allow it, else int64. Two passes in
     C: the rows' lengths, then (after the arrays are allocated, which may run a garbage
     collection and so Python code) each entry checked again and copied, running no
@@ -702,9 +702,9 @@ cdef class _ValueSink:
     conversion), a Python int within the range of an integer ``dtype`` or a Python bool
     for bool, into a native ``dtype``; ``put`` returns False for anything else (any value
     for a byte-swapped ``dtype``: a review found native bytes written into a ``>f8``
-    array). It allocates nothing and runs no Python code. A LIL's lists hold Python floats (from
-    ``tolil``) or numpy scalars (from item assignment): ``np.fromiter`` over 10,000 of
-    them took 180-330 us, ``put`` 27 us in all (2-core Zen 3)."""
+    array). It allocates nothing and runs no Python code. A LIL's lists hold Python
+    scalars (from ``tolil``) or numpy ones (from item assignment): ``np.fromiter`` over
+    10,000 Python floats took 180-330 us, ``put`` 27 us in all (2-core Zen 3)."""
     cdef cnp.ndarray out
     cdef char* dst
     cdef int tn
@@ -767,6 +767,7 @@ cdef class _ValueSink:
         else:
             return False
         return True
+
 
 cdef inline bint _dok_index(PyObject* x, int64_t* out):
     """Read one coordinate of a DOK key: an exact Python int or a numpy integer scalar

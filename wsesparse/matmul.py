@@ -66,7 +66,7 @@ def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]
             return CSR._from_triplets(S, name, transpose), False
         except (TypeError, ValueError) as exc:
             raise renamed(exc, name) from None
-    if S.format == "lil":  # (CSR checks and converts it in one pass in C)
+    if S.format == "lil":  # (CSR checks and converts it, in C where it can)
         try:
             comp = CSR(S), False
         except (TypeError, ValueError) as exc:
