@@ -510,6 +510,40 @@ class PrepareAndOverhead:
         self.small @ self.X8
 
 
+@functools.lru_cache(maxsize=None)
+def _other_format(fmt, n):
+    """An n x n float64 operand in scipy format ``fmt``: 10 nonzeros a row at random
+    (``random_csr``; BSR of 2 x 2 blocks), DIA banded (11 diagonals, what DIA is for)."""
+    import scipy.sparse as sp
+
+    if fmt == "dia":
+        rng = np.random.default_rng(0)
+        bands = [rng.standard_normal(n - abs(k)) for k in range(-5, 6)]
+        return sp.dia_array(sp.diags_array(bands, offsets=range(-5, 6), shape=(n, n)))
+    A = random_csr(n, n, 10 / n, "float64")
+    return A.tobsr(blocksize=(2, 2)) if fmt == "bsr" else A.asformat(fmt)
+
+
+class OtherFormats:
+    """One-shot products of the formats converted or handed to scipy on every call (COO,
+    BSR, DIA, LIL, DOK; docs/tuning.md, "Other formats with one vector" and "... several
+    vectors"), 1,000 rows, one and 8 columns, with scipy's own product as the yardstick."""
+
+    params = (["coo", "bsr", "dia", "lil", "dok"], [1, 8])
+    param_names = ["format", "n_tokens"]
+
+    def setup(self, fmt, n_tokens):
+        self.A = _other_format(fmt, 1000)
+        self.X = random_vector(1000, "float64") if n_tokens == 1 else \
+            random_dense(1000, n_tokens, "float64")
+
+    def time_sparse_matmul(self, fmt, n_tokens):
+        sparse_matmul(self.A, self.X)
+
+    def time_scipy(self, fmt, n_tokens):
+        self.A @ self.X
+
+
 class PeakMemory:
     """Peak memory of a big product: M = K = 16384, density 1 %, N = 256, float32.
 
