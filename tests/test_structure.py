@@ -434,10 +434,6 @@ def test_dok_key_out_of_range(rng, key, which, bound, side):
         check_sparse_structure(S, "A")
 
 
-class _Dict(dict):
-    pass
-
-
 @pytest.mark.parametrize("key", [(1.0, 2), (1, 2, 3), (1,), "ab", (None, 1), ("1", 2),
                                  (np.float32(1), 2), (np.bool_(True), 2)], ids=repr)
 @pytest.mark.parametrize("side", ["left", "right"])
