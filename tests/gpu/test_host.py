@@ -193,6 +193,54 @@ def test_scipy_coo_keeps_duplicates_and_is_checked(env):
         DeviceCSR(A)
 
 
+@pytest.mark.parametrize("fmt", ["coo", "csc", "lil", "dok", "bsr", "dia"])
+@pytest.mark.parametrize("dtype", ["float32", "complex128", "int8", "bool"])
+def test_scipy_formats_match_scipy(env, rng, fmt, dtype):
+    """Every scipy format goes through the CPU path's conversion (``wsesparse.CSR``), the
+    product as scipy's in the kernel dtype (ints and bools compute in float32)."""
+    from wsesparse.gpu import DeviceCSR
+    W = sp.random_array((13, 11), density=0.3, format="csr", rng=rng, dtype=np.float64)
+    W.data[:] = rng.integers(1, 4, W.nnz)   # (no zeros for the integer casts to drop)
+    W = W.astype(dtype)
+    S = DeviceCSR(W.asformat(fmt))
+    kernel = np.result_type(dtype, np.float32)
+    assert S.dtype == kernel and S.nnz == W.nnz
+    X = random_values(rng, (11, 3), kernel)
+    _close(S @ gpu_helpers.dev(X), W.astype(kernel) @ X, kernel)
+
+
+def test_lil_and_dok_are_read_by_the_host_checks_not_scipy(env, monkeypatch):
+    """A LIL or DOK operand is checked and converted by ``wsesparse.CSR`` (in C), never
+    by scipy's ``tocsr``, which writes where a bad index points and races with a thread
+    changing the lists; a bad index names the operand."""
+    from wsesparse.gpu import DeviceCSR
+    for cls in (sp.lil_array, sp.dok_array):
+        monkeypatch.setattr(cls, "tocsr", lambda *a, **k: pytest.fail("scipy's tocsr ran"))
+    L = sp.lil_array((3, 4))
+    L[0, 1], L[2, 3] = 1.0, 2.0
+    assert DeviceCSR(L).nnz == 2
+    L.rows[2][0] = 9
+    with pytest.raises(ValueError, match=r"^W .*column index"):
+        DeviceCSR(L, name="W")
+    D = sp.dok_array((3, 4))
+    D[1, 2] = 5.0
+    assert np.array_equal(np.asarray(DeviceCSR(D).toarray()), D.toarray())
+    with pytest.raises(TypeError, match="^W has values of dtype float128"):
+        DeviceCSR(sp.lil_array(np.ones((2, 2), dtype=np.longdouble)), name="W")
+
+
+def test_a_prepared_csr_sends_its_stored_entries_only(env):
+    """A ``wsesparse.CSR`` whose arrays run past its stored entries (narrowed from int64)
+    goes to the device with ``nnz`` entries."""
+    from wsesparse import CSR
+    from wsesparse.gpu import DeviceCSR
+    C = CSR.from_arrays(np.array([1.0, 2.0, 7.0]), np.array([1, 0, 0], np.int64),
+                        np.array([0, 1, 2], np.int64), (2, 2))
+    S = DeviceCSR(C)
+    assert S.nnz == 2 and S.data.size == S.indices.size == 2
+    assert np.array_equal(np.asarray(S.toarray()), [[0.0, 1.0], [2.0, 0.0]])
+
+
 def test_layouts_out_and_vector_widths(env, rng):
     from wsesparse.gpu import DeviceCSR
     W = sp.random(30, 20, density=0.3, format="csr", random_state=rng, dtype=np.float32)

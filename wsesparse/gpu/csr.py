@@ -244,31 +244,7 @@ def _arrays(A, shape, name, cupy):
         A = A if A.format == "csr" else A.tocsr()
         data, indices, indptr, shape = A.data, A.indices, A.indptr, tuple(A.shape)
     else:
-        import scipy.sparse as sp
-        from wsesparse.csr import CSR
-        if isinstance(A, CSR):
-            A = A.tocsr() if hasattr(A, "tocsr") else sp.csr_matrix((A.data, A.indices,
-                                                                     A.indptr), A.shape)
-        if not sp.issparse(A):
-            raise TypeError(f"{name} must be a sparse matrix (cupyx, scipy or wsesparse.CSR) "
-                            f"or a (data, indices, indptr) tuple, got {describe(A)}")
-        if A.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got a sparse operand of shape {A.shape}")
-        _check_value_dtype(A.dtype, name)
-        # (checked before scipy converts it; COO duplicates kept, as the CPU path keeps them)
-        from wsesparse._structure import check_sparse_structure, tocsr_keeping_duplicates
-        check_sparse_structure(A, name)
-        if A.format == "csc":
-            # Of a CSC only the index types are checked above, and scipy's tocsr writes
-            # where its row indices point (a segfault for a bad one): the whole structure
-            # first, as the CPU path checks it.
-            try:
-                CSR._csc_view(A)
-            except (TypeError, ValueError) as exc:
-                raise renamed(exc, name) from None
-        A = tocsr_keeping_duplicates(A)
-        data, indices, indptr = (cupy.asarray(a) for a in (A.data, A.indices, A.indptr))
-        shape = tuple(A.shape)
+        data, indices, indptr, shape = _host_arrays(A, name, cupy)
     # The kernels take the arrays' addresses: strided views are copied.
     data, indices, indptr = (a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
                              for a in (data, indices, indptr))
@@ -288,6 +264,31 @@ def _arrays(A, shape, name, cupy):
         raise ValueError(f"{name} has a corrupt compressed structure: {indices.size} indices "
                          f"but {data.size} values")
     return data, indices, indptr, shape
+
+
+def _host_arrays(A, name: str, cupy) -> tuple:
+    """``(data, indices, indptr, shape)`` on the device of a scipy sparse operand or a
+    ``wsesparse.CSR``. A scipy CSR goes as it is (the device checks it); every other format
+    is checked and converted on the host as the CPU path does it (``wsesparse.CSR``: COO,
+    DOK and LIL read in C, duplicates kept), never by scipy's ``tocsr`` before a check
+    (which writes where a bad index points, and races with a thread changing a LIL)."""
+    import scipy.sparse as sp
+    from wsesparse.csr import CSR
+    if not isinstance(A, CSR):
+        if not sp.issparse(A):
+            raise TypeError(f"{name} must be a sparse matrix (cupyx, scipy or wsesparse.CSR) "
+                            f"or a (data, indices, indptr) tuple, got {describe(A)}")
+        if A.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got a sparse operand of shape {A.shape}")
+        _check_value_dtype(A.dtype, name)
+        if A.format != "csr":
+            try:
+                A = CSR(A)
+            except (TypeError, ValueError) as exc:
+                raise renamed(exc, name) from None
+    if isinstance(A, CSR):
+        A = A.to_scipy()  # (its arrays may run past its stored entries: those only)
+    return (*(cupy.asarray(a) for a in (A.data, A.indices, A.indptr)), tuple(A.shape))
 
 
 def _check_value_dtype(dtype, name: str) -> np.dtype:
