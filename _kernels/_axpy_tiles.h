@@ -21,7 +21,8 @@
  * _tiles_base.h (tile macros), _tiles_complex.h (complex dots and scatter),
  * _tiles_spmm.h (SpMM rows), _tiles_kblock.h (column blocks), _tiles_spmv.h
  * (SpMV rows, with _tiles_spmv_row.h and _tiles_spmv_lanes.h), _tiles_scatter.h
- * (scatter); this header instantiates the real kernels for float and double with
+ * (scatter), _tiles_spmv_coded.h (SpMV rows of value-coded matrices); this header
+ * instantiates the real kernels for float and double with
  * int32 and int64 indices (WS_DEFINE_ALL).
  */
 #ifndef WSESPARSE_AXPY_TILES_H
@@ -33,13 +34,15 @@
 #include "_tiles_kblock.h"
 #include "_tiles_spmv.h"
 #include "_tiles_scatter.h"
+#include "_tiles_spmv_coded.h"
 
 #define WS_DEFINE_ALL(T, VT, I, U)                                                \
     WS_DEFINE_SPMM_ROWS(T, I)                                                     \
     WS_DEFINE_SPMM_KB(T, I)                                                       \
     WS_DEFINE_SCATTER(T, VT, I)                                                   \
     WS_DEFINE_SPMV_ROWS(T, VT, I, U, 0, )                                         \
-    WS_DEFINE_SPMV_ROWS(T, VT, I, U, 1, _chk)
+    WS_DEFINE_SPMV_ROWS(T, VT, I, U, 1, _chk)                                     \
+    WS_DEFINE_SPMV_CODED(T, I)
 
 WS_DEFINE_ALL(float, ws_vf, int32_t, uint32_t)
 WS_DEFINE_ALL(float, ws_vf, int64_t, uint64_t)

@@ -2,8 +2,8 @@
 """CSR tools: the structure check (csr_check), transpositions of a CSR
 operand (csr_transpose) and of a dense one (transpose_into), conversion
 to dense (densify_into), the COO check and conversion (coo_check, coo_tocsr), the LIL
-check and conversion (lil_check, lil_tocsr), a DOK's entries as arrays (dok_items), and a
-test for inf and NaN (all_finite).
+check and conversion (lil_check, lil_tocsr), a DOK's entries as arrays (dok_items), a
+test for inf and NaN (all_finite), and one-byte codes of few distinct values (value_codes).
 
 Arguments are validated here or by the Python layer, as each docstring says;
 bounds checks are off (see setup.py).
@@ -12,7 +12,7 @@ bounds checks are off (see setup.py).
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 from cpython.dict cimport PyDict_Next, PyDict_Size
@@ -553,6 +553,116 @@ def all_finite(cnp.ndarray x not None):
         else:
             bad = _nonfinite(<uint64_t*>p, n)
     return not bad
+
+
+# Distinct values value_codes codes at most (one byte a code), and its hash table's slots.
+cdef enum:
+    _CODES = 256
+    _CODE_SLOTS = 1024
+
+VALUE_CODES = _CODES
+
+
+cdef Py_ssize_t _codes_into(const float_bits_t* v, Py_ssize_t n, uint8_t* codes,
+                            float_bits_t* table) noexcept nogil:
+    """codes[p] such that table[codes[p]] has the bits of v[p]; returns the number of
+    distinct bit patterns, or -1 at the first beyond _CODES (open addressing by a
+    multiplicative hash)."""
+    cdef float_bits_t keys[_CODE_SLOTS]
+    cdef int16_t slot_code[_CODE_SLOTS]
+    cdef Py_ssize_t p, count = 0
+    cdef float_bits_t k
+    cdef uint64_t h
+    cdef int c
+    memset(slot_code, 0xff, sizeof(slot_code))   # -1: empty
+    for p in range(n):
+        k = v[p]
+        h = (<uint64_t>k * <uint64_t>0x9E3779B97F4A7C15ULL) >> 54   # 10 bits: _CODE_SLOTS
+        while True:
+            c = slot_code[h]
+            if c >= 0 and keys[h] == k:
+                break
+            if c < 0:
+                if count == _CODES:
+                    return -1
+                keys[h] = k
+                table[count] = k
+                c = slot_code[h] = <int16_t>count
+                count += 1
+                break
+            h = (h + 1) & (_CODE_SLOTS - 1)
+        codes[p] = <uint8_t>c
+    return count
+
+
+cdef void _remap(uint8_t* codes, Py_ssize_t n, const uint8_t* to) noexcept nogil:
+    cdef Py_ssize_t p
+    for p in range(n):
+        codes[p] = to[codes[p]]
+
+
+def value_codes(cnp.ndarray values not None, int n_threads=1):
+    """``(codes, table)`` with ``table[codes]`` bitwise equal to ``values``, or None.
+
+    ``values``: a C-contiguous, aligned 1-D float32 or float64 array in native byte order
+    (TypeError otherwise). ``codes`` is uint8, one per value; ``table`` has
+    ``VALUE_CODES`` (256) entries of the values' dtype, the distinct bit patterns in order
+    of first appearance, then zeros (so that any code reads inside it). None when there are
+    more than 256 distinct bit patterns (-0.0 and 0.0 and each NaN payload count apart).
+    ``n_threads`` threads code chunks of at least 65,536 values with tables of their own,
+    merged in chunk order: the same result for any thread count.
+    """
+    import numpy as np
+    cdef int t = cnp.PyArray_TYPE(values)
+    if (cnp.PyArray_NDIM(values) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(values)
+            or not cnp.PyArray_ISNOTSWAPPED(values) or not cnp.PyArray_ISALIGNED(values)
+            or t not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE)):
+        raise TypeError("values must be a contiguous, aligned, native 1-D float32 or float64 "
+                        f"array, got {values.dtype} of shape {np.shape(values)}")
+    cdef Py_ssize_t n = cnp.PyArray_DIM(values, 0), k, c
+    cdef Py_ssize_t parts = max(1, min(n_threads, n >> 16))
+    codes = np.empty(n, dtype=np.uint8)
+    # (each part's table as uint64 rows; float32 bit patterns in their low halves' view)
+    local = np.zeros((parts, _CODES), dtype=values.dtype)
+    counts = np.empty(parts, dtype=np.intp)
+    cdef Py_ssize_t[::1] cnt = counts
+    cdef char* vp = <char*>cnp.PyArray_DATA(values)
+    cdef uint8_t* cp = <uint8_t*>cnp.PyArray_DATA(codes)
+    cdef char* lp = <char*>cnp.PyArray_DATA(local)
+    cdef Py_ssize_t size = cnp.PyArray_ITEMSIZE(values)
+    cdef Py_ssize_t lo, hi
+    for k in prange(parts, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
+        lo = n * k // parts
+        hi = n * (k + 1) // parts
+        if size == 4:
+            cnt[k] = _codes_into(<const uint32_t*>(vp + lo * size), hi - lo, cp + lo,
+                                 <uint32_t*>(lp + k * _CODES * size))
+        else:
+            cnt[k] = _codes_into(<const uint64_t*>(vp + lo * size), hi - lo, cp + lo,
+                                 <uint64_t*>(lp + k * _CODES * size))
+    if (counts < 0).any():
+        return None
+    table = np.zeros(_CODES, dtype=values.dtype)
+    if parts == 1:
+        table[:] = local[0]
+        return codes, table
+    bits = local.view(np.uint32 if size == 4 else np.uint64)
+    found: dict = {}
+    maps = np.empty((parts, _CODES), dtype=np.uint8)
+    for k in range(parts):
+        for c in range(counts[k]):
+            code = found.setdefault(int(bits[k, c]), len(found))
+            if code == _CODES:
+                return None
+            maps[k, c] = code
+    table.view(bits.dtype)[:len(found)] = list(found)
+    cdef uint8_t* mp = <uint8_t*>cnp.PyArray_DATA(maps)
+    for k in prange(1, parts, nogil=True, num_threads=n_threads, schedule="static",
+                    chunksize=1):
+        lo = n * k // parts
+        hi = n * (k + 1) // parts
+        _remap(cp + lo, hi - lo, mp + k * _CODES)
+    return codes, table
 
 
 # Return codes of lil_check.

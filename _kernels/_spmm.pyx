@@ -19,7 +19,7 @@ _axpy_tiles.h), so results are bitwise identical for any thread count.
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
@@ -28,7 +28,7 @@ from _csr_check cimport (PARALLEL_INDPTR_ROWS as _PARALLEL_INDPTR_ROWS, _check, 
                          _out_of_range)
 from _operands cimport _ROW_COST, _bounds_into, _index_type, _parts, _value_type
 from _tiles cimport *
-from _types cimport index_t, value_t
+from _types cimport index_t, real_t, value_t
 
 cnp.import_array()
 
@@ -611,6 +611,88 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
                               n_x, mode)
         free(owned)
     return WS_CSR_BAD_INDEX if bad else WS_CSR_OK
+
+
+cdef void _coded_rows(const index_t* indptr, const index_t* indices, const uint8_t* codes,
+                      const real_t* table, const real_t* x, real_t* y, Py_ssize_t r0,
+                      Py_ssize_t r1) noexcept nogil:
+    if real_t is float:
+        if index_t is int32_t:
+            ws_spmv_coded_rows_float_int32_t(indptr, indices, codes, table, x, y, r0, r1)
+        else:
+            ws_spmv_coded_rows_float_int64_t(indptr, indices, codes, table, x, y, r0, r1)
+    else:
+        if index_t is int32_t:
+            ws_spmv_coded_rows_double_int32_t(indptr, indices, codes, table, x, y, r0, r1)
+        else:
+            ws_spmv_coded_rows_double_int64_t(indptr, indices, codes, table, x, y, r0, r1)
+
+
+cdef void _coded_parts(const index_t* indptr, const index_t* indices, const uint8_t* codes,
+                       const real_t* table, const real_t* x, real_t* y,
+                       const int64_t* bounds, Py_ssize_t n_parts,
+                       int n_threads) noexcept nogil:
+    cdef Py_ssize_t part
+    if n_parts == 1:
+        _coded_rows(indptr, indices, codes, table, x, y, bounds[0], bounds[1])
+        return
+    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        _coded_rows(indptr, indices, codes, table, x, y, bounds[part], bounds[part + 1])
+
+
+cdef void _coded_typed(const index_t* ip, const index_t* ix, const uint8_t* codes, int vt,
+                       void* table, void* x, void* y, const int64_t* b, Py_ssize_t n_parts,
+                       int n_threads) noexcept nogil:
+    if vt == cnp.NPY_FLOAT32:
+        _coded_parts(ip, ix, codes, <float*>table, <float*>x, <float*>y, b, n_parts, n_threads)
+    else:
+        _coded_parts(ip, ix, codes, <double*>table, <double*>x, <double*>y, b, n_parts,
+                     n_threads)
+
+
+def csr_spmv_coded(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray codes,
+                   cnp.ndarray table, cnp.ndarray x, cnp.ndarray y, object row_bounds,
+                   int n_threads):
+    """y = A @ x for a checked CSR ``A`` whose value ``p`` is ``table[codes[p]]``.
+
+    ``codes``: uint8, at least ``indptr[-1]`` of them; ``table``: the values, float32
+    or float64, exactly 256 entries (so that no code reads past it), the dtype of x and
+    y; ``row_bounds`` and ``n_threads`` as in ``csr_spmm``. The column indices are not
+    checked. Each row is one FMA chain in storage order: the bits of ``csr_spmv`` where
+    it sums every row so (``_tiles_spmv_coded.h``).
+    """
+    if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
+        raise ValueError("x and y must be 1-D")
+    cdef int vt = _value_type(table, (x, y))
+    if vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64):
+        raise TypeError(f"table has dtype {table.dtype}: float32 or float64 only")
+    if cnp.PyArray_NDIM(table) != 1 or cnp.PyArray_DIM(table, 0) != 256:
+        raise ValueError("table must have 256 entries")
+    cdef int it = _index_type(indptr, indices, cnp.PyArray_DIM(y, 0))
+    if (cnp.PyArray_TYPE(codes) != cnp.NPY_UINT8 or cnp.PyArray_NDIM(codes) != 1
+            or not cnp.PyArray_IS_C_CONTIGUOUS(codes)):
+        raise TypeError("codes must be a C-contiguous 1-D uint8 array")
+    cdef void* ip = cnp.PyArray_DATA(indptr)
+    cdef Py_ssize_t n_rows = cnp.PyArray_DIM(y, 0)
+    cdef int64_t nnz = (<int32_t*>ip)[n_rows] if it == cnp.NPY_INT32 else (<int64_t*>ip)[n_rows]
+    if cnp.PyArray_DIM(codes, 0) < nnz or cnp.PyArray_DIM(indices, 0) < nnz:
+        raise ValueError("codes and indices must have indptr[-1] entries or more")
+    cdef void* ix = cnp.PyArray_DATA(indices)
+    cdef const uint8_t* cp = <const uint8_t*>cnp.PyArray_DATA(codes)
+    cdef void* tp = cnp.PyArray_DATA(table)
+    cdef void* xp = cnp.PyArray_DATA(x)
+    cdef void* yp = cnp.PyArray_DATA(y)
+    cdef int64_t* owned = NULL
+    cdef Py_ssize_t n_parts
+    cdef const int64_t* b = _parts(row_bounds, it, ip, n_rows, &n_parts, &owned)
+    if n_parts <= 0:
+        return
+    with nogil:
+        if it == cnp.NPY_INT32:
+            _coded_typed(<int32_t*>ip, <int32_t*>ix, cp, vt, tp, xp, yp, b, n_parts, n_threads)
+        else:
+            _coded_typed(<int64_t*>ip, <int64_t*>ix, cp, vt, tp, xp, yp, b, n_parts, n_threads)
+        free(owned)
 
 
 def balanced_bounds(const index_t[::1] indptr, Py_ssize_t n_parts, int64_t row_cost):

@@ -4,7 +4,7 @@
 # modules that include that header (_spmm, _scatter): setup.py builds them
 # with -ffp-contract=off.
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from _types cimport index_t
 
@@ -63,6 +63,19 @@ cdef extern from "_axpy_tiles.h" nogil:
     int ws_spmv_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
                                         const double*, double*, Py_ssize_t, Py_ssize_t,
                                         Py_ssize_t, int)
+
+    void ws_spmv_coded_rows_float_int32_t(const int32_t*, const int32_t*, const uint8_t*,
+                                          const float*, const float*, float*, Py_ssize_t,
+                                          Py_ssize_t)
+    void ws_spmv_coded_rows_float_int64_t(const int64_t*, const int64_t*, const uint8_t*,
+                                          const float*, const float*, float*, Py_ssize_t,
+                                          Py_ssize_t)
+    void ws_spmv_coded_rows_double_int32_t(const int32_t*, const int32_t*, const uint8_t*,
+                                           const double*, const double*, double*, Py_ssize_t,
+                                           Py_ssize_t)
+    void ws_spmv_coded_rows_double_int64_t(const int64_t*, const int64_t*, const uint8_t*,
+                                           const double*, const double*, double*, Py_ssize_t,
+                                           Py_ssize_t)
 
     ctypedef struct ws_zone_float:
         float* s

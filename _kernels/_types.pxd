@@ -14,6 +14,11 @@ ctypedef fused value_t:
     float complex
     double complex
 
+# The real kernel dtypes (kernels of real values only).
+ctypedef fused real_t:
+    float
+    double
+
 # Values are moved, not computed with, by the transpositions (_csr_tools): any
 # dtype, as elements of its size.
 ctypedef fused elem_t:

@@ -100,6 +100,44 @@ def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
     return bool(lines) and float(np.median(lines)) <= th.SPMV_BLOCK_X_LINES
 
 
+def spmv_coded(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+               shape: tuple[int, int], nnz: int, hw: HardwareProfile) -> tuple | None:
+    """``(codes, table)`` for a prepared SpMV by ``_spmm.csr_spmv_coded``, or None.
+
+    A value-indexed CSR (one byte a nonzero for the value, instead of 4 or 8) pays where
+    the matrix streams from DRAM (its values and indices exceed L3), its values take at
+    most 256 distinct bit patterns (``_csr_tools.value_codes``: stencils, graph Laplacians,
+    0/1 patterns), and the product's bits stay those of ``csr_spmv``: real values, x beyond
+    ``_spmm.SPMV_FAR_X_BYTES``, every row under ``_spmm.SPMV_FAR_VEC_NNZ`` nonzeros, a
+    build that does not gather (there ``csr_spmv`` sums every row as one FMA chain in
+    storage order, as the coded rows do). From cache the coded rows ran slower (a table
+    load more a nonzero): Poisson 300^2 0.43 against 0.35 ms on one thread (docs/tuning.md,
+    "Value codes").
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from wsesparse._hardware import HardwareProfile
+    >>> hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 20, vector_bytes=32)
+    >>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(200_000, 200_000), format="csr")
+    >>> coded = spmv_coded(A.indptr, A.indices, A.data, A.shape, A.nnz, hw)
+    >>> coded is None or bool((coded[1][coded[0]] == A.data).all())
+    True
+    >>> A.data[:] = np.arange(A.nnz)   # 600,000 distinct values
+    >>> spmv_coded(A.indptr, A.indices, A.data, A.shape, A.nnz, hw) is None
+    True
+    """
+    n_rows, n_cols = shape
+    itemsize = data.itemsize
+    l3 = hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES
+    if (_spmm.SPMV_GATHER or data.dtype.char not in "fd" or nnz <= 0
+            or n_cols * itemsize <= _spmm.SPMV_FAR_X_BYTES
+            or nnz * (itemsize + indices.itemsize) < l3
+            or int(np.diff(indptr).max()) >= _spmm.SPMV_FAR_VEC_NNZ):
+        return None
+    return _csr_tools.value_codes(np.ascontiguousarray(data[:nnz]), resolve_n_threads(None, nnz))
+
+
 def k_block(shape: tuple[int, int], nnz: int, n_tokens: int, dtype: np.dtype,
             hw: HardwareProfile) -> int:
     """Columns of A per block for ``ws_spmm_rows_kb``, or 0 to sum whole rows.
@@ -182,6 +220,22 @@ def pack_single_panel(X: np.ndarray, nnz: int) -> bool:
     return not (X.ctypes.data % 64 == 0 and (row_bytes % 64 == 0 or 64 % row_bytes == 0))
 
 
+def _coded(indptr, indices, data, shape, nnz, bounds: dict, hw) -> tuple | None:
+    """The value codes of a prepared SpMV (``spmv_coded``), kept in ``bounds`` under
+    ``("coded", itemsize)``: a count of the calls before they are made
+    (``SPMV_CODED_AFTER``), then the codes, or False where they do not apply."""
+    key = ("coded", data.itemsize)
+    state = bounds.get(key, 0)
+    if state is False or type(state) is tuple:
+        return state or None
+    if state < th.SPMV_CODED_AFTER:
+        bounds[key] = state + 1
+        return None
+    coded = spmv_coded(indptr, indices, data, shape, nnz, hw)
+    bounds[key] = coded if coded is not None else False
+    return coded
+
+
 def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
                  shape: tuple[int, int], nnz: int, X: np.ndarray, Y: np.ndarray,
                  n_threads: int | None, bounds: dict | None,
@@ -190,8 +244,8 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
 
     All C-contiguous and of one kernel dtype. ``bounds`` caches the row
     partition per thread count (a prepared ``CSR``, whose column indices have
-    been checked), and under ``("blocks", itemsize)`` its :func:`spmv_blocks`;
-    ``None`` means a one-shot product: the kernel cuts the rows itself (no array
+    been checked), under ``("blocks", itemsize)`` its :func:`spmv_blocks`, and under
+    ``("coded", itemsize)`` its :func:`spmv_coded` (a SpMV by value codes); ``None`` means a one-shot product: the kernel cuts the rows itself (no array
     to make) and checks the column indices as it goes, raising ValueError for
     one out of range.
     """
@@ -207,6 +261,11 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows), idle_rule=True)
         blocks = streamed = False
         if bounds is not None:
+            coded = _coded(indptr, indices, data, shape, nnz, bounds, hw)
+            if coded is not None:
+                _spmm.csr_spmv_coded(indptr, indices, coded[0], coded[1], X, Y,
+                                     row_bounds(indptr, threads, bounds), threads)
+                return
             key = ("blocks", X.itemsize)
             blocks = bounds.get(key)
             if blocks is None:

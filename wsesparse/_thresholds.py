@@ -44,6 +44,8 @@ STREAM_DEFAULT_L3_BYTES = 32 << 20  # the L3 assumed for that where none is repo
 SPMV_BLOCK_X_LINES = 0.5       # a prepared SpMV streamed from DRAM takes short rows in blocks
 #                                where 64-row blocks read x in runs: distinct 64-byte lines of
 #                                x per distinct column at most this (stencils ~0.15, random ~1)
+SPMV_CODED_AFTER = 2           # a prepared SpMV that may take value codes (_drivers.spmv_coded)
+#                                makes them on its call after this many (they cost 2-3 SpMVs)
 
 # -- column blocks (ws_spmm_rows_kb) ----------------------------------------------
 KB_MIN_NNZ = 96                # nonzeros per row and block for column blocks at all

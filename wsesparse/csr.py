@@ -230,8 +230,9 @@ class CSR(LinearOperator):
         self._clear_caches()
 
     def _clear_caches(self) -> None:
-        # row partitions by thread count; ("blocks", itemsize): _drivers.spmv_blocks
-        self._bounds: dict[int | tuple[str, int], np.ndarray | bool] = {}
+        # row partitions by thread count; ("blocks", itemsize): _drivers.spmv_blocks;
+        # ("coded", itemsize): _drivers.spmv_coded's value codes
+        self._bounds: dict[int | tuple[str, int], np.ndarray | bool | int | tuple] = {}
         self._data_as: dict[np.dtype, np.ndarray] = {}
         self._dense: np.ndarray | None = None
         self._finite: bool | None = None

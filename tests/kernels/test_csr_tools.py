@@ -215,6 +215,42 @@ def test_dense_dispatch_of_a_changed_operand_raises():
         sparse_matmul(W, np.ones((30, 4)), method="dense")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_value_codes_give_the_values_back_bit_for_bit(dtype):
+    """``value_codes``: ``table[codes]`` has the bytes of the values (-0.0 apart from 0.0,
+    NaN payloads, infinities), the table in order of first appearance then zeros; None
+    from the 257th distinct bit pattern on, also where each thread's chunk has 256 or
+    fewer; the same result for every thread count."""
+    rng = np.random.default_rng(0)
+    real = np.dtype(dtype)
+    nan2 = (np.uint32(0x7FC12345) if real == np.float32
+            else np.uint64(0x7FF0000000000001)).view(real)
+    special = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, nan2], dtype=dtype)
+    for n in (0, 1, 5, 70_000, 300_001):
+        v = np.concatenate([special, rng.integers(-100, 150, n).astype(dtype)])[:n]
+        results = [_csr_tools.value_codes(v, threads) for threads in (1, 2, 3, 8)]
+        codes, table = results[0]
+        assert codes.dtype == np.uint8 and codes.shape == (n,)
+        assert table.dtype == real and table.shape == (_csr_tools.VALUE_CODES,)
+        assert table[codes].tobytes() == v.tobytes()
+        distinct = len({b for b in v.view(np.uint32 if real == np.float32 else np.uint64)})
+        assert not table[distinct:].any()
+        for c, t in results[1:]:
+            assert c.tobytes() == codes.tobytes() and t.tobytes() == table.tobytes()
+    assert _csr_tools.value_codes(np.arange(256, dtype=dtype))[1][-1] == 255
+    assert _csr_tools.value_codes(np.arange(257, dtype=dtype)) is None
+    halves = np.concatenate([np.repeat(np.arange(200), 700), np.repeat(np.arange(200, 400), 700)])
+    for threads in (1, 2, 4):
+        assert _csr_tools.value_codes(halves.astype(dtype), threads) is None
+
+
+def test_value_codes_refuse_other_arrays():
+    for bad in (np.arange(4), np.ones(4, np.complex128), np.ones((2, 2)), np.ones(8)[::2],
+                np.ones(4, ">f8")):
+        with pytest.raises(TypeError, match="float32 or float64"):
+            _csr_tools.value_codes(bad)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=str)
 def test_all_finite_matches_numpy(dtype):
     """``all_finite`` is ``np.isfinite(x).all()``: inf, -inf and NaN anywhere (either part of

@@ -360,6 +360,8 @@ def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
     assert not _drivers.spmv_blocks(narrow.indptr, narrow.indices, narrow.shape,
                                     narrow.nnz, 8, small_l3)
     monkeypatch.setattr(_hardware, "current", lambda: small_l3)
+    from wsesparse import _thresholds as th
+    monkeypatch.setattr(th, "SPMV_CODED_AFTER", 1 << 62)   # (4 values: codes would take it)
     P = CSR(band.astype(np.float32))
     x = np.random.default_rng(1).standard_normal(n)
     calls, kernel_blocks = [], []
@@ -379,6 +381,136 @@ def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
     assert [a[4] for a in calls] == [8, 4]   # once per value size, then kept
     assert P._bounds[("blocks", 8)] and P._bounds[("blocks", 4)]
     assert kernel_blocks == [True] * 4
+
+
+def _coded_matrix(dtype, itype, n_rows=3000, seed=5):
+    """Rows of 0 to SPMV_FAR_VEC_NNZ - 1 nonzeros (each length at least once), x beyond
+    SPMV_FAR_X_BYTES, values from 40 distinct ones with -0.0, 0.0, inf and NaN among them."""
+    rng = np.random.default_rng(seed)
+    itemsize = np.dtype(dtype).itemsize
+    n_cols = _spmm.SPMV_FAR_X_BYTES // itemsize + 7
+    lengths = np.concatenate([np.arange(_spmm.SPMV_FAR_VEC_NNZ),
+                              rng.integers(0, 12, n_rows - _spmm.SPMV_FAR_VEC_NNZ)])
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(itype)
+    nnz = int(indptr[-1])
+    values = np.concatenate([rng.standard_normal(36), [-0.0, 0.0, np.inf, np.nan]])
+    data = values[rng.integers(0, len(values), nnz)].astype(dtype)
+    return sp.csr_array((data, rng.integers(0, n_cols, nnz).astype(itype), indptr),
+                        shape=(n_rows, n_cols))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_spmv_coded_gives_the_plain_kernels_bits(dtype, itype):
+    """csr_spmv_coded (values as one-byte codes into a table) sums every row as csr_spmv
+    does where x is beyond SPMV_FAR_X_BYTES and rows are under SPMV_FAR_VEC_NNZ: the same
+    bytes for every partition and thread count, NaN and signed zeros included (builds that
+    gather x sum otherwise: there only scipy's values to rounding)."""
+    from wsesparse._kernels import _csr_tools
+    A = _coded_matrix(dtype, itype)
+    codes, table = _csr_tools.value_codes(A.data)
+    x = np.random.default_rng(2).standard_normal(A.shape[1]).astype(dtype)
+    x[A.indices[:50]] = np.inf   # (inf * 0.0 and inf - inf: NaNs in some rows)
+    n = A.shape[0]
+    for parts, threads in ((1, 1), (3, 2), (8, 2), (n, 2)):
+        plain, y = np.empty(n, dtype), np.full(n, 7, dtype)
+        _spmm.csr_spmv(A.indptr, A.indices, A.data, x, plain, parts, threads)
+        _spmm.csr_spmv_coded(A.indptr, A.indices, codes, table, x, y, parts, threads)
+        if _spmm.SPMV_GATHER:
+            np.testing.assert_allclose(y, plain, rtol=1e-5)
+        else:
+            assert y.tobytes() == plain.tobytes()
+    with np.errstate(invalid="ignore"):
+        ref = A.astype(np.float64) @ x.astype(np.float64)
+    np.testing.assert_allclose(y, ref, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+def test_spmv_coded_refuses_what_it_cannot_read():
+    """The kernel's own checks: a table of 256 real values of x's dtype (so that no code
+    reads past it), uint8 codes and column indices for every stored entry."""
+    A = _coded_matrix(np.float64, np.int32, n_rows=100)
+    from wsesparse._kernels import _csr_tools
+    codes, table = _csr_tools.value_codes(A.data)
+    x, y = np.ones(A.shape[1]), np.empty(A.shape[0])
+    ip, ix = A.indptr, A.indices
+    with pytest.raises(ValueError, match="256 entries"):
+        _spmm.csr_spmv_coded(ip, ix, codes, table[:255], x, y, 1, 1)
+    with pytest.raises(TypeError, match="float32 or float64 only"):
+        _spmm.csr_spmv_coded(ip, ix, codes, table.astype(complex), x.astype(complex),
+                             y.astype(complex), 1, 1)
+    with pytest.raises(ValueError, match="dense operands"):
+        _spmm.csr_spmv_coded(ip, ix, codes, table, x.astype(np.float32), y, 1, 1)
+    with pytest.raises(TypeError, match="uint8"):
+        _spmm.csr_spmv_coded(ip, ix, codes.astype(np.int8), table, x, y, 1, 1)
+    with pytest.raises(ValueError, match="indptr.-1. entries"):
+        _spmm.csr_spmv_coded(ip, ix, codes[:-1], table, x, y, 1, 1)
+    with pytest.raises(ValueError, match="indptr.-1. entries"):
+        _spmm.csr_spmv_coded(ip, ix[:-1], codes, table, x, y, 1, 1)
+    with pytest.raises(TypeError, match="must both be int32 or both int64"):
+        _spmm.csr_spmv_coded(ip.astype(np.int64), ix, codes, table, x, y, 1, 1)
+
+
+def test_prepared_spmv_takes_value_codes_from_dram(monkeypatch):
+    """spmv_coded: codes only where the matrix exceeds L3, x exceeds SPMV_FAR_X_BYTES, every
+    row is under SPMV_FAR_VEC_NNZ, the values are real with at most 256 distinct bit
+    patterns, in builds that do not gather x. A prepared CSR makes them on its call after
+    SPMV_CODED_AFTER (once per value size), then every SpMV reads them: the same bytes as
+    before, transposes and several columns untouched."""
+    from wsesparse import _drivers
+    from wsesparse import _thresholds as th
+    A = _coded_matrix(np.float64, np.int32)
+    small_l3 = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=32)
+    large_l3 = HardwareProfile(l2_bytes=1 << 20, l3_bytes=1 << 30, vector_bytes=32)
+    args = (A.indptr, A.indices, A.data, A.shape, A.nnz)
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", False)
+    codes, table = _drivers.spmv_coded(*args, small_l3)
+    assert table[codes].tobytes() == A.data.tobytes()
+    assert _drivers.spmv_coded(*args, large_l3) is None                 # fits L3
+    assert _drivers.spmv_coded(A.indptr, A.indices, A.data.astype(complex), A.shape,
+                               A.nnz, small_l3) is None                  # complex
+    many = np.arange(A.nnz, dtype=np.float64)
+    assert _drivers.spmv_coded(A.indptr, A.indices, many, A.shape, A.nnz, small_l3) is None
+    long_row = sp.random_array((2, A.shape[1]), density=0.001, format="csr", rng=0)
+    long_row.data[:] = 1.0
+    assert long_row.indptr[1] >= _spmm.SPMV_FAR_VEC_NNZ
+    assert _drivers.spmv_coded(long_row.indptr, long_row.indices, long_row.data,
+                               long_row.shape, long_row.nnz, small_l3) is None
+    narrow = A[:, :_spmm.SPMV_FAR_X_BYTES // 8].tocsr()
+    assert _drivers.spmv_coded(narrow.indptr, narrow.indices, narrow.data, narrow.shape,
+                               narrow.nnz, small_l3) is None             # x within L2
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", True)
+    assert _drivers.spmv_coded(*args, small_l3) is None
+    monkeypatch.undo()
+
+    monkeypatch.setattr(_hardware, "current", lambda: small_l3)
+    P = CSR(A)
+    x = np.random.default_rng(1).standard_normal(A.shape[1])
+    plain = np.empty(A.shape[0])
+    _spmm.csr_spmv(A.indptr, A.indices, A.data, x, plain, 1, 1)
+    calls, coded_calls = [], []
+    real, real_coded = _drivers.spmv_coded, _spmm.csr_spmv_coded
+    monkeypatch.setattr(_drivers, "spmv_coded", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(_spmm, "csr_spmv_coded",
+                        lambda *a: coded_calls.append(a) or real_coded(*a))
+    expect_coded = not _spmm.SPMV_GATHER
+    for k in range(th.SPMV_CODED_AFTER + 3):
+        y = P @ x
+        assert len(calls) == (k >= th.SPMV_CODED_AFTER)
+        assert len(coded_calls) == (max(0, k - th.SPMV_CODED_AFTER + 1) if expect_coded else 0)
+        if expect_coded:
+            assert y.tobytes() == plain.tobytes()
+        else:
+            np.testing.assert_allclose(y, plain, rtol=1e-12, atol=1e-12)
+    assert (type(P._bounds[("coded", 8)]) is tuple) == expect_coded
+    n_coded = len(coded_calls)
+    u = np.random.default_rng(3).standard_normal(A.shape[0])
+    np.testing.assert_allclose(P.rmatvec(u), A.T @ u, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(P @ np.stack([x, x], axis=1), np.stack([plain] * 2, axis=1),
+                               rtol=1e-12, atol=1e-12)
+    assert len(coded_calls) == n_coded
+    import copy
+    assert ("coded", 8) not in copy.copy(P)._bounds   # (caches are not copied)
 
 
 def _chain(data, x_at, fused: bool) -> float:
