@@ -64,7 +64,9 @@ class CSR(LinearOperator):
         do not change ``A``'s arrays while this operand is in use: it keeps
         what it derives from them (index arrays narrowed to int32, see
         ``indices``; the transpose and conjugate transpose; values cast to
-        another dtype; a dense copy), so some products would see a change and
+        another dtype; a dense copy; one-byte codes of the values where a
+        large matrix has at most 256 distinct ones, made on its third
+        matrix-vector product), so some products would see a change and
         others would not. After changing ``A``, make a new ``CSR``.
 
     Attributes
