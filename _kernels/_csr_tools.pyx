@@ -609,8 +609,8 @@ def value_codes(cnp.ndarray values not None, int n_threads=1):
     ``VALUE_CODES`` (256) entries of the values' dtype, the distinct bit patterns in order
     of first appearance, then zeros (so that any code reads inside it). None when there are
     more than 256 distinct bit patterns (-0.0 and 0.0 and each NaN payload count apart).
-    ``n_threads`` threads code chunks of at least 65,536 values with tables of their own,
-    merged in chunk order: the same result for any thread count.
+    ``n_threads`` threads (at least 1) code chunks of at least 65,536 values with tables of
+    their own, merged in chunk order: the same result for any thread count.
     """
     import numpy as np
     cdef int t = cnp.PyArray_TYPE(values)
@@ -620,6 +620,8 @@ def value_codes(cnp.ndarray values not None, int n_threads=1):
         raise TypeError("values must be a contiguous, aligned, native 1-D float32 or float64 "
                         f"array, got {values.dtype} of shape {np.shape(values)}")
     cdef Py_ssize_t n = cnp.PyArray_DIM(values, 0), k, c
+    if n_threads < 1:
+        n_threads = 1
     cdef Py_ssize_t parts = max(1, min(n_threads, n >> 16))
     codes = np.empty(n, dtype=np.uint8)
     # (each part's table as uint64 rows; float32 bit patterns in their low halves' view)

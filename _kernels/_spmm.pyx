@@ -663,11 +663,15 @@ def csr_spmv_coded(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray codes,
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")
-    cdef int vt = _value_type(table, (x, y))
-    if vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64):
+    if cnp.PyArray_TYPE(table) not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64):
         raise TypeError(f"table has dtype {table.dtype}: float32 or float64 only")
     if cnp.PyArray_NDIM(table) != 1 or cnp.PyArray_DIM(table, 0) != 256:
         raise ValueError("table must have 256 entries")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(table):
+        raise ValueError("table must be C-contiguous")
+    cdef int vt = _value_type(table, (x, y))
+    if n_threads < 1:
+        n_threads = 1
     cdef int it = _index_type(indptr, indices, cnp.PyArray_DIM(y, 0))
     if (cnp.PyArray_TYPE(codes) != cnp.NPY_UINT8 or cnp.PyArray_NDIM(codes) != 1
             or not cnp.PyArray_IS_C_CONTIGUOUS(codes)):

@@ -389,6 +389,28 @@ class ColumnBlocks(_SwitchedOff):
         sparse_matmul(self.P, self.X, method="sparse")
 
 
+class StencilSpMVCodes(_SwitchedOff):
+    """Prepared float64 SpMV of the stencils (StencilSpMV's) with value codes ("auto": a
+    byte a nonzero for values with at most 256 distinct bit patterns, where the matrix
+    exceeds L3; ``_drivers.spmv_coded``) and without ("off": ``_thresholds.SPMV_CODED_AFTER``
+    infinite); docs/tuning.md, "Value codes"."""
+
+    params = (["2d", "3d"], ["auto", "off"])
+    param_names = ["stencil", "codes"]
+    timeout = 120
+    _module, _attr = "_thresholds", "SPMV_CODED_AFTER"
+
+    def setup(self, stencil, codes):
+        A, _, self.x = _stencil(stencil, "float64")
+        self.P = CSR(A)   # (caches of its own: the codes made, or not, under this switch)
+        self._switch(codes)
+        for _ in range(3):   # past SPMV_CODED_AFTER
+            self.P @ self.x
+
+    def time_spmv_csr_prepared(self, stencil, codes):
+        self.P @ self.x
+
+
 class PreparedDispatch:
     """A prepared CSR switches to its cached dense copy from DENSE_DENSITY_PREPARED (float32:
     0.23 with AVX-512 tiles / 0.26 with AVX2 at N = 1; 0.57 / never at N = 8): densities on

@@ -101,8 +101,10 @@ def spmv_blocks(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int],
 
 
 def spmv_coded(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
-               shape: tuple[int, int], nnz: int, hw: HardwareProfile) -> tuple | None:
-    """``(codes, table)`` for a prepared SpMV by ``_spmm.csr_spmv_coded``, or None.
+               shape: tuple[int, int], nnz: int, hw: HardwareProfile,
+               n_threads: int | None = None) -> tuple | None:
+    """``(codes, table)`` for a prepared SpMV by ``_spmm.csr_spmv_coded``, or None
+    (made on ``n_threads`` threads at most).
 
     A value-indexed CSR (one byte a nonzero for the value, instead of 4 or 8) pays where
     the matrix streams from DRAM (its values and indices exceed L3), its values take at
@@ -135,7 +137,9 @@ def spmv_coded(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
             or nnz * (itemsize + indices.itemsize) < l3
             or int(np.diff(indptr).max()) >= _spmm.SPMV_FAR_VEC_NNZ):
         return None
-    return _csr_tools.value_codes(np.ascontiguousarray(data[:nnz]), resolve_n_threads(None, nnz))
+    # (an aligned copy of values that are not: from_arrays keeps a view of any buffer)
+    values = np.require(data[:nnz], requirements="CA")
+    return _csr_tools.value_codes(values, resolve_n_threads(n_threads, nnz))
 
 
 def k_block(shape: tuple[int, int], nnz: int, n_tokens: int, dtype: np.dtype,
@@ -220,18 +224,20 @@ def pack_single_panel(X: np.ndarray, nnz: int) -> bool:
     return not (X.ctypes.data % 64 == 0 and (row_bytes % 64 == 0 or 64 % row_bytes == 0))
 
 
-def _coded(indptr, indices, data, shape, nnz, bounds: dict, hw) -> tuple | None:
+def _coded(indptr, indices, data, shape, nnz, bounds: dict, hw,
+           n_threads: int) -> tuple | None:
     """The value codes of a prepared SpMV (``spmv_coded``), kept in ``bounds`` under
-    ``("coded", itemsize)``: a count of the calls before they are made
-    (``SPMV_CODED_AFTER``), then the codes, or False where they do not apply."""
-    key = ("coded", data.itemsize)
+    ``("coded", dtype character)``: a count of the calls before they are made
+    (``SPMV_CODED_AFTER``), then the codes, or False where they do not apply. (By dtype,
+    not size: float64 codes given to a complex64 product were refused, a review found.)"""
+    key = ("coded", data.dtype.char)
     state = bounds.get(key, 0)
     if state is False or type(state) is tuple:
         return state or None
     if state < th.SPMV_CODED_AFTER:
         bounds[key] = state + 1
         return None
-    coded = spmv_coded(indptr, indices, data, shape, nnz, hw)
+    coded = spmv_coded(indptr, indices, data, shape, nnz, hw, n_threads)
     bounds[key] = coded if coded is not None else False
     return coded
 
@@ -245,9 +251,9 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     All C-contiguous and of one kernel dtype. ``bounds`` caches the row
     partition per thread count (a prepared ``CSR``, whose column indices have
     been checked), under ``("blocks", itemsize)`` its :func:`spmv_blocks`, and under
-    ``("coded", itemsize)`` its :func:`spmv_coded` (a SpMV by value codes); ``None`` means a one-shot product: the kernel cuts the rows itself (no array
-    to make) and checks the column indices as it goes, raising ValueError for
-    one out of range.
+    ``("coded", dtype.char)`` its :func:`spmv_coded` (a SpMV by value codes); ``None``
+    means a one-shot product: the kernel cuts the rows itself (no array to make) and
+    checks the column indices as it goes, raising ValueError for one out of range.
     """
     n_rows, n_cols = shape
     check_cols = n_cols if bounds is None else 0
@@ -261,7 +267,7 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
         threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows), idle_rule=True)
         blocks = streamed = False
         if bounds is not None:
-            coded = _coded(indptr, indices, data, shape, nnz, bounds, hw)
+            coded = _coded(indptr, indices, data, shape, nnz, bounds, hw, threads)
             if coded is not None:
                 _spmm.csr_spmv_coded(indptr, indices, coded[0], coded[1], X, Y,
                                      row_bounds(indptr, threads, bounds), threads)

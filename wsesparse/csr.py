@@ -233,8 +233,8 @@ class CSR(LinearOperator):
 
     def _clear_caches(self) -> None:
         # row partitions by thread count; ("blocks", itemsize): _drivers.spmv_blocks;
-        # ("coded", itemsize): _drivers.spmv_coded's value codes
-        self._bounds: dict[int | tuple[str, int], np.ndarray | bool | int | tuple] = {}
+        # ("coded", dtype.char): _drivers.spmv_coded's value codes
+        self._bounds: dict[int | tuple[str, int | str], np.ndarray | bool | int | tuple] = {}
         self._data_as: dict[np.dtype, np.ndarray] = {}
         self._dense: np.ndarray | None = None
         self._finite: bool | None = None

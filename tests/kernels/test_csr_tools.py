@@ -242,6 +242,9 @@ def test_value_codes_give_the_values_back_bit_for_bit(dtype):
     halves = np.concatenate([np.repeat(np.arange(200), 700), np.repeat(np.arange(200, 400), 700)])
     for threads in (1, 2, 4):
         assert _csr_tools.value_codes(halves.astype(dtype), threads) is None
+    for threads in (0, -1, -(1 << 31)):   # (as one thread; -1 aborted the interpreter)
+        c, t = _csr_tools.value_codes(halves[:1000].astype(dtype), threads)
+        assert t[c].tobytes() == halves[:1000].astype(dtype).tobytes()
 
 
 def test_value_codes_refuse_other_arrays():

@@ -439,6 +439,10 @@ def test_spmv_coded_refuses_what_it_cannot_read():
     with pytest.raises(TypeError, match="float32 or float64 only"):
         _spmm.csr_spmv_coded(ip, ix, codes, table.astype(complex), x.astype(complex),
                              y.astype(complex), 1, 1)
+    with pytest.raises(TypeError, match="^table has dtype int64"):
+        _spmm.csr_spmv_coded(ip, ix, codes, np.zeros(256, np.int64), x, y, 1, 1)
+    with pytest.raises(ValueError, match="^table must be C-contiguous"):
+        _spmm.csr_spmv_coded(ip, ix, codes, np.repeat(table, 2)[::2], x, y, 1, 1)
     with pytest.raises(ValueError, match="dense operands"):
         _spmm.csr_spmv_coded(ip, ix, codes, table, x.astype(np.float32), y, 1, 1)
     with pytest.raises(TypeError, match="uint8"):
@@ -502,7 +506,7 @@ def test_prepared_spmv_takes_value_codes_from_dram(monkeypatch):
             assert y.tobytes() == plain.tobytes()
         else:
             np.testing.assert_allclose(y, plain, rtol=1e-12, atol=1e-12)
-    assert (type(P._bounds[("coded", 8)]) is tuple) == expect_coded
+    assert (type(P._bounds[("coded", "d")]) is tuple) == expect_coded
     n_coded = len(coded_calls)
     u = np.random.default_rng(3).standard_normal(A.shape[0])
     np.testing.assert_allclose(P.rmatvec(u), A.T @ u, rtol=1e-12, atol=1e-12)
@@ -510,7 +514,73 @@ def test_prepared_spmv_takes_value_codes_from_dram(monkeypatch):
                                rtol=1e-12, atol=1e-12)
     assert len(coded_calls) == n_coded
     import copy
-    assert ("coded", 8) not in copy.copy(P)._bounds   # (caches are not copied)
+    assert ("coded", "d") not in copy.copy(P)._bounds   # (caches are not copied)
+
+
+def test_value_codes_of_one_dtype_serve_that_dtype_only(monkeypatch):
+    """A float32 operand's SpMVs with float64 x make float64 codes; its complex64 products
+    (8-byte values too) take the plain kernel and give scipy's result, before and after
+    (the codes were keyed by value size, and complex64 products then failed: a review)."""
+    from wsesparse import _thresholds as th
+    monkeypatch.setattr(_hardware, "current", lambda: HardwareProfile(
+        l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=32))
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", False)
+    A = _coded_matrix(np.float32, np.int32)
+    A.data[~np.isfinite(A.data)] = 1.0
+    P = CSR(A)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(A.shape[1])
+    xc = (x + 1j * rng.standard_normal(A.shape[1])).astype(np.complex64)
+    for _ in range(th.SPMV_CODED_AFTER + 1):
+        np.testing.assert_allclose(P @ x, A.astype(np.float64) @ x, rtol=1e-12, atol=1e-12)
+    assert type(P._bounds[("coded", "d")]) is tuple
+    for _ in range(th.SPMV_CODED_AFTER + 2):
+        np.testing.assert_allclose(P @ xc, A.astype(np.complex64) @ xc, rtol=1e-4, atol=1e-4)
+    assert P._bounds.get(("coded", "F")) is False
+    assert type(P._bounds[("coded", "d")]) is tuple
+
+
+def test_value_codes_of_unaligned_values(monkeypatch):
+    """Values in a buffer off their alignment (``from_arrays`` keeps a view of it): the
+    codes are made from an aligned copy, every product the same bytes (the third raised
+    TypeError, and every one after it: a review)."""
+    from wsesparse import _thresholds as th
+    monkeypatch.setattr(_hardware, "current", lambda: HardwareProfile(
+        l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=32))
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", False)
+    A = _coded_matrix(np.float64, np.int32)
+    buf = np.zeros(A.nnz * 8 + 1, np.uint8)
+    data = np.frombuffer(buf.data, np.float64, count=A.nnz, offset=1)
+    data[...] = A.data
+    assert not data.flags.aligned
+    P = CSR.from_arrays(data, A.indices, A.indptr, A.shape)
+    assert not P.data.flags.aligned
+    x = np.random.default_rng(4).standard_normal(A.shape[1])
+    first = P @ x
+    for _ in range(th.SPMV_CODED_AFTER + 2):
+        assert (P @ x).tobytes() == first.tobytes()
+    assert type(P._bounds[("coded", "d")]) is tuple
+
+
+def test_value_codes_are_made_on_the_products_threads(monkeypatch):
+    """The codes are made on the call's ``n_threads`` at most (a review: on every core)."""
+    from wsesparse import _drivers
+    from wsesparse import _thresholds as th
+    from wsesparse._kernels import _csr_tools
+    monkeypatch.setattr(_hardware, "current", lambda: HardwareProfile(
+        l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=32))
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", False)
+    seen = []
+    real = _csr_tools.value_codes
+    monkeypatch.setattr(_csr_tools, "value_codes", lambda v, t: seen.append(t) or real(v, t))
+    A = _coded_matrix(np.float64, np.int32)
+    P = CSR(A)
+    x = np.ones(A.shape[1])
+    for _ in range(th.SPMV_CODED_AFTER + 1):
+        sparse_matmul(P, x, n_threads=1)
+    assert seen == [1]
+    assert _drivers.spmv_coded(A.indptr, A.indices, A.data, A.shape, A.nnz,
+                               _hardware.current(), 2) is not None and seen[-1] <= 2
 
 
 def _chain(data, x_at, fused: bool) -> float:
