@@ -624,7 +624,7 @@ def value_codes(cnp.ndarray values not None, int n_threads=1):
         n_threads = 1
     cdef Py_ssize_t parts = max(1, min(n_threads, n >> 16))
     codes = np.empty(n, dtype=np.uint8)
-    # (each part's table as uint64 rows; float32 bit patterns in their low halves' view)
+    # (each part's table, in the values' dtype; merged below by their bit patterns)
     local = np.zeros((parts, _CODES), dtype=values.dtype)
     counts = np.empty(parts, dtype=np.intp)
     cdef Py_ssize_t[::1] cnt = counts

@@ -407,7 +407,7 @@ class StencilSpMVCodes(_SwitchedOff):
         for _ in range(3):   # past SPMV_CODED_AFTER
             self.P @ self.x
 
-    def time_spmv_csr_prepared(self, stencil, codes):
+    def time_csr_prepared(self, stencil, codes):
         self.P @ self.x
 
 

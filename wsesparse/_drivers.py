@@ -113,7 +113,7 @@ def spmv_coded(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     ``_spmm.SPMV_FAR_X_BYTES``, every row under ``_spmm.SPMV_FAR_VEC_NNZ`` nonzeros, a
     build that does not gather (there ``csr_spmv`` sums every row as one FMA chain in
     storage order, as the coded rows do). From cache the coded rows ran slower (a table
-    load more a nonzero): Poisson 300^2 0.43 against 0.35 ms on one thread (docs/tuning.md,
+    load more a nonzero): Poisson 300^2 370 against 300 us on one thread (docs/tuning.md,
     "Value codes").
 
     Examples
