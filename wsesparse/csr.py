@@ -193,9 +193,13 @@ class CSR(LinearOperator):
         conv = np.array if copy else np.ascontiguousarray
         self.indptr = conv(indptr, dtype=itype)
         self.indices = conv(indices, dtype=itype)
-        # (the kernels read native values: big-endian ones are converted here, once)
+        # (the kernels read native, aligned values: big-endian ones are converted here,
+        # once, and values off their alignment copied: reading them is undefined in C,
+        # which a UBSan build reported)
         self.data = conv(data) if data.dtype.isnative else \
             np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("="))
+        if not self.data.flags.aligned:
+            self.data = np.require(self.data, requirements="CA")
         self.shape = (n_rows, n_cols)
         nnz = int(self.indptr[-1])
         if check:

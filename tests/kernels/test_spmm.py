@@ -541,9 +541,10 @@ def test_value_codes_of_one_dtype_serve_that_dtype_only(monkeypatch):
 
 
 def test_value_codes_of_unaligned_values(monkeypatch):
-    """Values in a buffer off their alignment (``from_arrays`` keeps a view of it): the
-    codes are made from an aligned copy, every product the same bytes (the third raised
-    TypeError, and every one after it: a review)."""
+    """Values in a buffer off their alignment: the operand keeps an aligned copy (the
+    kernels read aligned values; a UBSan build reported the misaligned loads), and the
+    codes of such values are made from an aligned copy (from the third SpMV on, every
+    product raised TypeError: a review); every product the same bytes."""
     from wsesparse import _thresholds as th
     monkeypatch.setattr(_hardware, "current", lambda: HardwareProfile(
         l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=32))
@@ -554,12 +555,16 @@ def test_value_codes_of_unaligned_values(monkeypatch):
     data[...] = A.data
     assert not data.flags.aligned
     P = CSR.from_arrays(data, A.indices, A.indptr, A.shape)
-    assert not P.data.flags.aligned
+    assert P.data.flags.aligned and P.data.tobytes() == A.data.tobytes()
     x = np.random.default_rng(4).standard_normal(A.shape[1])
     first = P @ x
     for _ in range(th.SPMV_CODED_AFTER + 2):
         assert (P @ x).tobytes() == first.tobytes()
     assert type(P._bounds[("coded", "d")]) is tuple
+    from wsesparse import _drivers
+    codes, table = _drivers.spmv_coded(A.indptr, A.indices, data, A.shape, A.nnz,
+                                       _hardware.current())
+    assert table[codes].tobytes() == A.data.tobytes()
 
 
 def test_value_codes_are_made_on_the_products_threads(monkeypatch):
