@@ -137,7 +137,7 @@ def spmv_coded(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
             or nnz * (itemsize + indices.itemsize) < l3
             or int(np.diff(indptr).max()) >= _spmm.SPMV_FAR_VEC_NNZ):
         return None
-    # (an aligned copy of values that are not: from_arrays keeps a view of any buffer)
+    # (value_codes reads aligned values only: a CSR's are; a direct caller's may not be)
     values = np.require(data[:nnz], requirements="CA")
     return _csr_tools.value_codes(values, resolve_n_threads(n_threads, nnz))
 

@@ -544,11 +544,12 @@ def test_value_codes_of_unaligned_values(monkeypatch):
     """Values in a buffer off their alignment: the operand keeps an aligned copy (the
     kernels read aligned values; a UBSan build reported the misaligned loads), and the
     codes of such values are made from an aligned copy (from the third SpMV on, every
-    product raised TypeError: a review); every product the same bytes."""
+    product raised TypeError: a review); every product the same bytes. (The build's own
+    SPMV_GATHER for the products: where it gathers, the coded rows, one chain each, would
+    sum otherwise, and the products keep the plain kernel.)"""
     from wsesparse import _thresholds as th
     monkeypatch.setattr(_hardware, "current", lambda: HardwareProfile(
         l2_bytes=1 << 20, l3_bytes=1 << 16, vector_bytes=32))
-    monkeypatch.setattr(_spmm, "SPMV_GATHER", False)
     A = _coded_matrix(np.float64, np.int32)
     buf = np.zeros(A.nnz * 8 + 1, np.uint8)
     data = np.frombuffer(buf.data, np.float64, count=A.nnz, offset=1)
@@ -560,8 +561,9 @@ def test_value_codes_of_unaligned_values(monkeypatch):
     first = P @ x
     for _ in range(th.SPMV_CODED_AFTER + 2):
         assert (P @ x).tobytes() == first.tobytes()
-    assert type(P._bounds[("coded", "d")]) is tuple
+    assert (type(P._bounds[("coded", "d")]) is tuple) == (not _spmm.SPMV_GATHER)
     from wsesparse import _drivers
+    monkeypatch.setattr(_spmm, "SPMV_GATHER", False)   # (the decision alone, no product)
     codes, table = _drivers.spmv_coded(A.indptr, A.indices, data, A.shape, A.nnz,
                                        _hardware.current())
     assert table[codes].tobytes() == A.data.tobytes()
