@@ -473,6 +473,8 @@ def csr_spmm_t(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.nd
     """
     if cnp.PyArray_NDIM(U) != cnp.PyArray_NDIM(Z) or not 1 <= cnp.PyArray_NDIM(U) <= 2:
         raise ValueError("U and Z must both be 1-D or both 2-D")
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
     cdef Py_ssize_t n_rows = cnp.PyArray_DIM(U, 0)
     cdef Py_ssize_t n_out = cnp.PyArray_DIM(Z, 0)
     cdef Py_ssize_t T = cnp.PyArray_DIM(U, 1) if cnp.PyArray_NDIM(U) == 2 else 1

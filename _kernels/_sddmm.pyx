@@ -27,6 +27,8 @@ def sddmm(const idx_t[::1] indptr, const idx_t[::1] indices, const real_t[:, ::1
     cdef Py_ssize_t n_out = indptr.shape[0] - 1, n = dY.shape[1]
     cdef Py_ssize_t i, p, t, j
     cdef real_t s
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
     for i in prange(n_out, nogil=True, num_threads=n_threads, schedule="guided"):
         for p in range(indptr[i], indptr[i + 1]):
             j = indices[p]

@@ -416,6 +416,8 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     """
     if cnp.PyArray_NDIM(X) != 2 or cnp.PyArray_NDIM(Y) != 2:
         raise ValueError("X and Y must be 2-D")
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
     cdef Py_ssize_t n_rows = cnp.PyArray_DIM(Y, 0)
     cdef Py_ssize_t N = cnp.PyArray_DIM(X, 1)
     cdef Py_ssize_t K = cnp.PyArray_DIM(X, 0)
@@ -584,6 +586,8 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
     cdef int vt = _value_type(data, (x, y))
     cdef int it = _index_type(indptr, indices, cnp.PyArray_DIM(y, 0))
     cdef void* ip = cnp.PyArray_DATA(indptr)

@@ -292,6 +292,8 @@ cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays
     phase's work items. The two (s, K) work arrays yv, yu come from malloc (two numpy
     arrays cost about 1 us of a 60 us call: docs/tuning.md, "The call")."""
     cdef int vt = _check_args(U, V, index_arrays, inp, outp, items1, items3)
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
     cdef Py_ssize_t s = cnp.PyArray_DIM(inp, 0)
     cdef Py_ssize_t n_in = cnp.PyArray_DIM(inp, 1), n_out = cnp.PyArray_DIM(outp, 1)
     cdef Py_ssize_t K = cnp.PyArray_DIM(index_arrays[6], 0)
@@ -396,6 +398,8 @@ def stream_triad(double[::1] a, const double[::1] b, const double[::1] c, double
 
     All three arrays have the same length; counts 24 bytes per element.
     """
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
     cdef Py_ssize_t i, n = a.shape[0]
     with nogil:
         for i in prange(n, num_threads=n_threads, schedule="static"):
@@ -410,6 +414,8 @@ def stream_read(const unsigned long long[::1] a, int n_threads):
     (``wsesparse bench --tlr`` compares the cache-resident TLR-MVM with it). An integer
     sum, so that the compiler vectorizes it and the loads, not the adds, set the pace.
     """
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
     cdef Py_ssize_t i, n = a.shape[0]
     cdef unsigned long long s = 0
     with nogil:
