@@ -683,7 +683,8 @@ def test_a_failed_enable_is_undone(blas_at_two, monkeypatch):
     assert not accelerate.is_enabled()
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1"])
+# (2**31 and past: the BLAS libraries take a C int; 2**32 + 1 had run BLAS on one thread)
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "1", 2 ** 31, 2 ** 32 + 1, 2 ** 70])
 def test_bad_blas_threads(bad, blas_at_two):
     with pytest.raises((TypeError, ValueError), match="blas_threads"):
         with wsesparse.accelerated(blas_threads=bad):

@@ -175,3 +175,21 @@ def test_scatter_results_start_on_a_line():
         Z = sparse_matmul(X, W)
         np.testing.assert_allclose(Z, X @ W, rtol=1e-12, atol=1e-12)
         assert Z.__array_interface__["data"][0] % 64 == 0
+
+
+def test_the_last_accelerated_block_hands_the_pool_back():
+    """Plain scipy keeps nothing once its results are deleted; the switch's routed products
+    must not keep pooled buffers past the block (a review found 840 MiB held after it)."""
+    A, X = _operands(4096, 256, 1024, np.float64, 0.02, 3)   # a 32 MiB result
+    with wsesparse.accelerated():
+        with wsesparse.accelerated():
+            Y = A @ X
+            assert get_handler_name(Y) == POOL_NAME
+            del Y
+        assert _runtime.pooled_bytes() == 32 << 20   # (an inner block leaves it)
+    assert _runtime.pooled_bytes() == 0
+    wsesparse.accelerate.enable()
+    Y = A @ X
+    del Y
+    wsesparse.accelerate.disable()
+    assert _runtime.pooled_bytes() == 0
