@@ -267,11 +267,16 @@ def check_real(value, name: str, *, minimum: float | None = None, maximum: float
 
 def check_seed(seed, name: str = "seed"):
     """``seed`` as it is if ``numpy.random.SeedSequence`` takes it (None, a nonnegative int
-    or a sequence of them), else TypeError naming ``name``."""
+    or a sequence of them), else an error naming ``name``: ValueError for negative ints (as
+    numpy's), TypeError for anything else."""
     try:
         np.random.SeedSequence(seed)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be None or a nonnegative int, got {seed!r}") from None
+        ints = seed if isinstance(seed, (list, tuple)) else [seed]
+        value = all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+                    for v in ints)
+        raise (ValueError if value else TypeError)(
+            f"{name} must be None or a nonnegative int, got {seed!r}") from None
     return seed
 
 

@@ -360,7 +360,7 @@ def test_bad_matrix_arguments():
     (dict(dtype="nonsense"), TypeError, "dtype must be a numpy dtype or its name"),
     (dict(dtype=object), TypeError, r"dtype has dtype object"),
     (dict(seed="x"), TypeError, "seed must be None or a nonnegative int"),
-    (dict(seed=-1), TypeError, "seed must be None or a nonnegative int"),
+    (dict(seed=-1), ValueError, "seed must be None or a nonnegative int"),
     (dict(tol=float("inf")), ValueError, r"tol must be a number in \(0, 1\), got inf"),
     (dict(tol=None), TypeError, "give tol"),
     (dict(rank=2.0), TypeError, "rank must be a positive int"),

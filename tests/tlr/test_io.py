@@ -192,3 +192,34 @@ def test_pickle_of_an_older_version_still_multiplies():
     np.testing.assert_array_equal(Q @ x, want)
     np.testing.assert_array_equal(Q.H @ want, T.H @ want)
     assert pickle.dumps(Q) == pickle.dumps(T)  # (the same dask key as a fresh matrix's)
+
+
+def test_load_from_a_pipe(T):
+    """save writes to a pipe; load of its read end said the intact file was "not a TLRMatrix
+    file written by TLRMatrix.save" (numpy reads an .npz archive by seeking)."""
+    import os
+    import threading
+
+    r, w = os.pipe()
+    with os.fdopen(r, "rb") as fr, os.fdopen(w, "wb") as fw:
+        writer = threading.Thread(target=lambda: (T.save(fw), fw.close()))
+        writer.start()   # (a pipe holds 64 KiB: the writer must not wait for the reader)
+        L = TLRMatrix.load(fr)
+        writer.join()
+    np.testing.assert_array_equal(L.toarray(), T.toarray())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_bases_in_the_other_byte_order(T, dtype):
+    """Bases of the other byte order (what save writes on such a host) load as native ones;
+    they were a TypeError listing the very dtype they had."""
+    S = TLRMatrix.from_dense(T.toarray().astype(dtype), nb=T.nb, tol=1e-3)
+    buf = io.BytesIO()
+    np.savez(buf, U=S.U.astype(S.U.dtype.newbyteorder()), V=S.V.astype(S.V.dtype.newbyteorder()),
+             ranks=S.ranks, shape=np.array(S.shape), nb=np.array(S.nb), tol=np.array(S.tol),
+             format=np.array("wsesparse.TLRMatrix/1"))
+    buf.seek(0)
+    L = TLRMatrix.load(buf)
+    assert L.dtype == np.dtype(dtype) and L.U.dtype.isnative and L.V.dtype.isnative
+    x = np.arange(S.shape[1], dtype=dtype)
+    assert np.array_equal(L @ x, S @ x)

@@ -45,8 +45,9 @@ def check_tol(tol, dtype: np.dtype, max_rank: int) -> float:
         raise ValueError(
             f"tol={tol:g} is below what {np.dtype(dtype)} bases can hold for tiles of rank "
             f"up to {max_rank} "
-            f"(rounding the factors alone costs about {floor / 10:.1e}); use tol >= {floor:.1e} "
-            "or a double-precision dtype"
+            f"(rounding the factors alone costs about {floor / 10:.1e}); use tol >= {floor:.1e}"
+            + (" or a double-precision dtype" if np.dtype(dtype).itemsize
+               < (16 if np.dtype(dtype).kind == "c" else 8) else "")
         )
     return tol
 

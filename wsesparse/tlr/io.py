@@ -8,6 +8,7 @@ import the matrix module.
 
 from __future__ import annotations
 
+import io
 import os
 
 import numpy as np
@@ -52,7 +53,9 @@ def load(cls, file):
     """Read what :func:`save` wrote and build ``cls(shape, nb, ranks, U, V, tol)``.
 
     ``cls`` is :class:`~wsesparse.TLRMatrix` (or a subclass); its constructor
-    rebuilds and checks the layout.
+    rebuilds and checks the layout (and takes bases in the other byte order into native
+    copies). ``file`` is a path or a binary file object; one that cannot seek (a pipe,
+    a socket) is read whole first, as the ``.npz`` archive is read by seeking.
 
     Raises
     ------
@@ -69,7 +72,12 @@ def load(cls, file):
         raise TypeError(f"file must be a path or a binary file object, got {describe(file)}")
 
     def bad(why: str) -> ValueError:
-        return ValueError(f"{file!r} is not a TLRMatrix file written by TLRMatrix.save: {why}")
+        return ValueError(f"{name!r} is not a TLRMatrix file written by TLRMatrix.save: {why}")
+
+    name = file
+    if hasattr(file, "read") and callable(getattr(file, "seekable", None)) and not file.seekable():
+        # (save writes to pipes and sockets; an .npz archive is read by seeking)
+        file = io.BytesIO(file.read())
 
     # A damaged archive or .npy header raises many kinds of error in zipfile and numpy
     # (BadZipFile, EOFError, TokenError, NotImplementedError for an unknown zip version,

@@ -103,7 +103,9 @@ class TLRMatrix:
                  U: np.ndarray, V: np.ndarray, tol: float | None = None):
         m, n = check_shape(shape)
         nb = check_nb(nb)
-        U, V = np.asarray(U), np.asarray(V)
+        # (bases in the other byte order, as save writes them on such a host: native copies)
+        U, V = (a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+                for a in (np.asarray(U), np.asarray(V)))
         self.shape = (m, n)
         self.nb = nb
         self.tol = check_tol_metadata(tol)
@@ -625,6 +627,9 @@ class TLRMatrix:
     @classmethod
     def load(cls, file) -> "TLRMatrix":
         """Read what :meth:`save` wrote (the layout is rebuilt and checked).
+
+        ``file`` is a path or a binary file object; one that cannot seek (a pipe, a socket)
+        is read whole first. Bases stored in the other byte order are read into native ones.
 
         Raises
         ------
