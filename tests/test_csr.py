@@ -600,3 +600,25 @@ def test_int32_arrays_with_more_than_2_31_columns_become_int64():
     small = CSR.from_arrays(np.ones(2), np.array([0, 1], np.int32),
                             np.array([0, 1, 2], np.int32), (2, 2))
     assert small.indices.dtype == np.int32
+
+
+def test_arrays_are_read_only_views():
+    """Products read the indices checked once at construction: a write through ``P.indices``
+    (a public attribute) out of range crashed the process (a review). The input's own arrays
+    stay writeable; pickles and copies come back read-only too."""
+    import copy
+    import pickle
+
+    A = sp.random(300, 200, density=0.05, format="csr", random_state=0)
+    P = CSR(A)
+    for name in ("indptr", "indices", "data"):
+        arr = getattr(P, name)
+        assert not arr.flags.writeable and getattr(A, name).flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            arr[:1] = 2 ** 31 - 1
+    assert np.shares_memory(P.indices, A.indices)   # (a view, not a copy)
+    for Q in (pickle.loads(pickle.dumps(P)), copy.copy(P), copy.deepcopy(P), CSR(A, copy=True),
+              P.T, CSR(A.tocoo())):
+        assert not any(getattr(Q, n).flags.writeable for n in ("indptr", "indices", "data"))
+    x = np.ones(200)
+    np.testing.assert_allclose(P @ x, A @ x, rtol=1e-13)

@@ -67,7 +67,9 @@ class CSR(LinearOperator):
         another dtype; a dense copy; one-byte codes of the values where a
         large matrix has at most 256 distinct ones, made on its third
         matrix-vector product), so some products would see a change and
-        others would not. After changing ``A``, make a new ``CSR``.
+        others would not; and its products read the indices checked once
+        here, so a column index changed out of range can crash the process,
+        as it does scipy's own product. After changing ``A``, make a new ``CSR``.
 
     Attributes
     ----------
@@ -78,7 +80,8 @@ class CSR(LinearOperator):
     nnz : int
         Stored entries (duplicates counted).
     indptr, indices, data : ndarray
-        The CSR arrays. Both index arrays are int32 whenever the number of
+        The CSR arrays, read-only (views of the input's where they were not
+        copied). Both index arrays are int32 whenever the number of
         columns and of stored entries are below 2**31 (int64 or other integer
         inputs are narrowed: 4 bytes less to read per nonzero in every
         product), else int64.
@@ -219,7 +222,16 @@ class CSR(LinearOperator):
             # slower (docs/tuning.md, "Index width").
             self.indptr = self.indptr.astype(np.int32)
             self.indices = self.indices[:nnz].astype(np.int32)
+        self._freeze()
         self._clear_caches()
+
+    def _freeze(self) -> None:
+        # Read-only views (the input's arrays stay as they were): products read the checked
+        # indices unchecked, so a write through P.indices crashed the process (a review).
+        for name in ("indptr", "indices", "data"):
+            view = getattr(self, name).view()
+            view.flags.writeable = False
+            setattr(self, name, view)
 
     # Pickling and copy.copy/deepcopy (Dask sends operands to workers and hashes them for
     # its keys): the arrays and the shape only; the caches (transposes, dense copy, cast
@@ -233,6 +245,7 @@ class CSR(LinearOperator):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update({name: state[name] for name in self._STATE})
+        self._freeze()
         self._clear_caches()
 
     def _clear_caches(self) -> None:
@@ -335,7 +348,9 @@ class CSR(LinearOperator):
         return self.to_scipy().toarray()
 
     def to_scipy(self) -> sp.csr_array:
-        """The matrix as a ``scipy.sparse.csr_array`` (shares the arrays)."""
+        """The matrix as a ``scipy.sparse.csr_array`` (shares the arrays, which are
+        read-only: scipy's in-place methods, ``sort_indices`` or ``data *= 2``, need a
+        ``.copy()`` of it)."""
         nnz = self.nnz
         return sp.csr_array((self.data[:nnz], self.indices[:nnz], self.indptr), shape=self.shape)
 

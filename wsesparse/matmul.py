@@ -84,6 +84,19 @@ def _as_csr(S, transpose: bool, name: str, scatter_ok: bool) -> tuple[CSR, bool]
         raise renamed(exc, name) from None
 
 
+def _dia_within_shape(S, name: str):
+    """DIA ``S`` (checked) with its data cut to the matrix's columns. ``X @ S`` goes through
+    scipy's DIA transpose (in scipy's product and in the conversion here), which misplaced
+    entries where ``data`` is wider than the matrix's larger side (a review: ``X @ D`` and
+    ``X @ CSR(D)`` differed, and only the second was ``X @ D.toarray()``). Stored columns
+    past the matrix's last are not part of it."""
+    check_sparse_structure(S, name)
+    data = np.asarray(S.data)
+    if data.shape[1] <= S.shape[1]:
+        return S
+    return type(S)((data[:, :S.shape[1]], S.offsets), shape=S.shape)
+
+
 def _as_checked_scipy(S, name: str):
     """``S`` as a scipy sparse operand, its structure checked if it is CSR/CSC."""
     if isinstance(S, CSR):
@@ -333,6 +346,8 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     D = as_dense_operand(dense_in, dense_name)
     if S.ndim != 2:
         raise ValueError(f"the sparse operand must be 2-D, got {describe(S)}")
+    if transpose and getattr(S, "format", None) == "dia":
+        S = _dia_within_shape(S, sparse_name)
     res_shape = product_shape(S.shape, D.shape, transpose)
     if res_shape is None:
         # D's shape and dtype, but the type the caller passed (list, np.matrix, ...).

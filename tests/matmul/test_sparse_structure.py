@@ -371,3 +371,21 @@ def test_corrupt_sparse_at_sparse(rng, how):
     C = random_sparse(rng, 10, 40, 0.2)
     with pytest.raises(ValueError, match="corrupt"):
         sparse_matmul(C, A)
+
+
+@pytest.mark.parametrize("cls", [sp.dia_array, sp.dia_matrix])
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 6)])
+@pytest.mark.parametrize("method", ["auto", "sparse", "dense"])
+def test_dense_times_dia_with_data_wider_than_the_matrix(cls, shape, method):
+    """``X @ D`` went through scipy's DIA transpose, which misplaced entries where ``data`` has
+    more columns than the matrix's larger side: the one-shot product (as scipy's own) gave
+    other values than ``X @ D.toarray()`` and ``X @ CSR(D)`` (a review)."""
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((3, max(shape) + 3))
+    D = cls((data, [1, -1, 0]), shape=shape)
+    dense = D.toarray()
+    for X in (rng.standard_normal((2, shape[0])), rng.standard_normal(shape[0])):
+        np.testing.assert_allclose(sparse_matmul(X, D, method=method), X @ dense,
+                                   rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(X @ CSR(D), X @ dense, rtol=1e-13, atol=1e-13)
+    assert D.data.shape == (3, max(shape) + 3)   # (the operand is left as it was)
