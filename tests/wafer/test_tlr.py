@@ -78,9 +78,22 @@ def test_rank_too_large_for_sram_and_bad_args():
         estimate_tlrmvm(np.ones((3, 3)), TINY)
     est = estimate_tlrmvm(_rank_one_tiles(), TINY, copies=5, reserved_bytes=0)
     assert not est.fits and "3 waves" in est.notes[0]
-    # 3 waves of 77 cycles plus 2/3 of 5 x 384 bytes through the 150 GB/s intake
-    want = 3 * 77e-9 + 5 * 384 * 2 / 3 / 150e9
+    # 3 waves of 77 cycles plus the bases of the 3 copies past the 2 resident ones (384 bytes
+    # each) through the 150 GB/s intake (2/3 of all 5 copies' before: waves of equal size)
+    want = 3 * 77e-9 + (5 - 2) * 384 / 150e9
+    assert "2 copies fit at once" in est.notes[0]
     assert est.time_s == pytest.approx(want)
+
+
+def test_one_copy_past_a_wave_streams_one_copy():
+    """One copy more than fit: a second wave and one copy's bases through the intake. The
+    bases of all copies times (waves - 1) / waves were streamed: 1,800x the time (a review)."""
+    T = _rank_one_tiles()
+    fit = estimate_tlrmvm(T, TINY, reserved_bytes=0)
+    more = estimate_tlrmvm(T, TINY, copies=fit.copies + 1, reserved_bytes=0)
+    assert fit.fits and not more.fits and "2 waves" in more.notes[0]
+    one_copy = more.bytes_per_product / TINY.weight_intake_bytes_per_s
+    assert more.time_s == pytest.approx(2 * fit.time_s + one_copy)
 
 
 def test_seismic_on_48_systems_within_a_factor_two_of_published():

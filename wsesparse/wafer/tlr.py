@@ -279,7 +279,10 @@ def estimate_tlrmvm(T, machine: Machine = WSE2, systems: int = 1, *, copies: int
         # stream its bases in through the weight intake of the systems.
         waves = -(-copies // resident) if resident else -(-copies * cores_per_matrix
                                                            // cores_avail)
-        streamed = copies * bytes_one * (waves - 1) / waves
+        # (the copies past the resident ones; waves of equal size, copies * (waves - 1) /
+        # waves, streamed 1,800x too much one copy past a wave boundary: a review)
+        streamed = ((copies - resident) if resident else copies * (waves - 1) / waves) \
+            * bytes_one
         time_s = waves * time_s + streamed / (systems * machine.weight_intake_bytes_per_s)
         total = int(math.ceil(time_s * machine.clock_hz))
         held = (f"{resident} copies fit at once ({resident // systems} per engine)" if resident

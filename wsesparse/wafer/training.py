@@ -248,7 +248,8 @@ def _matrix_phases(machine: Machine, M: int, K: int, n_tokens: int, engines: int
                {k: v * fd for k, v in grad.delta.bounds.items()}),
         wgrad=(grad.sddmm_cycles * f, grad.sddmm_bound,
                {k: v * f for k, v in grad.sddmm_bounds.items()}),
-        passes=fwd.passes, nnz=nnz, scale=f, fits=fwd.sram_fits, layout_note=fwd.layout_note)
+        passes=fwd.passes, delta_passes=grad.delta.passes, nnz=nnz, scale=f,
+        fits=fwd.sram_fits, layout_note=fwd.layout_note)
 
 
 def _tree_hops(machine: Machine, engines: int) -> int:
@@ -280,10 +281,11 @@ def _step(config: TransformerConfig, machine: Machine, engines: int, batch: int,
         r = _matrix_phases(m, M, K, batch, engines, float(s), dtype, budget, seed)
         if not r["fits"]:
             misfits[name] = r["layout_note"]
-        # weights (value + index) forward and again for the delta pass, the mask (2-byte
-        # indices) for the weight gradient; once per pass of the layout.
-        per_pass = (r["nnz"] + M) * m.weight_message_bytes
-        b_fwd = b_dl = per_pass * r["passes"]
+        # weights (value + index) and a control message per output, forward (M outputs) and
+        # again for the delta pass (W.T: K outputs; it was counted with M, a review), the mask
+        # (2-byte indices) for the weight gradient; once per pass of each layout.
+        b_fwd = (r["nnz"] + M) * m.weight_message_bytes * r["passes"]
+        b_dl = (r["nnz"] + K) * m.weight_message_bytes * r["delta_passes"]
         b_wg = r["nnz"] * 2 * r["passes"]
         out = []
         for phase, key, b in (("forward", "forward", b_fwd), ("delta", "delta", b_dl),
@@ -334,7 +336,10 @@ def _step(config: TransformerConfig, machine: Machine, engines: int, batch: int,
                      for b in blocks)
     first_layer_s = (int(round(layer_nnz)) + dense_layer_params) \
         * machine.optimizer_bytes_per_param / machine.memory_bytes_per_s
-    exposed = max(0.0, opt_s - backward_s) + min(first_layer_s, opt_s)
+    # The first layer's update waits for the end of the backward pass; the rest hides behind
+    # it as far as it lasts (adding the first layer's to the unhidden rest counted it twice
+    # and exposed more than opt_s: a review).
+    exposed = max(opt_s - backward_s, min(first_layer_s, opt_s))
     notes = tuple(f"{name} {note}; its time assumes it fits"   # (note: "does NOT fit: ...")
                   for name, note in misfits.items())
     return tuple(blocks), engine_s, swarmx_s, opt_s, exposed, weight_bytes, trained, notes
