@@ -261,6 +261,20 @@ def test_tlr_batch_errors(client, tlr_batch):
     # A future of something else failed only when computed (a review found it)
     with pytest.raises(TypeError, match=r"matrices\[0\] must be .* Future of .*ndarray"):
         wd.tlr_matvec_batch([client.scatter(np.eye(3))], [np.ones(3)])
+    # (bare Python errors naming nothing, and a late one for n_threads: a review)
+    for bad in (None, tlr_batch[0]):
+        with pytest.raises(TypeError, match="matrices must be a sequence of TLRMatrix or of"):
+            wd.tlr_matvec_batch(bad, [np.ones(100)])
+    with pytest.raises(TypeError, match="xs must be a sequence of one array per matrix"):
+        wd.tlr_matvec_batch(tlr_batch, 3.0)
+    xs = da.ones((3, 100), chunks=(1, 100))
+    with pytest.raises(ValueError, match="xs has an unknown number of slices"):
+        wd.tlr_matvec_batch(tlr_batch, xs[xs[:, 0] > 0])
+    with pytest.raises(ValueError, match="n_threads must be a positive int or None, at most"):
+        wd.tlr_matvec_batch(tlr_batch, [np.ones(100)] * 3, n_threads=10 ** 6)
+    with pytest.raises(ValueError, match="n_threads must be a positive int or None, at most"):
+        wd.sparse_matmul(_weights(10, 100, np.float64), da.ones((100, 4)), n_threads=10 ** 6,
+                         client=False)
 
 
 def test_tlr_task_keys_include_the_thread_count(tlr_batch):
@@ -306,3 +320,44 @@ def test_used_weights_keep_their_key_and_size():
     key = dask.base.tokenize(T)
     T @ np.ones(64, np.complex128)
     assert dask.base.tokenize(T) == key
+
+
+def test_a_client_without_workers_yet_builds_at_once():
+    """A client whose cluster has no workers yet (adaptive at zero, workers starting): the
+    scatter of W blocked 30 s, then failed (a review). W now travels in the graph, and the
+    product computes once a worker is there; scatter_tlr says what is missing."""
+    import time
+
+    W, X = _weights(40, 30, np.float64), _dense((30, 8), np.float64)
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cl, \
+            distributed.Client(cl) as c:
+        t0 = time.perf_counter()
+        Y = wd.sparse_matmul(W, da.from_array(X, chunks=(30, 4)))
+        assert time.perf_counter() - t0 < 5
+        with pytest.raises(ValueError, match="the client has no workers yet"):
+            wd.scatter_tlr(TLRBatch.from_dense([np.eye(8)], nb=4, tol=1e-3).matrices)
+        cl.scale(1)
+        c.wait_for_workers(1)
+        np.testing.assert_allclose(Y.compute(), sparse_matmul(W, X), rtol=1e-12)
+
+
+def test_an_asynchronous_client():
+    """An asynchronous client's scatter returns a coroutine, which the graph held: the
+    product failed to serialize, scatter_tlr returned a coroutine (a review). As the default
+    client it is not scattered with (W goes into the graph); given, it is a TypeError."""
+    import asyncio
+
+    W, X = _weights(40, 30, np.float64), _dense((30, 8), np.float64)
+
+    async def main():
+        async with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                            asynchronous=True, dashboard_address=None) as cl, \
+                distributed.Client(cl, asynchronous=True) as c:
+            Y = await c.compute(wd.sparse_matmul(W, da.from_array(X, chunks=(30, 4))))
+            np.testing.assert_allclose(Y, sparse_matmul(W, X), rtol=1e-12)
+            with pytest.raises(TypeError, match="takes a synchronous distributed.Client"):
+                wd.scatter_weights(W, client=c)
+            with pytest.raises(TypeError, match="takes a synchronous distributed.Client"):
+                wd.scatter_tlr(TLRBatch.from_dense([np.eye(8)], nb=4, tol=1e-3).matrices)
+
+    asyncio.run(main())

@@ -8,11 +8,12 @@ frequency slices) run one slice per task.
 
 How ``W`` travels:
 
-- with an active ``distributed.Client`` (or ``client=`` given), ``W`` is
+- with an active ``distributed.Client`` (or ``client=`` given) that has workers, ``W`` is
   scattered with ``client.scatter(W, broadcast=True)``: one copy in the memory
   of each worker, referenced by every task through its key;
-- otherwise (local threaded/process schedulers) ``W`` is a single key of the
-  task graph that every block task depends on.
+- otherwise (local threaded/process schedulers, a client with no workers yet, or an
+  asynchronous default client) ``W`` is a single key of the task graph that every block
+  task depends on. An asynchronous client given as ``client=`` is a TypeError.
 
 Either way ``W`` is validated and converted to a :class:`wsesparse.CSR` once,
 on the client, and never embedded in the individual tasks. Use
@@ -48,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from wsesparse._checks import check_int, describe
+from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 from wsesparse.matmul import Method
 from wsesparse.matmul import sparse_matmul as _sparse_matmul
@@ -59,6 +61,15 @@ __all__ = ["ScatteredWeights", "scatter_weights", "sparse_matmul", "scatter_tlr"
 
 
 # ------------------------------------------------------------------ helpers
+
+def _check_threads(n_threads) -> int | None:
+    """``n_threads`` checked where the graph is built, as ``sparse_matmul`` checks it (its
+    upper bound was an error of every block task at compute time: a review)."""
+    n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
+    if n_threads is not None:
+        resolve_n_threads(n_threads)   # (its error above MAX_THREADS)
+    return n_threads
+
 
 def _active_client(client):
     """The client to scatter with: ``client`` itself, the default one, or None."""
@@ -77,6 +88,28 @@ def _active_client(client):
         return default_client()
     except ValueError:  # no client is active
         return None
+
+
+def _ready_client(client, what: str):
+    """:func:`_active_client`'s client if a scatter can run on it now, else None (the data
+    then travels in the graph, as with ``client=False``; the results are the same).
+
+    An asynchronous client's scatter returns a coroutine, which no graph can hold (its
+    ``compute`` failed to serialize it): a TypeError where it was given, None where it is
+    only the default. A client without workers (an adaptive cluster at zero, workers still
+    starting): None, as its scatter blocked 30 s and then failed (a review).
+    """
+    c = _active_client(client)
+    if c is None:
+        return None
+    if getattr(c, "asynchronous", False):
+        if client is None:
+            return None
+        raise TypeError(f"{what} takes a synchronous distributed.Client; this one is "
+                        "asynchronous (pass client=False, or use a synchronous Client)")
+    if not c.scheduler_info(n_workers=1).get("workers"):
+        return None
+    return c
 
 
 def _is_future(x) -> bool:
@@ -159,7 +192,7 @@ def scatter_weights(W, client=None) -> ScatteredWeights:
     else:
         raise TypeError(f"W must be a scipy.sparse matrix/array or wsesparse.CSR, "
                         f"got {describe(W)}")
-    c = _active_client(client)
+    c = _ready_client(client, "scatter_weights")
     if c is not None:
         ref = c.scatter(op, broadcast=True, hash=False)
     else:
@@ -253,7 +286,7 @@ def sparse_matmul(A, B, *, n_threads: int | None = 1, method: Method = "auto",
     >>> bool(np.allclose(Z.compute(), X.compute().T @ W.T.toarray()))
     True
     """
-    n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
+    n_threads = _check_threads(n_threads)
     if method not in ("auto", "sparse", "dense"):
         raise ValueError(f"method must be 'auto', 'sparse' or 'dense', got {method!r}")
     a_dask, b_dask = isinstance(A, da.Array), isinstance(B, da.Array)
@@ -362,6 +395,13 @@ def scatter_tlr(matrices: Sequence[TLRMatrix], client=None) -> list:
     if c is None:
         raise ValueError("scatter_tlr needs a distributed client: pass client= or create one "
                          "(distributed.Client(...)) first")
+    if getattr(c, "asynchronous", False):
+        raise TypeError("scatter_tlr takes a synchronous distributed.Client; this one is "
+                        "asynchronous")
+    if matrices and not c.scheduler_info(n_workers=1).get("workers"):
+        # (its scatter blocked 30 s, then failed: a review)
+        raise ValueError("scatter_tlr: the client has no workers yet; start some, or wait "
+                         "for them (client.wait_for_workers(1))")
     # (an empty list: distributed's scatter failed inside the scheduler)
     return c.scatter(matrices, hash=False) if matrices else []
 
@@ -443,15 +483,25 @@ def tlr_matvec_batch(matrices: Sequence, xs, *, adjoint: bool = False,
     >>> bool(np.allclose(ys[1], Ts[1] @ xs[1]))
     True
     """
-    n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
-    mats = list(getattr(matrices, "matrices", matrices))
+    n_threads = _check_threads(n_threads)
+    mats = getattr(matrices, "matrices", matrices)
+    if isinstance(mats, TLRMatrix) or not isinstance(mats, Iterable):
+        raise TypeError("matrices must be a sequence of TLRMatrix or of futures of them (or a "
+                        f"TLRBatch), got {describe(matrices)} ({type(matrices).__name__})")
+    mats = list(mats)
     if isinstance(xs, (np.ndarray, da.Array)):
         if xs.ndim not in (2, 3):
             raise ValueError(f"xs as one array must have shape (F, n) or (F, n, s), "
                              f"got {describe(xs)}")
+        if np.isnan(xs.shape[0]):
+            raise ValueError("xs has an unknown number of slices (dask chunk sizes); call "
+                             "xs.compute_chunk_sizes() first")
         xs = [xs[f] for f in range(xs.shape[0])]
-    else:
+    elif isinstance(xs, Iterable) and not isinstance(xs, (str, bytes)):
         xs = list(xs)
+    else:
+        raise TypeError("xs must be a sequence of one array per matrix, or an array of shape "
+                        f"(F, n) or (F, n, s), got {describe(xs)} ({type(xs).__name__})")
     if len(xs) != len(mats):
         raise ValueError(f"xs has {len(xs)} right-hand sides for {len(mats)} matrices")
     out = []
