@@ -186,3 +186,16 @@ def test_available_memory_leaves_reclaimable_cache_out_of_the_cgroup_usage(tmp_p
     assert _checks.available_memory() == 6 * mib
     stat.unlink()
     assert _checks.available_memory() == 1 * mib
+
+
+@pytest.mark.parametrize("seed, exc", [(-1, ValueError), ([1, -2], ValueError),
+                                       (np.array([-1, 2]), ValueError), (range(-1, 2), ValueError),
+                                       ([1, "a"], TypeError), ("x", TypeError), (1.5, TypeError)])
+def test_check_seed_errors_follow_numpy(seed, exc):
+    """A negative int seed (alone, in a list, an array or a range) is a ValueError, as in
+    numpy's SeedSequence; a seed of another type a TypeError; both name the argument."""
+    from wsesparse._checks import check_seed
+
+    with pytest.raises(exc, match="seed must be None or a nonnegative int"):
+        check_seed(seed)
+    assert check_seed(np.array([1, 2])) is not None and check_seed(None) is None

@@ -620,5 +620,29 @@ def test_arrays_are_read_only_views():
     for Q in (pickle.loads(pickle.dumps(P)), copy.copy(P), copy.deepcopy(P), CSR(A, copy=True),
               P.T, CSR(A.tocoo())):
         assert not any(getattr(Q, n).flags.writeable for n in ("indptr", "indices", "data"))
+        S = Q.to_scipy()   # (the arrays, writeable: scipy sorts and merges them in place)
+        assert all(getattr(S, n).flags.writeable for n in ("indptr", "indices", "data"))
     x = np.ones(200)
     np.testing.assert_allclose(P @ x, A @ x, rtol=1e-13)
+
+
+def test_to_scipy_of_a_non_canonical_operand_takes_scipy_s_methods():
+    """scipy's max(), abs(), power() and spsolve sort or merge a matrix with unsorted or
+    duplicate indices in place; with read-only arrays they failed ("WRITEBACKIFCOPY base is
+    read-only", a review). They keep the matrix: the operand's products stay the same."""
+    from scipy.sparse.linalg import spsolve
+
+    rng = np.random.default_rng(3)
+    n = 60
+    r = np.concatenate([rng.integers(0, n, 400), np.arange(n)])[::-1]
+    c = np.concatenate([rng.integers(0, n, 400), np.arange(n)])[::-1]
+    v = np.concatenate([rng.standard_normal(400), np.full(n, 10.0)])[::-1]
+    coo = sp.coo_array((v, (r, c)), shape=(n, n))
+    P = CSR(coo)   # (entries in COO order: unsorted, with duplicates)
+    dense, x = coo.toarray(), rng.standard_normal(n)
+    assert not P.to_scipy().has_canonical_format
+    assert P.to_scipy().max() == dense.max()
+    np.testing.assert_allclose(abs(P.to_scipy()).toarray(), abs(dense), rtol=1e-13)
+    np.testing.assert_allclose(spsolve(P.to_scipy().tocsc(), x), np.linalg.solve(dense, x),
+                               rtol=1e-8)
+    np.testing.assert_allclose(P @ x, dense @ x, rtol=1e-12, atol=1e-12)

@@ -272,10 +272,11 @@ def check_seed(seed, name: str = "seed"):
     try:
         np.random.SeedSequence(seed)
     except (TypeError, ValueError):
-        ints = seed if isinstance(seed, (list, tuple)) else [seed]
-        value = all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
-                    for v in ints)
-        raise (ValueError if value else TypeError)(
+        try:   # (ints, arrays and ranges of them: a value error, as numpy's)
+            kind = np.asarray(seed).dtype.kind
+        except (TypeError, ValueError):
+            kind = "O"
+        raise (ValueError if kind in "iu" else TypeError)(
             f"{name} must be None or a nonnegative int, got {seed!r}") from None
     return seed
 

@@ -80,8 +80,8 @@ class CSR(LinearOperator):
     nnz : int
         Stored entries (duplicates counted).
     indptr, indices, data : ndarray
-        The CSR arrays, read-only (views of the input's where they were not
-        copied). Both index arrays are int32 whenever the number of
+        The CSR arrays, as read-only views (of the input's where they were not
+        copied; ``to_scipy`` shares them). Both index arrays are int32 whenever the number of
         columns and of stored entries are below 2**31 (int64 or other integer
         inputs are narrowed: 4 bytes less to read per nonzero in every
         product), else int64.
@@ -226,10 +226,14 @@ class CSR(LinearOperator):
         self._clear_caches()
 
     def _freeze(self) -> None:
-        # Read-only views (the input's arrays stay as they were): products read the checked
-        # indices unchecked, so a write through P.indices crashed the process (a review).
-        for name in ("indptr", "indices", "data"):
-            view = getattr(self, name).view()
+        # Read-only views as the attributes (the arrays themselves stay as they were):
+        # products read the checked indices unchecked, so a write through P.indices crashed
+        # the process (a review). The arrays are kept for to_scipy and pickles: scipy's
+        # max(), abs(), spsolve, ... sort a non-canonical matrix's arrays in place, and
+        # failed on read-only ones (a review of the first version).
+        self._arrays = (self.indptr, self.indices, self.data)
+        for name, arr in zip(("indptr", "indices", "data"), self._arrays):
+            view = arr.view()
             view.flags.writeable = False
             setattr(self, name, view)
 
@@ -241,7 +245,7 @@ class CSR(LinearOperator):
     _STATE = ("indptr", "indices", "data", "shape")
 
     def __getstate__(self) -> dict:
-        return {name: self.__dict__[name] for name in self._STATE}
+        return {**dict(zip(self._STATE[:3], self._arrays)), "shape": self.shape}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update({name: state[name] for name in self._STATE})
@@ -348,11 +352,15 @@ class CSR(LinearOperator):
         return self.to_scipy().toarray()
 
     def to_scipy(self) -> sp.csr_array:
-        """The matrix as a ``scipy.sparse.csr_array`` (shares the arrays, which are
-        read-only: scipy's in-place methods, ``sort_indices`` or ``data *= 2``, need a
-        ``.copy()`` of it)."""
+        """The matrix as a ``scipy.sparse.csr_array`` sharing the arrays (writeable where
+        they were given so): scipy's methods that sort or merge entries in place
+        (``sort_indices``, ``sum_duplicates``, and ``max()``, ``abs()`` or ``spsolve`` of a
+        matrix with unsorted or duplicate indices) change this operand's arrays too, keeping
+        the same matrix; do not change its values or indices otherwise (see ``copy``). Take
+        a ``.copy()`` of the result to change it apart."""
+        indptr, indices, data = self._arrays
         nnz = self.nnz
-        return sp.csr_array((self.data[:nnz], self.indices[:nnz], self.indptr), shape=self.shape)
+        return sp.csr_array((data[:nnz], indices[:nnz], indptr), shape=self.shape)
 
     def __repr__(self) -> str:
         return (f"<wsesparse.CSR {self.shape[0]}x{self.shape[1]}, nnz={self.nnz}, "

@@ -49,7 +49,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from wsesparse._checks import check_int, describe
-from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 from wsesparse.matmul import Method
 from wsesparse.matmul import sparse_matmul as _sparse_matmul
@@ -63,11 +62,14 @@ __all__ = ["ScatteredWeights", "scatter_weights", "sparse_matmul", "scatter_tlr"
 # ------------------------------------------------------------------ helpers
 
 def _check_threads(n_threads) -> int | None:
-    """``n_threads`` checked where the graph is built, as ``sparse_matmul`` checks it (its
-    upper bound was an error of every block task at compute time: a review)."""
+    """``n_threads`` checked where the graph is built, up to a C int (10**6 was an error of
+    every block task at compute time: a review). The cap of a machine's own threads
+    (``sparse_matmul``'s, 4 per core) is the workers': a client on a laptop drives nodes of
+    more cores (checking it here refused 128 threads there: a review of the first fix)."""
     n_threads = check_int(n_threads, "n_threads", minimum=1, allow_none=True)
-    if n_threads is not None:
-        resolve_n_threads(n_threads)   # (its error above MAX_THREADS)
+    if n_threads is not None and n_threads >= 2 ** 31:
+        raise ValueError(f"n_threads must be a positive int or None, below 2**31, got "
+                         f"{n_threads}")
     return n_threads
 
 
