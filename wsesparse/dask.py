@@ -99,7 +99,9 @@ def _ready_client(client, what: str):
     An asynchronous client's scatter returns a coroutine, which no graph can hold (its
     ``compute`` failed to serialize it): a TypeError where it was given, None where it is
     only the default. A client without workers (an adaptive cluster at zero, workers still
-    starting): None, as its scatter blocked 30 s and then failed (a review).
+    starting): None, as its scatter blocked 30 s and then failed (a review). (``workers``
+    of ``scheduler_info()``, which lists at least some of them in every distributed
+    release this supports: ``n_workers=`` came in 2025.)
     """
     c = _active_client(client)
     if c is None:
@@ -109,7 +111,7 @@ def _ready_client(client, what: str):
             return None
         raise TypeError(f"{what} takes a synchronous distributed.Client; this one is "
                         "asynchronous (pass client=False, or use a synchronous Client)")
-    if not c.scheduler_info(n_workers=1).get("workers"):
+    if not c.scheduler_info().get("workers"):
         return None
     return c
 
@@ -400,7 +402,7 @@ def scatter_tlr(matrices: Sequence[TLRMatrix], client=None) -> list:
     if getattr(c, "asynchronous", False):
         raise TypeError("scatter_tlr takes a synchronous distributed.Client; this one is "
                         "asynchronous")
-    if matrices and not c.scheduler_info(n_workers=1).get("workers"):
+    if matrices and not c.scheduler_info().get("workers"):
         # (its scatter blocked 30 s, then failed: a review)
         raise ValueError("scatter_tlr: the client has no workers yet; start some, or wait "
                          "for them (client.wait_for_workers(1))")

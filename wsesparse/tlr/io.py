@@ -71,10 +71,11 @@ def load(cls, file):
     if not isinstance(file, (str, bytes, os.PathLike)) and not hasattr(file, "read"):
         raise TypeError(f"file must be a path or a binary file object, got {describe(file)}")
 
+    name = file   # (as the caller gave it, in the messages)
+
     def bad(why: str) -> ValueError:
         return ValueError(f"{name!r} is not a TLRMatrix file written by TLRMatrix.save: {why}")
 
-    name = file
     if hasattr(file, "read") and callable(getattr(file, "seekable", None)) and not file.seekable():
         # (save writes to pipes and sockets; an .npz archive is read by seeking)
         file = io.BytesIO(file.read())
