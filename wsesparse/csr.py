@@ -81,7 +81,7 @@ class CSR(LinearOperator):
         Stored entries (duplicates counted).
     indptr, indices, data : ndarray
         The CSR arrays, as read-only views (of the input's where they were not
-        copied; ``to_scipy`` shares them). Both index arrays are int32 whenever the number of
+        copied). Both index arrays are int32 whenever the number of
         columns and of stored entries are below 2**31 (int64 or other integer
         inputs are narrowed: 4 bytes less to read per nonzero in every
         product), else int64.
@@ -228,12 +228,9 @@ class CSR(LinearOperator):
     def _freeze(self) -> None:
         # Read-only views as the attributes (the arrays themselves stay as they were):
         # products read the checked indices unchecked, so a write through P.indices crashed
-        # the process (a review). The arrays are kept for to_scipy and pickles: scipy's
-        # max(), abs(), spsolve, ... sort a non-canonical matrix's arrays in place, and
-        # failed on read-only ones (a review of the first version).
-        self._arrays = (self.indptr, self.indices, self.data)
-        for name, arr in zip(("indptr", "indices", "data"), self._arrays):
-            view = arr.view()
+        # the process (a review).
+        for name in ("indptr", "indices", "data"):
+            view = getattr(self, name).view()
             view.flags.writeable = False
             setattr(self, name, view)
 
@@ -245,7 +242,7 @@ class CSR(LinearOperator):
     _STATE = ("indptr", "indices", "data", "shape")
 
     def __getstate__(self) -> dict:
-        return {**dict(zip(self._STATE[:3], self._arrays)), "shape": self.shape}
+        return {name: self.__dict__[name] for name in self._STATE}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update({name: state[name] for name in self._STATE})
@@ -259,6 +256,7 @@ class CSR(LinearOperator):
         self._data_as: dict[np.dtype, np.ndarray] = {}
         self._dense: np.ndarray | None = None
         self._finite: bool | None = None
+        self._canonical: bool | None = None   # sorted indices, no duplicates (to_scipy)
         self._t: CSR | None = None  # the transpose, once computed
         self._h: CSR | None = None  # the conjugate transpose (complex values)
         # The operand this one is the (conjugate) transpose of, while it lives: T.T is it.
@@ -293,7 +291,7 @@ class CSR(LinearOperator):
                     self.indptr, self.indices, self.data, n_cols,
                     resolve_n_threads(None, self.nnz))
             else:  # clongdouble
-                t = self.to_scipy().T.tocsr()
+                t = self._scipy_view().T.tocsr()
                 indptr, indices, data = t.indptr, t.indices, t.data
             t = CSR.__new__(CSR)
             t._set(indptr, indices, data, (n_cols, n_rows), check=False, copy=False)
@@ -349,18 +347,24 @@ class CSR(LinearOperator):
         array([[0., 3.],
                [3., 0.]])
         """
-        return self.to_scipy().toarray()
+        return self._scipy_view().toarray()
 
     def to_scipy(self) -> sp.csr_array:
-        """The matrix as a ``scipy.sparse.csr_array`` sharing the arrays (writeable where
-        they were given so): scipy's methods that sort or merge entries in place
-        (``sort_indices``, ``sum_duplicates``, and ``max()``, ``abs()`` or ``spsolve`` of a
-        matrix with unsorted or duplicate indices) change this operand's arrays too, keeping
-        the same matrix; do not change its values or indices otherwise (see ``copy``). Take
-        a ``.copy()`` of the result to change it apart."""
-        indptr, indices, data = self._arrays
+        """The matrix as a ``scipy.sparse.csr_array``: sharing this operand's arrays, read-only,
+        where its indices are sorted and without duplicates (scipy's methods then never write
+        them); otherwise a copy, which scipy's ``max()``, ``abs()``, ``spsolve``, ... sort in
+        place. (Shared writeable arrays failed or, sorted in place, left this operand's cached
+        cast values and value codes stale: wrong products, a review.) Take a ``.copy()`` of
+        the result to change it."""
+        S = self._scipy_view()
+        if self._canonical is None:
+            self._canonical = bool(S.has_canonical_format)
+        return S if self._canonical else S.copy()
+
+    def _scipy_view(self) -> sp.csr_array:
+        """The matrix as a ``csr_array`` over the read-only arrays (for reading only)."""
         nnz = self.nnz
-        return sp.csr_array((data[:nnz], indices[:nnz], indptr), shape=self.shape)
+        return sp.csr_array((self.data[:nnz], self.indices[:nnz], self.indptr), shape=self.shape)
 
     def __repr__(self) -> str:
         return (f"<wsesparse.CSR {self.shape[0]}x{self.shape[1]}, nnz={self.nnz}, "
