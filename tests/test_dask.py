@@ -332,7 +332,7 @@ def test_a_client_without_workers_yet_builds_at_once():
     import time
 
     W, X = _weights(40, 30, np.float64), _dense((30, 8), np.float64)
-    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cl, \
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cl, \
             distributed.Client(cl) as c:
         t0 = time.perf_counter()
         Y = wd.sparse_matmul(W, da.from_array(X, chunks=(30, 4)))
@@ -354,7 +354,7 @@ def test_an_asynchronous_client():
 
     async def main():
         async with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                            asynchronous=True, dashboard_address=None) as cl, \
+                                            asynchronous=True, dashboard_address=":0") as cl, \
                 distributed.Client(cl, asynchronous=True) as c:
             Y = await c.compute(wd.sparse_matmul(W, da.from_array(X, chunks=(30, 4))))
             np.testing.assert_allclose(Y, sparse_matmul(W, X), rtol=1e-12)
