@@ -2,7 +2,9 @@
 
 Each ``time_*`` runs a fixed number of iterations of a scipy routine with the product either
 scipy's own (``op="scipy"``), routed by ``wsesparse.accelerated()`` around the unmodified call
-(``op="accelerated"``), or a prepared ``wsesparse.CSR`` handed to the routine as its
+(``op="accelerated"``; ``op="reuse"``: ``accelerated(reuse=True)``, whose prepared operand,
+made in the first timed call, lives as long as the block, from setup to teardown), or a
+prepared ``wsesparse.CSR`` handed to the routine as its
 LinearOperator inside the same block (``op="csr"``), as ``wsesparse bench --workflows``
 does. Sizes are a quarter of ``wsesparse bench --workflows``' defaults (Poisson 500x500, a
 50,000-node graph of degree 20, lsqr 50,000 x 12,500, logreg 12,500 documents) so that every
@@ -26,7 +28,7 @@ import wsesparse  # noqa: E402 (bound here too: the fallback above left the name
 from wsesparse import CSR
 from wsesparse.bench.workflows import graph_laplacian, poisson_2d, rectangular_system, tfidf_like
 
-OPS = ["scipy", "accelerated", "csr"]
+OPS = ["scipy", "accelerated", "reuse", "csr"]
 
 
 def _operand(A, op):
@@ -37,7 +39,8 @@ class _Block:
     """``wsesparse.accelerated()`` held from setup to teardown for the routed ops."""
 
     def setup(self, op):
-        self._block = wsesparse.accelerated() if op != "scipy" else None
+        self._block = (wsesparse.accelerated(reuse=op == "reuse") if op != "scipy"
+                       else None)
         if self._block is not None:
             self._block.__enter__()
 
@@ -101,7 +104,7 @@ class LogReg(_Block):
     12,500 TF-IDF-like documents of 5,000 terms (no prepared operand: scikit-learn takes
     the scipy matrix). Skipped where scikit-learn is not installed."""
 
-    params = [["scipy", "accelerated"]]
+    params = [["scipy", "accelerated", "reuse"]]
     param_names = ["op"]
 
     def setup(self, op):

@@ -37,6 +37,11 @@ on until it exits, :func:`enable` holds it on until :func:`disable`; when the
 last holder lets go, scipy's class attributes are put back exactly as they
 were (absent ones removed again). Guide and measured overhead: docs/accelerate.md.
 
+``accelerated(reuse=True)`` adds a promise that no matrix changes in place inside the
+block: the second product of a matrix then prepares a ``wsesparse.CSR`` from it, which
+later products (and those of ``A.T``) reuse (``wsesparse._reuse``; docs/accelerate.md,
+"Reusing prepared operands").
+
 BLAS threads: OpenBLAS's idle threads busy-wait (about 0.1 s after each call,
 with no yield) on the cores the next product needs, so in a solver loop (a
 product between ``np.dot``/``norm`` calls) they hold a core against the
@@ -58,7 +63,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wsesparse import _blas, _blas_share
+from wsesparse import _blas, _blas_share, _reuse
 from wsesparse._checks import KERNEL_DTYPES, check_int, result_dtype
 from wsesparse._interrupts import deferred, finish
 from wsesparse._outputs import release_cached_outputs
@@ -80,9 +85,14 @@ _ABSENT = object()
 # by blocks and enable() that asked for one; the first holder's count applies until the
 # last holder lets go.
 _switched_on_blas = None  # what enable() holds: "shared", "limit" or None
-# The open blocks: a key per block -> (its thread, what its blas_threads holds); a forked
-# child drops those of the parent's other threads (below).
-_blocks: dict[object, tuple[int, str | None]] = {}
+_switched_on_reuse = False  # enable(reuse=True)
+# The open blocks: a key per block -> (its thread, what its blas_threads holds, its reuse);
+# a forked child drops those of the parent's other threads (below).
+_blocks: dict[object, tuple[int, str | None, bool]] = {}
+# Who promised reuse (wsesparse._reuse), from the holders, by _update: every thread
+# (enable(reuse=True)) or the threads inside a block with reuse=True. Read without the lock.
+_reuse_everywhere = False
+_reuse_threads: frozenset[int] = frozenset()
 
 
 def _targets() -> list[tuple[type, str]]:
@@ -145,7 +155,10 @@ def _hook(original):
                 routed = False
             if routed:
                 try:
-                    return sparse_matmul(self, other)
+                    operand = None
+                    if _reuse_everywhere or threading.get_ident() in _reuse_threads:
+                        operand = _reuse.operand(self)
+                    return sparse_matmul(self if operand is None else operand, other)
                 except TypeError as exc:
                     # Only a corrupt structure gets here (index arrays of the wrong type,
                     # or None): scipy raises ValueError for those, so the switch does too.
@@ -192,7 +205,13 @@ def _uninstall() -> None:
 
 
 def _update() -> None:
-    """Install or remove the hooks to match the holders (under ``_lock``)."""
+    """Install or remove the hooks, and set who reuses prepared operands, to match the
+    holders (under ``_lock``)."""
+    global _reuse_everywhere, _reuse_threads
+    _reuse_everywhere = _switched_on and _switched_on_reuse
+    _reuse_threads = frozenset(thread for thread, _, reuse in _blocks.values() if reuse)
+    if not (_reuse_everywhere or _reuse_threads):
+        _reuse.clear()   # (the promise ends with its last holder)
     on = bool(_blocks) or _switched_on
     if on and _saved is None:
         _install()
@@ -212,6 +231,12 @@ def _check_blas_threads(blas_threads):
     # (the BLAS libraries take a C int: 2**32 + 1 became 1 thread, 2**31 was ignored)
     return check_int(blas_threads, "blas_threads", minimum=1, maximum=2 ** 31 - 1,
                      allow_none=True)
+
+
+def _check_reuse(reuse) -> bool:
+    if not isinstance(reuse, (bool, np.bool_)):
+        raise TypeError(f"reuse must be True or False, got {reuse!r}")
+    return bool(reuse)
 
 
 def _hold_blas(n: int | str | None) -> str | None:
@@ -236,7 +261,7 @@ def _release_blas(kind: str | None) -> None:
         _blas.release()
 
 
-def enable(blas_threads: int | str | None = "shared") -> None:
+def enable(blas_threads: int | str | None = "shared", reuse: bool = False) -> None:
     """Route scipy's CSR/CSC products through the kernels until :func:`disable`.
 
     Idempotent (a switch, not a counter); ``accelerated()`` blocks open
@@ -247,6 +272,10 @@ def enable(blas_threads: int | str | None = "shared") -> None:
     blas_threads : "shared", int or None, default "shared"
         What the process's BLAS libraries do until :func:`disable` (see
         :func:`accelerated`). A second ``enable()`` keeps the first one's setting.
+    reuse : bool, default False
+        Products in every thread reuse prepared operands until :func:`disable`, under
+        the promise that no matrix changes in place meanwhile (see :func:`accelerated`).
+        A second ``enable()`` keeps the first one's setting.
 
     Examples
     --------
@@ -256,33 +285,35 @@ def enable(blas_threads: int | str | None = "shared") -> None:
     >>> accelerate.disable(); accelerate.is_enabled()
     False
     """
-    global _switched_on, _switched_on_blas
+    global _switched_on, _switched_on_blas, _switched_on_reuse
     blas_threads = _check_blas_threads(blas_threads)
+    reuse = _check_reuse(reuse)
     with deferred(), _lock:   # (see wsesparse._interrupts)
         if _switched_on:
             _update()
             return
         _switched_on_blas = _hold_blas(blas_threads)
-        _switched_on = True
+        _switched_on, _switched_on_reuse = True, reuse
         try:
             _update()
         except BaseException:
             # Undone as accelerated() undoes a failed start: a half-on switch kept BLAS
             # on one thread and left the hooks in after the next block (a review found it).
-            _switched_on = False
+            _switched_on, _switched_on_reuse = False, False
             _release_blas(_switched_on_blas)
             _switched_on_blas = None
+            _update()
             raise
 
 
 def disable() -> None:
     """Undo :func:`enable`: scipy's own products (and BLAS thread counts) again,
     once no ``accelerated()`` block is open either. Idempotent."""
-    global _switched_on, _switched_on_blas
+    global _switched_on, _switched_on_blas, _switched_on_reuse
     with deferred(), _lock:
         if _switched_on:
             _release_blas(_switched_on_blas)
-        _switched_on, _switched_on_blas = False, None
+        _switched_on, _switched_on_blas, _switched_on_reuse = False, None, False
         _update()
 
 
@@ -292,7 +323,8 @@ def is_enabled() -> bool:
 
 
 @contextlib.contextmanager
-def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
+def accelerated(blas_threads: int | str | None = "shared",
+                reuse: bool = False) -> Iterator[None]:
     """Route scipy's CSR/CSC products with dense operands through the kernels
     while the block runs (also usable as a decorator of plain functions: on a generator or
     ``async`` function the block would close before its body runs).
@@ -333,6 +365,19 @@ def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
         ``blas_threads=2`` inside a shared one adds that limit to the sharing).
         Taking either costs about 50 us (a block with ``None``: about 30 us),
         so open the block around a loop rather than around each product.
+    reuse : bool, default False
+        Your promise that no scipy matrix multiplied in this thread changes in place
+        (``A.data[...] = ...``, ``A.indices`` sorted or edited) while the block is open.
+        In return the second product of a matrix prepares a :class:`~wsesparse.CSR` from
+        its arrays, and later products in the thread use it, as with a ``CSR`` you make
+        yourself: the structure is checked once, large stencil-like matrices are read
+        with one-byte value codes, and ``A.T``'s products use a transpose made once. On
+        2 cores CG then ran 1.36x scipy instead of 1.18x (docs/accelerate.md, "Reusing
+        prepared operands"). It costs memory: a copy of each such matrix's index arrays
+        (and its transpose where ``A.T`` or ``x @ A`` is multiplied), kept until the last
+        block with ``reuse=True`` (or ``enable(reuse=True)``) lets go. A matrix changed
+        in place despite the promise gives products from its old or its new values, never
+        a crash. A matrix given new arrays (``A.data = ...``) is a new matrix.
 
     Examples
     --------
@@ -348,6 +393,7 @@ def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
     (False, True)
     """
     blas_threads = _check_blas_threads(blas_threads)
+    reuse = _check_reuse(reuse)
     key = None
     # (the try first, the block registered before anything is taken, and the steps with
     # Ctrl-C held back: an interrupt between them left the hooks in scipy with no hold to
@@ -355,8 +401,8 @@ def accelerated(blas_threads: int | str | None = "shared") -> Iterator[None]:
     try:
         with deferred(), _lock:
             key = object()
-            _blocks[key] = (threading.get_ident(), None)
-            _blocks[key] = (threading.get_ident(), _hold_blas(blas_threads))
+            _blocks[key] = (threading.get_ident(), None, False)
+            _blocks[key] = (threading.get_ident(), _hold_blas(blas_threads), reuse)
             _update()
         yield
     finally:
@@ -393,9 +439,9 @@ def _after_fork_in_child() -> None:
     global _lock
     _lock = threading.Lock()
     me = threading.get_ident()
-    for k in [k for k, (thread, _) in _blocks.items() if thread != me]:
+    for k in [k for k, (thread, _, _) in _blocks.items() if thread != me]:
         del _blocks[k]
-    kinds = [blas for _, blas in _blocks.values()]
+    kinds = [blas for _, blas, _ in _blocks.values()]
     if _switched_on:
         kinds.append(_switched_on_blas)
     _blas.settle_after_fork(kinds.count("limit"))

@@ -48,15 +48,16 @@ def test_bench_cli_runs_the_workflows(capsys):
     out = capsys.readouterr().out
     for name in ("cg", "minres", "eigsh", "lsqr"):
         assert any(line.startswith(name) for line in out.splitlines()), name
-    for label in ("accelerated", "CSR"):
+    for label in ("accelerated", "reuse", "CSR"):
         assert any(line.startswith(f"{label}: ") and "inside the loop" in line
                    for line in out.splitlines()), label
 
 
-def test_cg_product_in_loop_times_both_operands_and_restores_scipy():
-    from wsesparse import accelerate
+def test_cg_product_in_loop_times_every_operand_and_restores_scipy():
+    from wsesparse import _reuse, accelerate
     rs = wf.cg_product_in_loop(scale=0.01, iterations=5, rounds=2)
-    assert [r.label for r in rs] == ["accelerated", "CSR"]
+    assert [r.label for r in rs] == ["accelerated", "reuse", "CSR"]
+    assert _reuse.n_entries() == 0
     assert all(r.in_loop_s > 0 and r.alone_s > 0 and r.ratio > 0 for r in rs)
     assert not accelerate.is_enabled()
     with pytest.raises(ValueError, match="iterations"):
@@ -73,15 +74,16 @@ def test_the_timed_blocks_leave_scipy_and_blas_as_they_were():
 
 
 def test_logreg_routes_scikit_learn_s_products(monkeypatch):
-    """The accelerated logreg column really computes scikit-learn's products (X @ w and
-    the gradient's X.T @ r, a CSC one) with the kernels, and only that column does."""
-    from wsesparse import accelerate
+    """The accelerated logreg columns really compute scikit-learn's products (X @ w and
+    the gradient's X.T @ r, a CSC one) with the kernels, one-shot or (with reuse) from a
+    prepared operand."""
+    from wsesparse import CSR, accelerate
     seen = []
     real = accelerate.sparse_matmul
     monkeypatch.setattr(accelerate, "sparse_matmul",
-                        lambda a, b: seen.append(a.format) or real(a, b))
+                        lambda a, b: seen.append(getattr(a, "format", type(a))) or real(a, b))
     (r,) = wf.run_workflows(0.02, 1, 5, only=("logreg",))
-    assert {"csr", "csc"} <= set(seen), set(seen)
+    assert {"csr", "csc", CSR} <= set(seen), set(seen)
     assert r.difference < LOGREG_TOL and "iterations differ" not in r.note, r
 
 
@@ -104,7 +106,7 @@ def test_iterations_reported_as_run_and_compared(monkeypatch):
     monkeypatch.setattr(wf.sla, "cg", cg_one_short_in_blocks)
     (r,) = wf.run_workflows(1.0, 1, 7, only=("cg",))
     assert "7 iterations (max 7)" in r.problem
-    assert r.note == "iterations differ: scipy 7, accelerated 6, csr 6", r.note
+    assert r.note == "iterations differ: scipy 7, accelerated 6, reuse 6, csr 6", r.note
 
 
 def test_bench_workflows_threads_limit_every_library(monkeypatch, capsys):

@@ -412,8 +412,9 @@ def _run_workflows(args: argparse.Namespace) -> int:
           f"{args.iterations} iterations"
           + (f", {args.threads} threads for every library:" if given else ":"))
     print_load_average()
-    print("accelerated: the unmodified call inside wsesparse.accelerated(); CSR: a prepared "
-          "wsesparse.CSR in the same block; 1-BLAS: plain scipy with BLAS on one thread "
+    print("accelerated: the unmodified call inside wsesparse.accelerated(); reuse: the same "
+          "inside accelerated(reuse=True); CSR: a prepared "
+          "wsesparse.CSR in accelerated(); 1-BLAS: plain scipy with BLAS on one thread "
           "(nothing routed); speedups over plain scipy")
     # (--threads: BLAS and the kernels' OpenMP runtime alike)
     with threadpool_limits(limits=args.threads) if given else contextlib.nullcontext():

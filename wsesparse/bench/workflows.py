@@ -15,9 +15,11 @@ routed through wsesparse, and reports both times and how far the answers differ:
 "accelerated" is the unmodified call on the scipy matrix inside ``with
 wsesparse.accelerated():`` (every product a checked one-shot ``sparse_matmul``; BLAS's
 parallel calls on the kernels' threads, or BLAS limited to one thread where a library
-cannot do that); "CSR" hands the prepared operand ``wsesparse.CSR`` (a
-LinearOperator) to the routine inside the same block, where the routine takes one
-(not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to one thread
+cannot do that); "reuse" is the same call inside ``wsesparse.accelerated(reuse=True)``
+(the second product of a matrix prepares a ``CSR`` from it, later ones reuse that; the
+block, and so the preparation, is part of each timed run); "CSR" hands the prepared
+operand ``wsesparse.CSR`` (a LinearOperator) to the routine inside ``accelerated()``, where
+the routine takes one (not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to one thread
 (threadpoolctl) and no product routed: the part of the speed-up that the switch's BLAS
 limit alone would give.
 
@@ -119,9 +121,9 @@ WORKFLOWS = ("cg", "minres", "eigsh", "lsqr", "logreg")
 
 @dataclass
 class WorkflowResult:
-    """One workflow: seconds with scipy, with ``accelerated()``, with a prepared ``CSR``
-    (``nan`` where the routine takes no LinearOperator) and with scipy on one BLAS thread,
-    and the answers' difference."""
+    """One workflow: seconds with scipy, with ``accelerated()``, with
+    ``accelerated(reuse=True)``, with a prepared ``CSR`` (``nan`` where the routine takes no
+    LinearOperator) and with scipy on one BLAS thread, and the answers' difference."""
 
     name: str
     problem: str
@@ -131,6 +133,7 @@ class WorkflowResult:
     note: str = ""
     prepared_s: float = float("nan")  # ``CSR(A)`` handed to the routine, in the same block
     blas1_s: float = float("nan")  # plain scipy, BLAS limited to one thread, nothing routed
+    reuse_s: float = float("nan")  # the scipy call inside ``accelerated(reuse=True)``
 
     @property
     def speedup(self) -> float:
@@ -165,9 +168,9 @@ def _best_of(candidates: dict[str, Callable[[], object]], rounds: int):
     return best, outs
 
 
-def _in_block(fn: Callable[[], object]) -> object:
+def _in_block(fn: Callable[[], object], reuse: bool = False) -> object:
     from wsesparse import accelerated
-    with accelerated():
+    with accelerated(reuse=reuse):
         return fn()
 
 
@@ -178,9 +181,9 @@ def _one_blas_thread(fn: Callable[[], object]) -> object:
 
 
 def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds: int):
-    """Best times of ``run`` on scipy's ``A`` plain, under ``accelerated()``, on
-    ``CSR(A)`` under ``accelerated()`` and on ``A`` with one BLAS thread, and how far their
-    answers (the solution or eigenvalues) differ from scipy's.
+    """Best times of ``run`` on scipy's ``A`` plain, under ``accelerated()`` and
+    ``accelerated(reuse=True)``, on ``CSR(A)`` under ``accelerated()`` and on ``A`` with one
+    BLAS thread, and how far their answers (the solution or eigenvalues) differ from scipy's.
 
     ``run(op)`` returns ``(answer, iterations)``, iterations None where not counted; with
     counts, ``problem`` may hold ``{iterations}``, filled with scipy's count, and a column
@@ -189,14 +192,16 @@ def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds
     P = CSR(A)
     best, outs = _best_of({"scipy": lambda: run(A),
                            "accelerated": lambda: _in_block(lambda: run(A)),
+                           "reuse": lambda: _in_block(lambda: run(A), reuse=True),
                            "csr": lambda: _in_block(lambda: run(P)),
                            "blas1": lambda: _one_blas_thread(lambda: run(A))}, rounds)
-    diff = max(_rel_diff(outs["scipy"][0], outs[k][0]) for k in ("accelerated", "csr"))
+    diff = max(_rel_diff(outs["scipy"][0], outs[k][0])
+               for k in ("accelerated", "reuse", "csr"))
     its = {k: out[1] for k, out in outs.items()}
     note = _iterations_note(its)
     return WorkflowResult(name, problem.format(iterations=its["scipy"]), best["scipy"],
                           best["accelerated"], diff, note, prepared_s=best["csr"],
-                          blas1_s=best["blas1"])
+                          blas1_s=best["blas1"], reuse_s=best["reuse"])
 
 
 def _iterations_note(its: dict) -> str:
@@ -309,7 +314,8 @@ def run_workflows(scale: float = 1.0, rounds: int = 2, iterations: int = 300,
 class LoopProduct:
     """Median seconds of one product inside cg's loop and of the same product alone."""
 
-    label: str  # "accelerated" (the scipy matrix, routed) or "CSR" (prepared)
+    label: str  # "accelerated" (the scipy matrix, routed), "reuse" (the same with
+    # ``reuse=True``) or "CSR" (prepared)
     in_loop_s: float
     alone_s: float
     calls: int = 0  # products timed inside the loops (cg may stop before maxiter)
@@ -326,7 +332,8 @@ def cg_product_in_loop(scale: float = 1.0, iterations: int = 300,
 
     Runs ``cg`` on the Poisson matrix of :func:`run_workflows` (``scale`` as there) inside
     ``accelerated()``, with a LinearOperator whose ``matvec`` times ``op @ x``: ``op`` the
-    scipy matrix (routed) or its prepared ``CSR``. Then times the same product back to back
+    scipy matrix (routed), the same inside ``accelerated(reuse=True)``, or its prepared
+    ``CSR``. Then times the same product back to back
     as many times as cg called it (at most ``iterations``: cg stops early on small grids).
     ``rounds`` alternates loop and alone runs; each median is over all their calls.
 
@@ -334,7 +341,7 @@ def cg_product_in_loop(scale: float = 1.0, iterations: int = 300,
     --------
     >>> rs = cg_product_in_loop(scale=0.02, iterations=5, rounds=1)
     >>> [r.label for r in rs], all(r.in_loop_s > 0 and r.alone_s > 0 for r in rs)
-    (['accelerated', 'CSR'], True)
+    (['accelerated', 'reuse', 'CSR'], True)
     """
     from wsesparse import CSR, accelerated
     scale = check_real(scale, "scale", minimum=0, inclusive=(False, True))
@@ -344,12 +351,12 @@ def cg_product_in_loop(scale: float = 1.0, iterations: int = 300,
     A = poisson_2d(g)
     b = np.ones(A.shape[0])
     x = np.random.default_rng(0).standard_normal(A.shape[1])
-    ops = {"accelerated": A, "CSR": CSR(A)}
+    ops = {"accelerated": A, "reuse": A, "CSR": CSR(A)}
     in_loop = {label: [] for label in ops}
     alone = {label: [] for label in ops}
-    with accelerated():
-        for _ in range(rounds):
-            for label, op in ops.items():
+    for _ in range(rounds):
+        for label, op in ops.items():
+            with accelerated(reuse=label == "reuse"):
                 times = in_loop[label]
 
                 def matvec(v, op=op, times=times):
@@ -408,17 +415,20 @@ def _logreg(scale: float, rounds: int) -> list[WorkflowResult]:
 
     best, outs = _best_of({"scipy": fit_predict,
                            "wsesparse": lambda: _in_block(fit_predict),
+                           "reuse": lambda: _in_block(fit_predict, reuse=True),
                            "blas1": lambda: _one_blas_thread(fit_predict)}, rounds)
     # lbfgs stops before max_iter where its line search cannot improve the loss: the same
     # problem should stop at the same iteration whichever way the products are computed.
-    its = {"scipy": outs["scipy"][1], "accelerated": outs["wsesparse"][1]}
+    its = {"scipy": outs["scipy"][1], "accelerated": outs["wsesparse"][1],
+           "reuse": outs["reuse"][1]}
     note = "; ".join(filter(None, ["difference of the predicted probabilities",
                                    _iterations_note(its)]))
     return [WorkflowResult("logreg", f"TF-IDF-like {n_docs}x{n_terms}, lbfgs, "
                            f"{its['scipy']} iterations (max 50)",
                            best["scipy"], best["wsesparse"],
-                           _rel_diff(outs["scipy"][0], outs["wsesparse"][0]), note,
-                           blas1_s=best["blas1"])]
+                           max(_rel_diff(outs["scipy"][0], outs[k][0])
+                               for k in ("wsesparse", "reuse")), note,
+                           blas1_s=best["blas1"], reuse_s=best["reuse"])]
 
 
 def format_results(results: list[WorkflowResult]) -> str:
@@ -427,12 +437,15 @@ def format_results(results: list[WorkflowResult]) -> str:
     Examples
     --------
     >>> print(format_results([WorkflowResult("cg", "Poisson", 2.0, 1.0, 0.0, prepared_s=0.8,
-    ...                                      blas1_s=1.6)]))
+    ...                                      blas1_s=1.6, reuse_s=0.9)]))
     ... # doctest: +NORMALIZE_WHITESPACE
-    workflow scipy s accelerated s speedup CSR s speedup 1-BLAS s speedup difference problem
-    cg         2.000         1.000   2.00x 0.800   2.50x    1.600   1.25x    0.0e+00 Poisson
+    workflow scipy s accelerated s speedup reuse s speedup CSR s speedup 1-BLAS s speedup
+      difference problem
+    cg         2.000         1.000   2.00x   0.900   2.22x 0.800   2.50x    1.600   1.25x
+         0.0e+00 Poisson
     """
     lines = [f"{'workflow':<8} {'scipy s':>7} {'accelerated s':>13} {'speedup':>7} "
+             f"{'reuse s':>7} {'speedup':>7} "
              f"{'CSR s':>5} {'speedup':>7} {'1-BLAS s':>8} {'speedup':>7} {'difference':>10} "
              "problem"]
 
@@ -442,7 +455,7 @@ def format_results(results: list[WorkflowResult]) -> str:
 
     for r in results:
         lines.append(f"{r.name:<8} {r.scipy_s:>7.3f} {pair(r.wsesparse_s, 13, r.scipy_s)} "
-                     f"{pair(r.prepared_s, 5, r.scipy_s)} {pair(r.blas1_s, 8, r.scipy_s)} "
+                     f"{pair(r.reuse_s, 7, r.scipy_s)} {pair(r.prepared_s, 5, r.scipy_s)} {pair(r.blas1_s, 8, r.scipy_s)} "
                      f"{r.difference:>10.1e} "
                      f"{r.problem}" + (f" ({r.note})" if r.note else ""))
     return "\n".join(lines)

@@ -1,0 +1,229 @@
+"""``wsesparse.accelerated(reuse=True)``: prepared operands kept for scipy matrices.
+
+Products are compared with scipy's (the switch off) to rounding; which operand a product
+used is seen through a spy on ``wsesparse.accelerate.sparse_matmul`` (a ``CSR`` where a
+prepared one was reused, the scipy matrix for a one-shot product).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import wsesparse
+from wsesparse import CSR, _reuse, accelerate
+
+CLASSES = (sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.csc_array)
+DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    assert not accelerate.is_enabled() and _reuse.n_entries() == 0
+    yield
+    accelerate.disable()
+    assert not accelerate.is_enabled()
+    assert _reuse.n_entries() == 0
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The type of the operand of each product the hooks send to ``sparse_matmul``."""
+    calls = []
+    real = accelerate.sparse_matmul
+
+    def counting(A, B, **kw):
+        calls.append(type(A))
+        return real(A, B, **kw)
+
+    monkeypatch.setattr(accelerate, "sparse_matmul", counting)
+    return calls
+
+
+def _matrix(cls, dtype, shape=(37, 29), seed=0, itype=np.int32):
+    rng = np.random.default_rng(seed)
+    A = sp.random(*shape, density=0.2, format="csr", random_state=rng)
+    data = A.data + (1j * rng.standard_normal(A.nnz) if np.dtype(dtype).kind == "c" else 0)
+    A = sp.csr_matrix((data.astype(dtype), A.indices.astype(itype), A.indptr.astype(itype)),
+                      shape=shape)
+    return cls(A)
+
+
+def _vector(shape, dtype, seed=1):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _close(got, want, dtype):
+    assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
+    rtol = 1e-4 if np.dtype(dtype).itemsize * (2 if np.dtype(dtype).kind != "c" else 1) <= 8 \
+        else 1e-12
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_products_reuse_a_prepared_operand_from_the_second_on(cls, dtype, spy):
+    A = _matrix(cls, dtype)
+    x, X = _vector(29, dtype), _vector((29, 5), dtype)
+    y, Y = _vector(37, dtype), _vector((3, 37), dtype)
+    products = (lambda: A @ x, lambda: A @ X, lambda: A.dot(x), lambda: y @ A,
+                lambda: Y @ A, lambda: A.T @ y, lambda: A.conj().T @ y)
+    want = [f() for f in products]
+    with wsesparse.accelerated(reuse=True):
+        for _ in range(3):
+            for f, w in zip(products, want):
+                _close(f(), w, dtype)
+    # The first product of A's arrays is one-shot, the others (A.T's too) take the prepared
+    # operand; A.conj() has new arrays every time (a copy), so it never repeats.
+    assert spy[0] is cls
+    assert spy.count(CSR) == 3 * (len(products) - 1) - 1
+
+
+@pytest.mark.parametrize("itype", (np.int32, np.int64))
+@pytest.mark.parametrize("cls", (sp.csr_array, sp.csc_array))
+def test_the_prepared_operand_holds_its_own_index_arrays(itype, cls):
+    """A broken promise must never read out of bounds: the prepared operand checked
+    copies of the index arrays, not the matrix's."""
+    A = _matrix(cls, np.float64, itype=itype)
+    x = _vector(29, np.float64)
+    with wsesparse.accelerated(reuse=True):
+        A @ x
+        A @ x
+        (entry,) = _reuse._entries.values()
+        P = entry[4]
+        assert isinstance(P, CSR)
+        for name in ("indptr", "indices"):
+            assert not np.may_share_memory(getattr(P, name), getattr(A, name)), name
+
+
+def test_a_broken_promise_gives_old_or_new_values_never_a_crash():
+    A = _matrix(sp.csr_array, np.float64, shape=(300, 200))
+    x = _vector(200, np.float64)
+    old = A @ x
+    with wsesparse.accelerated(reuse=True):
+        A @ x
+        A @ x
+        A.indices[:] = 2 ** 31 - 1   # out of range: scipy's own product would crash
+        np.testing.assert_allclose(A @ x, old)
+        A.data *= 2
+        got = A @ x
+        assert np.allclose(got, old) or np.allclose(got, 2 * old)
+
+
+def test_new_arrays_are_a_new_matrix_and_the_block_end_drops_everything():
+    A = _matrix(sp.csr_array, np.float64)
+    x = _vector(29, np.float64)
+    with wsesparse.accelerated(reuse=True):
+        A @ x
+        A @ x
+        A.data = A.data * 3          # new values in a new array
+        np.testing.assert_allclose(A @ x, A.toarray() @ x)
+        assert _reuse.n_entries() == 2
+    assert _reuse.n_entries() == 0   # (the fixture checks it for every test too)
+    A.data[:] = 1                    # changed outside the block: products see it
+    with wsesparse.accelerated(reuse=True):
+        for _ in range(3):
+            np.testing.assert_allclose(A @ x, A.toarray() @ x)
+
+
+def test_entries_go_with_their_matrix_and_stay_bounded():
+    x = _vector(29, np.float64)
+    with wsesparse.accelerated(reuse=True):
+        A = _matrix(sp.csr_array, np.float64)
+        A @ x
+        A @ x
+        assert _reuse.n_entries() == 1
+        del A
+        gc.collect()
+        assert _reuse.n_entries() == 0
+        kept = [_matrix(sp.csr_array, np.float64, seed=s) for s in range(_reuse.MAX_ENTRIES + 5)]
+        for B in kept:
+            B @ x
+            B @ x
+        assert _reuse.n_entries() == _reuse.MAX_ENTRIES
+        for B in kept[-3:]:           # the most recent ones are still prepared
+            assert _reuse.operand(B) is not None
+
+
+def test_reuse_holds_only_in_the_thread_that_promised(spy):
+    A = _matrix(sp.csr_array, np.float64)
+    x = _vector(29, np.float64)
+    inside, go_on = threading.Event(), threading.Event()
+
+    def other():
+        with wsesparse.accelerated():
+            inside.set()
+            go_on.wait(10)
+            for _ in range(3):
+                A @ x
+
+    t = threading.Thread(target=other)
+    t.start()
+    inside.wait(10)
+    with wsesparse.accelerated(reuse=True):
+        go_on.set()
+        t.join(10)
+        assert spy == [type(A)] * 3        # the other thread: one-shot products only
+        A @ x
+        A @ x
+        assert spy[-1] is CSR
+    assert not t.is_alive()
+
+
+def test_enable_with_reuse_holds_in_every_thread_until_disable(spy):
+    A = _matrix(sp.csr_array, np.float64)
+    x = _vector(29, np.float64)
+    accelerate.enable(reuse=True)
+    t = threading.Thread(target=lambda: [A @ x for _ in range(3)])
+    t.start()
+    t.join(10)
+    assert spy[-1] is CSR
+    with wsesparse.accelerated():          # a block without reuse keeps the promise on
+        pass
+    assert _reuse.n_entries() == 1
+    accelerate.disable()
+    assert _reuse.n_entries() == 0
+
+
+@pytest.mark.parametrize("reuse", (1, "yes", None, np.array([True])))
+def test_reuse_must_be_a_bool(reuse):
+    with pytest.raises(TypeError, match="reuse must be True or False"):
+        with wsesparse.accelerated(reuse=reuse):
+            pass
+    with pytest.raises(TypeError, match="reuse must be True or False"):
+        accelerate.enable(reuse=reuse)
+    assert not accelerate.is_enabled()
+
+
+def test_a_corrupt_matrix_raises_as_without_reuse():
+    A = _matrix(sp.csr_array, np.float64)
+    x = _vector(29, np.float64)
+    A.indices[3] = 29
+    with wsesparse.accelerated():
+        with pytest.raises(ValueError, match="corrupt") as plain:
+            A @ x
+    with wsesparse.accelerated(reuse=True):
+        for _ in range(3):   # one-shot first, then the preparation: the same error
+            with pytest.raises(ValueError, match="corrupt") as reused:
+                A @ x
+            assert str(reused.value) == str(plain.value)
+
+
+def test_cg_with_reuse_matches_scipy():
+    from wsesparse.bench.workflows import poisson_2d
+    A = poisson_2d(30)
+    b = np.ones(A.shape[0])
+    want = spla.cg(A, b, rtol=1e-10, maxiter=50)[0]
+    with wsesparse.accelerated(reuse=True):
+        got = spla.cg(A, b, rtol=1e-10, maxiter=50)[0]
+        assert _reuse.n_entries() == 1
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
