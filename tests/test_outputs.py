@@ -133,6 +133,22 @@ def test_pool_can_be_turned_off():
     assert kept == {"0": 0, "1": 32 << 20}
 
 
+def test_results_own_their_data_without_the_pool():
+    """WSESPARSE_OUTPUT_POOL=0: the one-shot CSC matrix-vector product returned an aligned
+    view of a larger buffer (``y.base`` not None, ``y.resize`` failed) where scipy's
+    result owns its data (a review)."""
+    code = ("import numpy as np, scipy.sparse as sp, wsesparse;"
+            "A = sp.random(300, 200, density=0.1, format='csc', random_state=0);"
+            "x = np.ones(200); ys = [wsesparse.sparse_matmul(A, x)];"
+            "\nwith wsesparse.accelerated(): ys.append(A @ x)\n"
+            "for y in ys: assert y.base is None and y.flags.owndata, y.base\n"
+            "print(len(ys))")
+    env = dict(os.environ, WSESPARSE_OUTPUT_POOL="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "2", out.stderr
+
+
 def test_release_is_public_and_takes_no_arguments():
     assert "release_cached_outputs" in wsesparse.__all__
     with pytest.raises(TypeError):

@@ -26,13 +26,16 @@ _POOL_MIN_BYTES = _runtime.OUTPUT_POOL_MIN_BYTES if _POOLED else float("inf")
 
 
 def empty_output(shape: tuple[int, ...], dtype: np.dtype, nbytes: int,
-                 aligned: bool = False) -> np.ndarray:
+                 aligned: bool = False, view_ok: bool = True) -> np.ndarray:
     """``np.empty(shape, dtype)`` for a product's result of ``nbytes`` bytes; on a
     64-byte line if ``aligned`` (the pool's allocator aligns every buffer; 0.5 us more
-    than ``np.empty`` a call, so only where asked or pooled)."""
+    than ``np.empty`` a call, so only where asked or pooled). Without the pool
+    (``WSESPARSE_OUTPUT_POOL=0``) an aligned array is a view of a larger buffer, unless
+    ``view_ok`` is False (a result the caller gets: an array that owns its data, as
+    scipy's, off the line maybe)."""
     if nbytes >= _POOL_MIN_BYTES or (aligned and _POOLED):
         return _runtime.empty_pooled(shape, dtype)
-    if aligned:      # (WSESPARSE_OUTPUT_POOL=0: no handler at all) a view on a line
+    if aligned and view_ok:      # (no handler at all) a view on a line
         buf = np.empty(nbytes + 64, dtype=np.uint8)
         off = -buf.__array_interface__["data"][0] % 64
         return buf[off:off + nbytes].view(dtype).reshape(shape)

@@ -529,7 +529,7 @@ def _fast_csc_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | No
     nbytes = shape[0] * dtype.itemsize
     if nbytes >= CHECK_MIN_BYTES:  # (as in _fast_product)
         check_array_allocation(shape[:1], dtype, "the result of sparse_matmul")
-    y = empty_output(shape[:1], dtype, nbytes, aligned=True)
+    y = empty_output(shape[:1], dtype, nbytes, aligned=True, view_ok=False)
     scatter_into(A.indptr, A.indices, data, shape[::-1], nnz, x, y, n_threads,
                  check_cols=True, name="A", csc=True)
     return y
