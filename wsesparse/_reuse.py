@@ -8,13 +8,17 @@ later products use it with what it keeps: the structure checked once, int32 indi
 one-byte value codes of large matrices with few distinct values, the transpose of a CSR
 matrix for its ``.T`` (a CSC matrix on the same arrays, as in ``x @ A`` and ``A.T @ u``).
 
-Entries are keyed by the memory of the three arrays (``indptr``, ``indices``, ``data``:
+Entries are keyed by the holder of the promise (a thread, or every thread for
+``enable(reuse=True)``), the memory of the three arrays (``indptr``, ``indices``, ``data``:
 address, dtype, length, stride) and the shape, so the ``A.T`` objects scipy makes anew for
-every ``x @ A``, with new views of the same arrays, find theirs; an entry goes when the
-array owning the memory of one of its index arrays is freed. The prepared operand holds its
-own copies of the index arrays: a broken promise gives stale values, never a read out of
-bounds. Its values are the matrix's own (cast or coded copies where the products make
-them). Measurements: docs/accelerate.md, "Reusing prepared operands".
+every ``x @ A``, with new views of the same arrays, find theirs. The prepared operand is a
+copy (its own checked arrays): a matrix changed in place despite the promise, even by
+scipy's own in-place sorting (``abs(A)``, ``A.max()``, ``spsolve`` sort a matrix with
+unsorted indices), gives the products of its values when it was prepared, never a read out
+of bounds or a mix. An entry goes when the array owning the memory of one of its arrays is
+freed, when a matrix on the same index arrays with other values takes its place, past
+``MAX_ENTRIES`` (least recently used first), and when its holder lets go of the promise.
+Measurements: docs/accelerate.md, "Reusing prepared operands".
 """
 
 from __future__ import annotations
@@ -26,30 +30,57 @@ import weakref
 
 import numpy as np
 
+from wsesparse._checks import fits_in_memory
 from wsesparse.csr import CSR
 
 # (the products before an entry is prepared: a matrix multiplied once, as most are outside
 # solver loops, pays no copy and keeps no memory)
 PREPARE_AT = 2
-# (the entries kept, least recently used dropped first: a loop that gives a matrix new
-# values each iteration, ``A.data = ...``, would otherwise keep one operand per iteration)
+# (the entries kept, least recently used dropped first)
 MAX_ENTRIES = 32
+# Entries of each array compared with the prepared operand's at every product, at positions
+# that move on from product to product: a matrix changed in place (despite the promise,
+# or arrays a freed matrix was built on, refilled for a new one) is prepared again where
+# the sample meets the change. About 5 us a product.
+SAMPLE = 8
+_STEP = 0x9E3779B97F4A7C15   # (the positions move by the golden ratio of 2**64)
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_EVERY_THREAD = "every thread"   # the holder that enable(reuse=True) stands for
 
 # (reentrant: a weak reference's callback may run, through the garbage collector, in a
 # thread that holds it)
 _lock = threading.RLock()
-# key -> [weak references to indptr, indices, data; products seen; the prepared CSR; serial]
-_entries: dict[tuple, list] = {}
+# Who holds the promise now (set by wsesparse.accelerate, under its lock, then this one's).
+_everywhere = False
+_threads: frozenset[int] = frozenset()
+# (holder, arrays' memory, shape) -> _Entry, the most recently used last
+_entries: dict[tuple, "_Entry"] = {}
 _serials = itertools.count()
 
 
-def _private_index(a: np.ndarray, narrowed: bool) -> np.ndarray:
-    """``a`` as the prepared operand may hold it: copied where ``CSR`` would share it
-    (int32, or int64 that is not narrowed), as it is where ``CSR`` makes a new array."""
-    shared = a.dtype == np.int32 or (a.dtype == np.int64 and not narrowed)
-    return a.copy() if shared else a
+class _Entry:
+    __slots__ = ("refs", "seen", "operand", "serial", "structure")
+
+    def __init__(self, refs, serial, structure):
+        self.refs, self.seen, self.operand = refs, 0, None
+        self.serial, self.structure = serial, structure
+
+
+def set_holders(everywhere: bool, threads: frozenset[int]) -> None:
+    """Who holds the promise from now on: every thread (``enable(reuse=True)``) and the
+    threads inside a block with ``reuse=True``. The entries of holders that let go are
+    dropped here, under the lock that products take to add one, so none outlives its
+    holder (a product in flight when its holder let go adds nothing)."""
+    global _everywhere, _threads
+    with _lock:
+        _everywhere, _threads = everywhere, threads
+        for key in [k for k in _entries if not _holds(k[0])]:
+            del _entries[key]
+
+
+def _holds(holder) -> bool:
+    return _everywhere if holder == _EVERY_THREAD else holder in _threads
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -60,17 +91,43 @@ def _root(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _memory(a: np.ndarray) -> tuple:
+    return (a.__array_interface__["data"][0], a.dtype.str, a.shape, a.strides)
+
+
 def _drop(key: tuple, serial: int) -> None:
     with _lock:
         entry = _entries.get(key)
-        if entry is not None and entry[5] == serial:
+        if entry is not None and entry.serial == serial:
             del _entries[key]
+
+
+def _own_index(a: np.ndarray, narrowed: bool) -> np.ndarray:
+    """``a`` as the prepared operand may hold it: copied where ``CSR`` would share it
+    (int32, or int64 that is not narrowed), as it is where ``CSR`` makes a new array."""
+    shared = a.dtype == np.int32 or (a.dtype == np.int64 and not narrowed)
+    return a.copy() if shared else a
+
+
+def _prepare(indptr, indices, data, shape) -> CSR | None:
+    """A ``CSR`` of its own arrays, or None where the one-shot product should run instead
+    (a corrupt structure: its error is the one-shot product's; too little free memory)."""
+    nnz = int(indptr[-1]) if len(indptr) else 0
+    if not fits_in_memory(indptr.nbytes + indices.nbytes + data.nbytes):
+        return None
+    narrowed = max(shape[1], nnz) <= _INT32_MAX
+    try:
+        return CSR.from_arrays(data.copy(), _own_index(indices, narrowed),
+                               _own_index(indptr, narrowed), shape)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def operand(A) -> CSR | None:
     """The prepared operand to multiply in place of the scipy CSR/CSC matrix ``A``, or
-    None for a one-shot product (the first ``PREPARE_AT - 1`` products of its arrays, and
-    operands whose arrays are not plain ndarrays: the one-shot path words their errors).
+    None for a one-shot product: where the calling thread holds no promise, for the first
+    ``PREPARE_AT - 1`` products of its arrays, and for arrays that are not plain ndarrays
+    or that ``CSR`` refuses (the one-shot product words their errors).
 
     For a CSC ``A`` it is the transpose of the operand prepared from the same arrays read
     as CSR (the arrays of ``A.T`` for a CSR ``A``), computed once and kept.
@@ -79,12 +136,14 @@ def operand(A) -> CSR | None:
     --------
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.random(40, 30, density=0.2, format="csr", random_state=0)
+    >>> set_holders(True, frozenset())
     >>> operand(A) is None            # the first product: one-shot
     True
     >>> P = operand(A)                # the second one prepares
     >>> P is operand(A), P.T is operand(A.T)
     (True, True)
-    >>> clear()
+    >>> set_holders(False, frozenset()); n_entries()
+    0
     """
     indptr, indices, data = arrays = A.indptr, A.indices, A.data
     if not (type(indptr) is type(indices) is type(data) is np.ndarray):
@@ -92,44 +151,76 @@ def operand(A) -> CSR | None:
     csc = A.format == "csc"
     shape = A.shape[::-1] if csc else A.shape
     # (by memory, not by array object: scipy's A.T holds new views of A's arrays)
-    key = tuple((a.__array_interface__["data"][0], a.dtype.str, a.shape, a.strides)
-                for a in arrays) + (shape,)
+    memory = tuple(_memory(a) for a in arrays)
     roots = [_root(a) for a in arrays]
     with _lock:
+        holder = _EVERY_THREAD if _everywhere else threading.get_ident()
+        if not _holds(holder):
+            return None
+        key = (holder,) + memory + (shape,)
         entry = _entries.get(key)
-        if entry is not None and not all(r() is a for r, a in zip(entry, roots)):
+        if entry is not None and not all(r() is a for r, a in zip(entry.refs, roots)):
             entry = None  # (memory freed and reused before the callback ran: a new matrix)
         if entry is None:
-            while len(_entries) >= MAX_ENTRIES:
-                del _entries[next(iter(_entries))]
-            serial = next(_serials)
-            refs = [weakref.ref(a, lambda _, key=key, serial=serial: _drop(key, serial))
-                    for a in roots]
-            entry = _entries[key] = refs + [0, None, serial]
+            entry = _new_entry(key, roots, (holder,) + memory[:2] + (shape,))
         else:
             _entries[key] = _entries.pop(key)  # (the most recently used last)
-        entry[3] += 1
-        P, seen = entry[4], entry[3]
+        entry.seen += 1
+        P, seen = entry.operand, entry.seen
+    if P is not None and not _unchanged(P, indptr, indices, data, seen):
+        with _lock:
+            if _entries.get(key) is entry:
+                del _entries[key]
+                _new_entry(key, roots, entry.structure).seen = 1
+        return None
     if P is None:
         if seen < PREPARE_AT:
             return None
-        nnz = int(indptr[-1]) if len(indptr) else 0
-        narrowed = max(shape[1], nnz) <= _INT32_MAX
-        P = CSR.from_arrays(data, _private_index(indices, narrowed),
-                            _private_index(indptr, narrowed), shape)
+        P = _prepare(indptr, indices, data, shape)
+        if P is None:
+            return None
         with _lock:
-            # (two threads may both have built one: the first published is kept)
+            # (two threads of one holder may both have built one: the first is kept; an
+            # entry dropped meanwhile, its holder gone, gets none)
             if _entries.get(key) is entry:
-                if entry[4] is None:
-                    entry[4] = P
-                P = entry[4]
+                if entry.operand is None:
+                    entry.operand = P
+                P = entry.operand
     return P.T if csc else P
 
 
-def clear() -> None:
-    """Drop every entry (when the last holder of ``reuse=True`` lets go)."""
-    with _lock:
-        _entries.clear()
+def _unchanged(P: CSR, indptr, indices, data, seen: int) -> bool:
+    """Whether ``SAMPLE`` entries of each array, at positions that move with ``seen``, are
+    still those the prepared ``P`` was made of (values bit for bit, NaN equal to NaN)."""
+    nnz = P.nnz
+    # (the j-th position, j counted over all products, at j * golden ratio: the samples
+    # of successive products are spread and disjoint, and cover the arrays in turn)
+    j = np.arange(seen * SAMPLE, (seen + 1) * SAMPLE, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        golden = j * np.uint64(_STEP)
+    pos = golden % np.uint64(max(nnz, 1))
+    ptr = golden % np.uint64(len(indptr))
+    pos, ptr = pos.astype(np.intp), ptr.astype(np.intp)
+    if not np.array_equal(indptr[ptr], P.indptr[ptr]):
+        return False
+    return nnz == 0 or (np.array_equal(indices[pos], P.indices[pos])
+                        and np.array_equal(data[pos], P.data[pos],
+                                           equal_nan=data.dtype.kind in "fc"))
+
+
+def _new_entry(key: tuple, roots: list, structure: tuple) -> _Entry:
+    """A new entry for ``key`` (under the lock): an older one on the same index arrays
+    (a matrix given new values, ``J = csr_matrix((values, J.indices, J.indptr))`` in a
+    Newton loop) and the least recently used past ``MAX_ENTRIES`` make way."""
+    for k in [k for k, e in _entries.items() if e.structure == structure]:
+        del _entries[k]
+    while len(_entries) >= MAX_ENTRIES:
+        del _entries[next(iter(_entries))]
+    serial = next(_serials)
+    refs = [weakref.ref(a, lambda _, key=key, serial=serial: _drop(key, serial))
+            for a in roots]
+    entry = _entries[key] = _Entry(refs, serial, structure)
+    return entry
 
 
 def n_entries() -> int:

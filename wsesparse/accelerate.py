@@ -210,8 +210,8 @@ def _update() -> None:
     global _reuse_everywhere, _reuse_threads
     _reuse_everywhere = _switched_on and _switched_on_reuse
     _reuse_threads = frozenset(thread for thread, _, reuse in _blocks.values() if reuse)
-    if not (_reuse_everywhere or _reuse_threads):
-        _reuse.clear()   # (the promise ends with its last holder)
+    # (the entries of holders that let go are dropped: the promise ends with its holder)
+    _reuse.set_holders(_reuse_everywhere, _reuse_threads)
     on = bool(_blocks) or _switched_on
     if on and _saved is None:
         _install()
@@ -373,11 +373,12 @@ def accelerated(blas_threads: int | str | None = "shared",
         yourself: the structure is checked once, large stencil-like matrices are read
         with one-byte value codes, and ``A.T``'s products use a transpose made once. On
         2 cores CG then ran 1.36x scipy instead of 1.18x (docs/accelerate.md, "Reusing
-        prepared operands"). It costs memory: a copy of each such matrix's index arrays
-        (and its transpose where ``A.T`` or ``x @ A`` is multiplied), kept until the last
-        block with ``reuse=True`` (or ``enable(reuse=True)``) lets go. A matrix changed
-        in place despite the promise gives products from its old or its new values, never
-        a crash. A matrix given new arrays (``A.data = ...``) is a new matrix.
+        prepared operands"). It costs memory: a copy of each such matrix (and its
+        transpose where ``A.T`` or ``x @ A`` is multiplied), kept until the thread's last
+        block with ``reuse=True`` exits. A matrix changed in place despite the promise
+        gives the products of the matrix as it was prepared, never a crash, until a
+        product's sample of its entries meets the change and it is prepared again. A
+        matrix given new arrays (``A.data = ...``) is a new matrix.
 
     Examples
     --------
