@@ -121,6 +121,9 @@ def test_plot_draws_in_sparsity_order(tmp_path, monkeypatch):
     (dict(shape=(0, 128)), ValueError, r"shape\[0\] must be a positive int, got 0"),
     (dict(shape=(64, -1)), ValueError, r"shape\[1\] must be a positive int, got -1"),
     (dict(shape=(64.0, 128)), TypeError, r"shape\[0\] must be a positive int, got 64.0"),
+    # (a review: "unhashable type: 'list'", and the estimate's own name n_tokens)
+    (dict(machine=["wse2"]), ValueError, r"machine must be one of .*, got \['wse2'\]"),
+    (dict(tokens=10 ** 30), ValueError, r"^tokens=10+ is too large"),
 ])
 def test_sweep_errors_name_its_own_arguments(kw, exc, msg):
     """(an int engines had "no len()"; a bad shape was named n_out / n_in)"""

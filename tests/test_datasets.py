@@ -65,7 +65,10 @@ def test_dtypes_and_function_form(dtype):
     (dict(depths=[100.0], reflectivity=[0.1, 0.2]), "equal length"),
     (dict(reflectivity=[0.1, 1.5, 0.2]), "reflectivity must lie"),
     (dict(order="zorder"), "order must be"),
-    (dict(depths=[5.0, 10.0, 20.0]), "below receiver_depth"),
+    (dict(depths=[5.0, 10.0, 20.0]), "below both the sources .0. and receiver_depth"),
+    # a reflector above the sources (receivers above them too): rho = 0, inf/NaN entries
+    (dict(depths=[-5.0], reflectivity=[0.3], receiver_depth=-10.0), "below both the sources"),
+    (dict(depths=[1e-30], reflectivity=[0.3], receiver_depth=0.0), "too close to the source"),
 ])
 def test_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -219,3 +222,16 @@ def test_seismic_geometry_beyond_float64_distances_is_an_error(kw):
     """Squared distances overflowed float64: 12-16 of 16 entries NaN, with warnings only."""
     with pytest.raises(ValueError, match="too far apart for float64 distances"):
         seismic_slice(nx=2, ny=2, dtype=np.complex128, **kw)
+
+
+def test_non_native_byte_orders_compute_as_native_ones():
+    """'>f8' was computed in float32 (dtype != np.float64) and random_csr's '>f4' drew other
+    values than '<f4' for the same seed (a review)."""
+    for native, swapped in (("<f8", ">f8"), ("<f4", ">f4"), ("<c8", ">c8")):
+        a = seismic_slice(nx=3, ny=3, dtype=native)
+        b = seismic_slice(nx=3, ny=3, dtype=swapped)
+        assert b.dtype == np.dtype(swapped)
+        np.testing.assert_array_equal(a, b)
+        A = random_csr(20, 30, 0.2, dtype=native, seed=4)
+        B = random_csr(20, 30, 0.2, dtype=swapped, seed=4)
+        np.testing.assert_array_equal(A.toarray(), B.toarray())

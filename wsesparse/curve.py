@@ -52,7 +52,7 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
     >>> rows[2]["speedup"] > rows[0]["speedup"] > 1
     True
     """
-    if machine not in PRESETS:
+    if not isinstance(machine, str) or machine not in PRESETS:   # (a list: "unhashable")
         raise ValueError(f"machine must be one of {sorted(PRESETS)}, got {machine!r}")
     tokens = check_int(tokens, "tokens", minimum=1)
     if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
@@ -69,8 +69,13 @@ def sweep(shape: tuple[int, int], sparsities: list[float], tokens: int, engines:
         for s in sparsities:
             W = random_weights(shape[0], shape[1], s, seed=seed)
             for e in engines:
-                r = estimate_gemm(W, tokens, machine=PRESETS[machine], balance=balance,
-                                  engines=e, dtype=dtype, psum=psum)
+                try:
+                    r = estimate_gemm(W, tokens, machine=PRESETS[machine], balance=balance,
+                                      engines=e, dtype=dtype, psum=psum)
+                except ValueError as exc:   # (its argument is sweep's tokens)
+                    if not str(exc).startswith("n_tokens="):
+                        raise
+                    raise ValueError("tokens" + str(exc)[len("n_tokens"):]) from None
                 out.append({"sparsity": s, "engines": e, "speedup": r.speedup,
                             "cycles": r.cycles, "dense_cycles": r.dense_cycles, "bound": r.bound,
                             "saturation_density": r.saturation_density,

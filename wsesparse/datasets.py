@@ -158,9 +158,11 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
     if depths.size == 0 or depths.shape != refl.shape:
         raise ValueError(f"depths and reflectivity must be nonempty and of equal length, got "
                          f"{depths.size} and {refl.size}")
-    if not (np.isfinite(depths).all() and (depths > receiver_depth).all()):
-        raise ValueError(f"depths must be finite and below receiver_depth={receiver_depth}, "
-                         f"got {depths.tolist()}")
+    if not (np.isfinite(depths).all() and (depths > max(receiver_depth, 0.0)).all()):
+        # (a reflector at or above the sources, possible with receivers above them, gave
+        # a zero distance and inf/NaN entries: a review)
+        raise ValueError(f"depths must be finite and below both the sources (0) and "
+                         f"receiver_depth={receiver_depth}, got {depths.tolist()}")
     if not (np.abs(refl) < 1).all():
         raise ValueError(f"reflectivity must lie in (-1, 1), got {refl.tolist()}")
     if order not in ("hilbert", "row"):
@@ -178,7 +180,8 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
 
     # Single-precision outputs are computed in single precision (phases up to
     # ~100 rad lose ~1e-5 rad, far below what float32 stores); about 2x faster.
-    real = np.float32 if dtype.itemsize <= 8 and dtype != np.float64 else np.float64
+    # (by kind and size: '>f8' != np.float64, and was computed in float32: a review)
+    real = np.float32 if (dtype.kind, dtype.itemsize) in (("f", 4), ("c", 8)) else np.float64
     with np.errstate(over="ignore"):
         far = (np.ptp(gx) ** 2 + np.ptp(gy) ** 2 if n else 0.0) + max(dz * dz
                                                                       for dz, _ in arrivals)
@@ -190,6 +193,11 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
         # Squared distances beyond float32 (spacing=1e20): inf, then cos(inf) = NaN where
         # complex128 gives finite values (a review found it). Computed in float64 instead.
         real = np.float64
+    if min(real(dz * dz) for dz, _ in arrivals) <= 0:
+        # (depths=(1e-30,), receiver_depth=0: dz**2 underflowed, rho = 0, inf entries)
+        raise ValueError(f"depths {depths.tolist()} lie too close to the source and receiver "
+                         f"planes (receiver_depth={receiver_depth}) for {np.dtype(real)} "
+                         "distances")
     with np.errstate(over="ignore"):
         kr, ki = real(k.real), real(-k.imag)
     if not (np.isfinite(kr) and np.isfinite(ki)):
@@ -287,7 +295,7 @@ def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, 
     m, k = check_int(m, "m", minimum=0), check_int(k, "k", minimum=0)
     density = check_real(density, "density", minimum=0, maximum=1)
     dtype = _float_dtype(dtype)
-    real = np.float32 if dtype in (np.float32, np.complex64) else np.float64
+    real = np.float32 if (dtype.kind, dtype.itemsize) in (("f", 4), ("c", 8)) else np.float64
     rng = np.random.default_rng(check_seed(seed))
     if method == "scipy":
         A = sp.random(m, k, density=density, format="csr", random_state=rng, dtype=real)

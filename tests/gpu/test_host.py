@@ -363,6 +363,63 @@ def test_corrupt_scipy_csc_raises_before_scipy_converts_it(env, rng, fault, mess
             DeviceCSR(M)
 
 
+def test_a_conflicting_shape_and_object_operands_are_named(env, rng):
+    """DeviceCSR(matrix, shape=...) ignored a shape that differed from the matrix's, and an
+    object-dtype operand raised "no scipy.sparse dtype holds the product", naming neither
+    operand (a review)."""
+    from wsesparse.gpu import DeviceCSR, DeviceTLR
+    W = sp.random(5, 4, density=0.5, format="csr", random_state=rng)
+    with pytest.raises(ValueError, match=r"shape=\(7, 7\) differs from the shape of A"):
+        DeviceCSR(W, shape=(7, 7))
+    with pytest.raises(ValueError, match="shape=5 differs"):
+        DeviceCSR(W, shape=5)
+    assert DeviceCSR(W, shape=(5, 4)).shape == (5, 4)
+    with pytest.raises(TypeError, match="on the GPU the product must be .* gives object"):
+        DeviceCSR(W) @ gpu_helpers.dev(np.ones((4, 2), object))
+    T = tlr_test_matrix(rng, "float64")
+    with pytest.raises(TypeError, match="gives object; TLR-MVM computes"):
+        DeviceTLR(T) @ gpu_helpers.dev(np.ones(50, object))
+
+
+def test_a_cupyx_csc_of_the_wrong_lengths_is_refused_before_any_launch(env, rng):
+    """The cupyx CSC check read indptr[n_cols] past a short indptr (a review): its lengths
+    are now checked first, as a CSR's are."""
+    from wsesparse.gpu import DeviceCSR
+    A = sp.random(6, 5, density=0.5, format="csc", random_state=rng)
+    for fault, message in (("short", r"\(6x5, CSC\): indptr has 4 entries, not 6"),
+                           ("values", "indices but")):
+        C = env.csc_matrix(A)
+        if fault == "short":
+            C.indptr = C.indptr[:4]
+        else:
+            C.data = C.data[:-1]
+        env.launches.clear()
+        with pytest.raises(ValueError, match="^A has a corrupt compressed structure.*" + message):
+            DeviceCSR(C)
+        assert not env.launches
+
+
+def test_the_transpose_of_more_rows_than_int32_holds_has_int64_indices(env, tmp_path):
+    """D @ S runs on S.T, whose column indices are S's row numbers: with int32 indices and
+    2**31 + 1 rows they wrapped to -2**31 in a transpose marked checked (a review). The
+    indptr is a sparse file of 8 GiB (a few pages written)."""
+    from wsesparse.gpu import DeviceCSR
+    from wsesparse.gpu.csr import _transposed
+    m = 2 ** 31 + 1
+    indptr = np.memmap(tmp_path / "indptr", dtype=np.int32, mode="w+", shape=(m + 1,))
+    indptr[m] = 1                               # one entry, in the last row (2**31)
+    S = DeviceCSR.__new__(DeviceCSR)
+    S.name, S.shape, S.dtype, S.nnz = "A", (m, 1), np.dtype(np.float64), 1
+    S.data, S.indices, S.indptr = (gpu_helpers.dev(np.array([1.0])),
+                                   gpu_helpers.dev(np.array([0], np.int32)), indptr)
+    S.checked, S.keep_dense, S._casts, S._transpose, S._dense = True, False, {}, None, {}
+    T = _transposed(S)
+    assert T.shape == (1, m) and T.indices.dtype == T.indptr.dtype == np.int64
+    assert np.asarray(T.indices).tolist() == [m - 1]
+    assert np.asarray(T.indptr).tolist() == [0, 1]
+    del indptr
+
+
 def test_out_overlapping_an_operand(env, rng):
     W = sp.random(40, 40, density=0.2, format="csr", random_state=rng)
     for shape in ((40, 3), (40,)):
@@ -658,6 +715,16 @@ def test_choice_on_the_h100_rates(monkeypatch, dtype, density, n, expected):
     assert choose(S, n, dtype, vector=False) == expected
 
 
+def test_choice_for_x_times_s_counts_the_rows_of_s_t(monkeypatch):
+    """D @ S runs the kernel on S.T, which writes S.shape[1] rows: choose() charged
+    S.shape[0], and sent a tall S (10^6 x 16) to a dense copy estimated 4x slower than
+    the kernel (a review)."""
+    S, choose = _square_for_choice(monkeypatch, "NVIDIA H200", 0.01)
+    S.shape, S.nnz = (10 ** 6, 16), 160_000
+    assert choose(S, 256, "float64", vector=False) == "dense"          # 10^6 output rows
+    assert choose(S, 256, "float64", vector=False, transpose=True) == "sparse"   # 16
+
+
 def test_rates_and_estimates():
     assert _machine.rates_for("NVIDIA H200").gemm["float64"] == 63e12
     t_s = _machine.sparse_seconds(_machine.H200, 16384, 1024, 268_435, np.float64, 4)
@@ -800,6 +867,33 @@ def test_storage_of_bases_far_from_one(env, rng, factor, storage):
     _close((got / top).astype(np.float32), (stored_tlr(F, storage) @ x) / np.float32(top),
            "float32")
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= 50 * D.basis_error
+
+
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_float16_storage_scales_back_after_each_phase(env, rng, adjoint):
+    """Both bases scaled, the product scaled back only after phase 3: the sums ran su * sv
+    times the product's values, and bases near 1e-20 (su * sv = 2**158) or a float32 result
+    near 1e31 came back inf though finite (a review). A NaN in either basis's error is
+    reported (max(e, nan) kept e)."""
+    from wsesparse import TLRMatrix
+    from wsesparse.gpu import DeviceTLR
+    A = rng.standard_normal((64, 8)) @ rng.standard_normal((8, 64))
+    T = TLRMatrix.from_dense(A.astype(np.float32), nb=32, tol=1e-4)
+    for F, mag in ((TLRMatrix(T.shape, T.nb, T.ranks, T.U * np.float32(1e-20),
+                              T.V * np.float32(1e-20)), 1e30),
+                   (T, 1e29)):
+        x = np.full(64, mag, np.float32)
+        D = DeviceTLR(F, storage="float16")
+        got = np.asarray((D.H if adjoint else D) @ gpu_helpers.dev(x)).astype(np.float64)
+        ref = (F.toarray().astype(np.float64).conj().T if adjoint
+               else F.toarray().astype(np.float64)) @ x.astype(np.float64)
+        assert np.isfinite(got).all()
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= 50 * D.basis_error
+    for where in ("U", "V"):
+        U, V = T.U.copy(), T.V.copy()
+        (U if where == "U" else V)[0] = np.inf
+        assert np.isnan(DeviceTLR(TLRMatrix(T.shape, T.nb, T.ranks, U, V),
+                                  storage="float16").basis_error), where
 
 
 def test_storage_rounding():

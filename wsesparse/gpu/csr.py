@@ -83,7 +83,7 @@ class DeviceCSR:
         and the copies it keeps (values cast to another dtype, the transpose, the dense
         copy) keep the old values: after changing the arrays, build a new ``DeviceCSR``.
     shape : tuple of int, optional
-        Needed with the tuple form.
+        Needed with the tuple form; with a matrix, if given, it must be the matrix's.
     name : str
         How error messages call the matrix.
     keep_dense : bool or "auto"
@@ -126,7 +126,11 @@ class DeviceCSR:
         return obj
 
     def _setup(self, A, shape, name, keep_dense) -> None:
+        given = shape
         data, indices, indptr, shape = _arrays(A, shape, name, _cupy())
+        if given is not None and not isinstance(A, tuple) and not _same_shape(given, shape):
+            # (it was ignored: a review)
+            raise ValueError(f"shape={given!r} differs from the shape of {name}, {shape}")
         self.name, self.shape, self.keep_dense = name, shape, keep_dense
         self.data, self.indices, self.indptr = data, indices, indptr
         self.dtype = np.dtype(data.dtype)
@@ -216,6 +220,13 @@ class DeviceCSR:
                 f"{self.dtype}, {self.indices.dtype} indices>")
 
 
+def _same_shape(given, shape: tuple) -> bool:
+    try:
+        return tuple(operator.index(n) for n in given) == shape
+    except TypeError:
+        return False
+
+
 def _arrays(A, shape, name, cupy):
     csp = cupy_modules()[1]
     if isinstance(A, tuple):
@@ -237,6 +248,8 @@ def _arrays(A, shape, name, cupy):
             # cupyx's tocsr writes where the row indices point: the CSC arrays are checked
             # first, as the CSR arrays of A.T (as the CPU path checks a scipy CSC).
             ip, ix = A.indptr, A.indices
+            # (lengths first: csr_check reads indptr[n_cols] of a short indptr: a review)
+            _check_lengths(A.data, ix, ip, tuple(A.shape), name, csc=True)
             if ip.dtype != ix.dtype or np.dtype(ix.dtype) not in _module.INDEX_TYPES:
                 ip, ix = ip.astype(np.int64), ix.astype(np.int64)
             check_structure(cupy.ascontiguousarray(ip), cupy.ascontiguousarray(ix),
@@ -257,13 +270,21 @@ def _arrays(A, shape, name, cupy):
         indices, indptr = indices.astype(wide), indptr.astype(wide)
     if np.dtype(data.dtype) not in KERNEL_DTYPES:
         data = data.astype(_check_value_dtype(data.dtype, name))
-    if indptr.size != shape[0] + 1:
-        raise ValueError(f"{name} has a corrupt compressed structure ({shape[0]}x{shape[1]}): "
-                         f"indptr has {indptr.size} entries, not {shape[0] + 1}")
+    _check_lengths(data, indices, indptr, shape, name)
+    return data, indices, indptr, shape
+
+
+def _check_lengths(data, indices, indptr, shape, name: str, csc: bool = False) -> None:
+    """ValueError unless ``indptr`` has a row's entry more than the rows of ``shape`` (of its
+    columns for a CSC operand, ``csc``) and ``indices`` as many entries as ``data``."""
+    n = shape[1] if csc else shape[0]
+    if indptr.size != n + 1:
+        raise ValueError(f"{name} has a corrupt compressed structure ({shape[0]}x{shape[1]}"
+                         + (", CSC" if csc else "")
+                         + f"): indptr has {indptr.size} entries, not {n + 1}")
     if indices.size != data.size:
         raise ValueError(f"{name} has a corrupt compressed structure: {indices.size} indices "
                          f"but {data.size} values")
-    return data, indices, indptr, shape
 
 
 def _host_arrays(A, name: str, cupy) -> tuple:
@@ -321,25 +342,31 @@ def check_structure(indptr, indices, shape, name: str, csc: bool = False) -> Non
             raise ValueError(csr_error_message(code, name, shape, indices.size, csc=csc))
 
 
-def _expand_rows(indptr, nnz, cupy):
-    """Row number of each stored entry (length nnz), from indptr, on the device."""
+def _expand_rows(indptr, nnz, cupy, dtype):
+    """Row number of each stored entry (length nnz), from indptr, on the device, as
+    ``dtype``."""
     entries = cupy.arange(nnz, dtype=indptr.dtype)
-    return (cupy.searchsorted(indptr, entries, side="right") - 1).astype(indptr.dtype)
+    return (cupy.searchsorted(indptr, entries, side="right") - 1).astype(dtype)
 
 
 def _transposed(S: DeviceCSR) -> DeviceCSR:
     cupy = _cupy()
     m, k = S.shape
     nnz = S.nnz
-    rows = _expand_rows(S.indptr, nnz, cupy)
+    # S's row numbers become the column indices: int64 where they pass the index type
+    # (int32 indices of more than 2**31 - 1 rows wrapped negative: a review)
+    itype = S.indptr.dtype
+    if m - 1 > np.iinfo(itype).max:
+        itype = np.dtype(np.int64)
+    rows = _expand_rows(S.indptr, nnz, cupy, itype)
     cols = S.indices[:nnz]
     order = cupy.argsort(cols, kind="stable")          # stable: rows stay in order per column
     counts = cupy.bincount(cols, minlength=k) if nnz else cupy.zeros(k, dtype=cupy.int64)
-    indptr = cupy.zeros(k + 1, dtype=S.indptr.dtype)
+    indptr = cupy.zeros(k + 1, dtype=itype)
     cupy.cumsum(counts, out=indptr[1:])
     T = DeviceCSR.__new__(DeviceCSR)
     T.name, T.shape, T.dtype, T.nnz = f"{S.name}.T", (k, m), S.dtype, nnz
-    T.data, T.indices, T.indptr = S.data[:nnz][order], rows[order].astype(S.indptr.dtype), indptr
+    T.data, T.indices, T.indptr = S.data[:nnz][order], rows[order], indptr
     T._casts, T._transpose, T._dense = {}, S, {}
     T.checked, T.keep_dense = True, S.keep_dense
     return T
@@ -365,10 +392,12 @@ def _keeps_dense(S: DeviceCSR, dtype) -> bool:
 MIN_DENSE_COLUMNS = 32
 
 
-def choose(S: DeviceCSR, n_cols: int, dtype, vector: bool) -> str:
+def choose(S: DeviceCSR, n_cols: int, dtype, vector: bool, transpose: bool = False) -> str:
     """``"sparse"`` (our kernel) or ``"dense"`` (cuBLAS on a dense copy) for ``S @ X`` with
-    ``n_cols`` columns: the smaller estimate of wsesparse/gpu/_machine.py, the dense copy
-    counted only where it is not kept from an earlier product.
+    ``n_cols`` columns (``X @ S`` with ``n_cols`` rows where ``transpose``: the kernel runs
+    on ``S.T`` and writes ``S.shape[1]`` rows): the smaller estimate of
+    wsesparse/gpu/_machine.py, the dense copy counted only where it is not kept from an
+    earlier product.
 
     Examples
     --------
@@ -379,7 +408,9 @@ def choose(S: DeviceCSR, n_cols: int, dtype, vector: bool) -> str:
         return "sparse"
     r = _rates(_cupy().cuda.runtime.getDevice())
     m, k = S.shape
-    t_sparse = _machine.sparse_seconds(r, m, n_cols, S.nnz, dtype, S.indices.itemsize)
+    # (the output rows of the kernel: S.T's for X @ S, which a review found charged m)
+    t_sparse = _machine.sparse_seconds(r, k if transpose else m, n_cols, S.nnz, dtype,
+                                       S.indices.itemsize)
     t_dense = _machine.gemm_seconds(r, m, k, n_cols, dtype)
     if np.dtype(dtype) not in S._dense and not (S.checked and _keeps_dense(S, dtype)):
         t_dense += _machine.densify_seconds(r, m, k, S.nnz, dtype)
@@ -485,14 +516,17 @@ def product(S: DeviceCSR, D, transpose: bool, out=None, method: str = "auto"):
     if D.shape[-1 if transpose else 0] != (m if transpose else k):
         a, b = (describe(D), repr(S)) if transpose else (repr(S), describe(D))
         raise ValueError(f"inner dimensions differ: A is {a}, B is {b}")
-    dtype = result_dtype(S.dtype, D.dtype)
+    try:
+        dtype = result_dtype(S.dtype, D.dtype)
+    except TypeError:   # (object arrays: a message naming neither operand, a review)
+        dtype = D.dtype
     if dtype not in KERNEL_DTYPES:
         raise TypeError(f"on the GPU the product must be float32, float64, complex64 or "
                         f"complex128; {repr(S)} with {describe(D)} gives {dtype}")
     vector = D.ndim == 1
     n_cols = 1 if vector else (D.shape[0] if transpose else D.shape[1])
     if method == "auto":
-        method = choose(S, n_cols, dtype, vector)
+        method = choose(S, n_cols, dtype, vector, transpose)
         if method == "dense" and not _finite(S, D):
             # Implicit zeros of a sparse matrix meet no inf/nan of D, a dense copy's do
             # (0 * inf = nan everywhere): as on the CPU, only finite operands go dense.

@@ -30,8 +30,8 @@ class DeviceTLR:
         bytes of float32/complex64 bases (a quarter of float64/complex128 ones). The kernels
         widen each stored value on load and sum in the product's dtype; the rounding of the
         bases is the only error added. ``basis_error`` reports it. Float16 bases are scaled
-        by a power of two into its range (``wsesparse.gpu.storage.scale``) and the product
-        scaled back.
+        by a power of two into its range (``wsesparse.gpu.storage.scale``), and each phase's
+        sums scaled back after it.
 
     Attributes
     ----------
@@ -86,7 +86,7 @@ class DeviceTLR:
         self.basis_error, self._unscale = 0.0, (1.0, 1.0)
         if self.storage is not None:   # (each basis rounded once)
             (U, su, eu), (V, sv, ev) = encode(U, self.storage), encode(V, self.storage)
-            self.basis_error = max(eu, ev)
+            self.basis_error = float(np.maximum(eu, ev))   # (max(eu, nan) dropped the nan)
             # (powers of two: exact; one factor each, as 1 / (su * sv) can fall below the
             # product's precision, float32's 2**-149, and zero the product)
             self._unscale = (1.0 / su, 1.0 / sv)
@@ -151,7 +151,10 @@ class DeviceTLR:
             raise ValueError(f"{op} @ {name}: {op} has shape {(n_out, n_in)}"
                              f"{' x ' + str(self.n_matrices) + ' matrices' if nd else ''} but "
                              f"{name} is {describe(x)}; {name} must be of shape {want}")
-        dtype = result_dtype(self.dtype, x.dtype)
+        try:
+            dtype = result_dtype(self.dtype, x.dtype)
+        except TypeError:   # (object arrays: a message naming neither operand, a review)
+            dtype = x.dtype
         if dtype not in KERNEL_DTYPES:
             raise TypeError(f"{name} gives {dtype}; TLR-MVM computes float32, float64, "
                             "complex64 or complex128")
@@ -191,13 +194,19 @@ class DeviceTLR:
         else:          # 8 sums a thread, passes of 8
             ls, kind = _module.TLR_FORWARD_WIDE, "wide"
             kern = _module.kernel("seg_gemv_t", dtype, ls, storage=st)
+        # The scaled 16-bit bases (wsesparse.gpu.storage.scale) scaled back after each
+        # phase: after both, the sums ran su * sv times the product's own values and a
+        # finite product (tiny bases, or results near the dtype's limit) came back inf
+        # (a review).
+        f1, f3 = self._unscale if adjoint else self._unscale[::-1]
         for c0 in range(0, s, ls):
             S = min(ls, s - c0)
-            for seg, M, src, dst in ((first, M1, X, mid), (third, M3, mid, Y)):
-                _launch(kern, seg, M, src[:, c0:], dst[:, c0:], S, s, kind)
-        for f in self._unscale:     # the scaled 16-bit bases (wsesparse.gpu.storage.scale)
-            if f != 1.0:
-                Y *= f
+            _launch(kern, first, M1, X[:, c0:], mid[:, c0:], S, s, kind)
+            if f1 != 1.0:
+                mid[:, c0:c0 + S] *= f1
+            _launch(kern, third, M3, mid[:, c0:], Y[:, c0:], S, s, kind)
+        if f3 != 1.0:
+            Y *= f3
         return Y
 
 
