@@ -143,6 +143,19 @@ def test_zero_matrix_has_rank_zero_everywhere():
     np.testing.assert_array_equal(T.H @ np.ones(5), np.zeros(7))
 
 
+def test_an_empty_operator_of_huge_tiles_is_built():
+    """from_tiles((2**62, 2**62), 2**61, {}) raised numpy's "array is too big" reshaping its
+    empty stacks (a session 42 review); stacks of rank 0 are skipped now."""
+    T = TLRMatrix.from_tiles((2 ** 62, 2 ** 62), 2 ** 61, {})
+    assert T.shape == (2 ** 62, 2 ** 62) and T.ranks.sum() == 0 and T.nbytes == 0
+    rng = np.random.default_rng(0)
+    U, V = rng.standard_normal((4, 1)), rng.standard_normal((1, 1))
+    S = TLRMatrix.from_tiles((8, 9), 4, {(1, 2): (U, V)})   # one tile, others rank 0
+    dense = np.zeros((8, 9))
+    dense[4:8, 8:9] = U @ V.T
+    np.testing.assert_allclose(S.toarray(), dense)
+
+
 def test_from_function_matches_from_dense_guarantee():
     f, shape = seismic_slice(nx=20, ny=20, frequency=20.0, return_function=True)
     T = TLRMatrix.from_function(f, shape, nb=80, tol=1e-3, dtype=np.complex64)

@@ -101,13 +101,15 @@ def assemble(cls, shape, nb, factors, dtype, tol):
     V = aligned_empty(T._v_size, dtype)
     h, w = np.diff(rp), np.diff(cp)
     Kc, Kr = ranks.sum(axis=0), ranks.sum(axis=1)
-    for j in range(ntc):
+    # (stacks of rank 0 hold nothing: skipped, as numpy refused to reshape an empty one
+    # of 2**61 rows, "array is too big", naming no argument)
+    for j in np.flatnonzero(Kc):
         blk = V[T.v_off[j]:T.v_off[j + 1]].reshape(w[j], Kc[j])
         for i in range(ntr):
             if ranks[i, j]:
                 s = T._yv_start[i, j] - T.kcol_ptr[j]
                 blk[:, s:s + ranks[i, j]] = factors[(i, j)][1]
-    for i in range(ntr):
+    for i in np.flatnonzero(Kr):
         blk = U[T.u_off[i]:T.u_off[i + 1]].reshape(Kr[i], h[i])
         for j in range(ntc):
             if ranks[i, j]:
