@@ -23,7 +23,9 @@ DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 
 @pytest.fixture(autouse=True)
-def _nothing_kept():
+def _nothing_kept(monkeypatch):
+    """(and the small matrices of these tests reused: MIN_NNZ 1)"""
+    monkeypatch.setattr(_reuse, "MIN_NNZ", 1)
     assert not accelerate.is_enabled() and _reuse.n_entries() == 0
     yield
     accelerate.disable()
@@ -348,3 +350,16 @@ def test_cg_with_reuse_matches_scipy():
         got = spla.cg(A, b, rtol=1e-10, maxiter=50)[0]
         assert _reuse.n_entries() == 1
     np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+
+
+def test_small_matrices_stay_one_shot(monkeypatch, spy):
+    """Below MIN_NNZ stored entries the bookkeeping costs what preparing saves."""
+    monkeypatch.setattr(_reuse, "MIN_NNZ", 300)
+    small = _matrix(sp.csr_array, np.float64)                    # 37 x 29: 215 entries
+    big = _matrix(sp.csr_array, np.float64, shape=(60, 40))      # 480
+    assert small.nnz < 300 <= big.nnz
+    with wsesparse.accelerated(reuse=True):
+        for _ in range(3):
+            small @ _vector(29, np.float64)
+            big @ _vector(40, np.float64)
+    assert spy == [sp.csr_array, sp.csr_array] + [sp.csr_array, CSR] * 2

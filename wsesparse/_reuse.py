@@ -38,12 +38,17 @@ from wsesparse.csr import CSR
 PREPARE_AT = 2
 # (the entries kept, least recently used dropped first)
 MAX_ENTRIES = 32
+# Matrices of fewer stored entries stay one-shot: the bookkeeping (about 20-30 us a product
+# on the 2-core Zen 3 VM) costs about what preparing saves there (a 4096^2 matrix of 838,861
+# random entries: one-shot SpMV 557 us, prepared 513 us; docs/accelerate.md).
+MIN_NNZ = 2 ** 19
 # Entries of each array compared with the prepared operand's at every product, at positions
 # that move on from product to product: a matrix changed in place (despite the promise,
 # or arrays a freed matrix was built on, refilled for a new one) is prepared again where
 # the sample meets the change. About 5 us a product.
 SAMPLE = 8
 _STEP = 0x9E3779B97F4A7C15   # (the positions move by the golden ratio of 2**64)
+_MASK = 2 ** 64 - 1
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 _EVERY_THREAD = "every thread"   # the holder that enable(reuse=True) stands for
@@ -125,9 +130,10 @@ def _prepare(indptr, indices, data, shape) -> CSR | None:
 
 def operand(A) -> CSR | None:
     """The prepared operand to multiply in place of the scipy CSR/CSC matrix ``A``, or
-    None for a one-shot product: where the calling thread holds no promise, for the first
-    ``PREPARE_AT - 1`` products of its arrays, and for arrays that are not plain ndarrays
-    or that ``CSR`` refuses (the one-shot product words their errors).
+    None for a one-shot product: where the calling thread holds no promise, for matrices of
+    fewer than ``MIN_NNZ`` stored entries, for the first ``PREPARE_AT - 1`` products of its
+    arrays, and for arrays that are not plain ndarrays or that ``CSR`` refuses (the
+    one-shot product words their errors).
 
     For a CSC ``A`` it is the transpose of the operand prepared from the same arrays read
     as CSR (the arrays of ``A.T`` for a CSR ``A``), computed once and kept.
@@ -135,7 +141,7 @@ def operand(A) -> CSR | None:
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
-    >>> A = sp.random(40, 30, density=0.2, format="csr", random_state=0)
+    >>> A = sp.random(1000, 1000, density=MIN_NNZ / 1e6, format="csr", random_state=0)
     >>> set_holders(True, frozenset())
     >>> operand(A) is None            # the first product: one-shot
     True
@@ -146,7 +152,8 @@ def operand(A) -> CSR | None:
     0
     """
     indptr, indices, data = arrays = A.indptr, A.indices, A.data
-    if not (type(indptr) is type(indices) is type(data) is np.ndarray):
+    if not (type(indptr) is type(indices) is type(data) is np.ndarray) \
+            or len(indices) < MIN_NNZ:
         return None
     csc = A.format == "csc"
     shape = A.shape[::-1] if csc else A.shape
@@ -191,21 +198,28 @@ def operand(A) -> CSR | None:
 
 def _unchanged(P: CSR, indptr, indices, data, seen: int) -> bool:
     """Whether ``SAMPLE`` entries of each array, at positions that move with ``seen``, are
-    still those the prepared ``P`` was made of (values bit for bit, NaN equal to NaN)."""
+    still those the prepared ``P`` was made of (values bit for bit, so NaN equal to NaN).
+
+    (Python ints and ``take``: with numpy's uint64 arithmetic and ``array_equal`` the check
+    took 25 us a product.)"""
     nnz = P.nnz
-    # (the j-th position, j counted over all products, at j * golden ratio: the samples
-    # of successive products are spread and disjoint, and cover the arrays in turn)
-    j = np.arange(seen * SAMPLE, (seen + 1) * SAMPLE, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        golden = j * np.uint64(_STEP)
-    pos = golden % np.uint64(max(nnz, 1))
-    ptr = golden % np.uint64(len(indptr))
-    pos, ptr = pos.astype(np.intp), ptr.astype(np.intp)
-    if not np.array_equal(indptr[ptr], P.indptr[ptr]):
+    # (the j-th position, j counted over all products, at j * golden ratio: the samples of
+    # successive products are spread and disjoint, and cover the arrays in turn)
+    golden = [(j * _STEP) & _MASK for j in range(seen * SAMPLE, (seen + 1) * SAMPLE)]
+    ptr = np.array([g % len(indptr) for g in golden], dtype=np.intp)
+    if not _same(indptr.take(ptr), P.indptr.take(ptr)):
         return False
-    return nnz == 0 or (np.array_equal(indices[pos], P.indices[pos])
-                        and np.array_equal(data[pos], P.data[pos],
-                                           equal_nan=data.dtype.kind in "fc"))
+    if nnz == 0:
+        return True
+    pos = np.array([g % nnz for g in golden], dtype=np.intp)
+    return _same(indices.take(pos), P.indices.take(pos)) and _same(data.take(pos),
+                                                                   P.data.take(pos))
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype == b.dtype:
+        return a.tobytes() == b.tobytes()
+    return bool((a == b).all())   # (indices narrowed to int32 in P; no NaN among them)
 
 
 def _new_entry(key: tuple, roots: list, structure: tuple) -> _Entry:
