@@ -77,7 +77,8 @@ def test_logreg_routes_scikit_learn_s_products(monkeypatch):
     """The accelerated logreg columns really compute scikit-learn's products (X @ w and
     the gradient's X.T @ r, a CSC one) with the kernels, one-shot or (with reuse) from a
     prepared operand."""
-    from wsesparse import CSR, accelerate
+    from wsesparse import CSR, _reuse, accelerate
+    monkeypatch.setattr(_reuse, "MIN_NNZ", 1)   # (the small problem's matrix reused too)
     seen = []
     real = accelerate.sparse_matmul
     monkeypatch.setattr(accelerate, "sparse_matmul",
