@@ -42,10 +42,10 @@ MAX_ENTRIES = 32
 # on the 2-core Zen 3 VM) costs about what preparing saves there (a 4096^2 matrix of 838,861
 # random entries: one-shot SpMV 557 us, prepared 513 us; docs/accelerate.md).
 MIN_NNZ = 2 ** 19
-# Entries of each array compared with the prepared operand's at every product, at positions
-# that move on from product to product: a matrix changed in place (despite the promise,
-# or arrays a freed matrix was built on, refilled for a new one) is prepared again where
-# the sample meets the change. About 5 us a product.
+# Consecutive entries of each array compared with the prepared operand's at every product,
+# from a position that moves on from product to product: a matrix changed in place (despite
+# the promise, or arrays a freed matrix was built on, refilled for a new one) is prepared
+# again where the sample meets the change.
 SAMPLE = 8
 _STEP = 0x9E3779B97F4A7C15   # (the positions move by the golden ratio of 2**64)
 _MASK = 2 ** 64 - 1
@@ -197,23 +197,24 @@ def operand(A) -> CSR | None:
 
 
 def _unchanged(P: CSR, indptr, indices, data, seen: int) -> bool:
-    """Whether ``SAMPLE`` entries of each array, at positions that move with ``seen``, are
-    still those the prepared ``P`` was made of (values bit for bit, so NaN equal to NaN).
+    """Whether ``SAMPLE`` consecutive entries of each array, from a position that moves
+    with ``seen``, are still those the prepared ``P`` was made of (values bit for bit, so
+    NaN equal to NaN).
 
-    (Python ints and ``take``: with numpy's uint64 arithmetic and ``array_equal`` the check
-    took 25 us a product.)"""
+    (Consecutive entries: one or two cache lines an array.)"""
     nnz = P.nnz
-    # (the j-th position, j counted over all products, at j * golden ratio: the samples of
-    # successive products are spread and disjoint, and cover the arrays in turn)
-    golden = [(j * _STEP) & _MASK for j in range(seen * SAMPLE, (seen + 1) * SAMPLE)]
-    ptr = np.array([g % len(indptr) for g in golden], dtype=np.intp)
-    if not _same(indptr.take(ptr), P.indptr.take(ptr)):
+    # (the start moves by the golden ratio of 2**64 each product: the samples of successive
+    # products are spread over the arrays and cover them in turn)
+    golden = (seen * _STEP) & _MASK
+    start = golden % max(len(indptr) - SAMPLE, 1)
+    if not _same(indptr[start:start + SAMPLE], P.indptr[start:start + SAMPLE]):
         return False
     if nnz == 0:
         return True
-    pos = np.array([g % nnz for g in golden], dtype=np.intp)
-    return _same(indices.take(pos), P.indices.take(pos)) and _same(data.take(pos),
-                                                                   P.data.take(pos))
+    start = golden % max(nnz - SAMPLE, 1)
+    stop = min(start + SAMPLE, nnz)
+    return (_same(indices[start:stop], P.indices[start:stop])
+            and _same(data[start:stop], P.data[start:stop]))
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
