@@ -220,7 +220,8 @@ def _unchanged(P: CSR, indptr, indices, data, seen: int) -> bool:
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype == b.dtype:
         return a.tobytes() == b.tobytes()
-    return bool((a == b).all())   # (indices narrowed to int32 in P; no NaN among them)
+    # (indices narrowed to int32 in P; values of another byte order made native)
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
 def _new_entry(key: tuple, roots: list, structure: tuple) -> _Entry:

@@ -207,11 +207,7 @@ def _uninstall() -> None:
 def _update() -> None:
     """Install or remove the hooks, and set who reuses prepared operands, to match the
     holders (under ``_lock``)."""
-    global _reuse_everywhere, _reuse_threads
-    _reuse_everywhere = _switched_on and _switched_on_reuse
-    _reuse_threads = frozenset(thread for thread, _, reuse in _blocks.values() if reuse)
-    # (the entries of holders that let go are dropped: the promise ends with its holder)
-    _reuse.set_holders(_reuse_everywhere, _reuse_threads)
+    _set_reuse_holders()
     on = bool(_blocks) or _switched_on
     if on and _saved is None:
         _install()
@@ -220,6 +216,15 @@ def _update() -> None:
         # The pool's freed results (up to two of 1 GiB each) stay with the block: plain
         # scipy holds nothing after its results are deleted (a review found 840 MiB kept).
         release_cached_outputs()
+
+
+def _set_reuse_holders() -> None:
+    """Who reuses prepared operands, from the holders (under ``_lock``); the entries of
+    holders that let go are dropped: the promise ends with its holder."""
+    global _reuse_everywhere, _reuse_threads
+    _reuse_everywhere = _switched_on and _switched_on_reuse
+    _reuse_threads = frozenset(thread for thread, _, reuse in _blocks.values() if reuse)
+    _reuse.set_holders(_reuse_everywhere, _reuse_threads)
 
 
 def _check_blas_threads(blas_threads):
@@ -302,7 +307,7 @@ def enable(blas_threads: int | str | None = "shared", reuse: bool = False) -> No
             _switched_on, _switched_on_reuse = False, False
             _release_blas(_switched_on_blas)
             _switched_on_blas = None
-            _update()
+            _set_reuse_holders()
             raise
 
 
