@@ -363,3 +363,102 @@ def test_small_matrices_stay_one_shot(monkeypatch, spy):
             small @ _vector(29, np.float64)
             big @ _vector(40, np.float64)
     assert spy == [sp.csr_array, sp.csr_array] + [sp.csr_array, CSR] * 2
+
+
+@pytest.mark.parametrize("where", (0, 50, 98, 99))
+def test_a_change_anywhere_is_noticed(where):
+    """The sample's windows stopped before the last entry: a change of data[nnz - 1] was
+    never noticed (a review); windows now wrap around the end."""
+    A = sp.csr_array((np.arange(1.0, 101.0), np.arange(100), np.arange(0, 101, 10)),
+                     shape=(10, 100))             # 10 entries a row, 100 in all
+    x = _vector(100, np.float64)
+    with wsesparse.accelerated(reuse=True):
+        A @ x
+        A @ x
+        A.data[where] += 50.0                  # a broken promise, one entry
+        want = A.toarray() @ x
+        for _ in range(1000):
+            if np.allclose(A @ x, want):
+                break
+        else:
+            raise AssertionError(f"data[{where}] changed, never noticed")
+
+
+def test_a_new_thread_with_a_dead_thread_s_ident_holds_no_promise():
+    """A thread that ended with its reuse block open (in a suspended generator) left its
+    ident among the holders; a new thread given the same ident (they are recycled) took
+    its promise and its prepared operands: 50.0 off after its own, allowed change."""
+    A = _matrix(sp.csr_array, np.float64, shape=(300, 200))
+    x = _vector(200, np.float64)
+    kept = []
+
+    def with_an_open_block():
+        def gen():
+            with wsesparse.accelerated(reuse=True):
+                A @ x
+                A @ x
+                yield
+        g = gen()
+        next(g)
+        kept.append(g)
+
+    t = threading.Thread(target=with_an_open_block)
+    t.start()
+    t.join()
+    result = {}
+
+    def plain():
+        result["ident"] = threading.get_ident()
+        A.data[100] += 50.0                # no promise made here
+        want = A.toarray() @ x
+        with wsesparse.accelerated():
+            result["right"] = all(np.allclose(A @ x, want) for _ in range(5))
+
+    try:
+        for _ in range(20):
+            t2 = threading.Thread(target=plain)
+            t2.start()
+            t2.join()
+            assert result["right"]
+            if result["ident"] == t.ident:
+                break
+    finally:
+        kept[0].close()                    # (the block closes, from this thread)
+
+
+def test_arrays_changed_while_copied_are_not_prepared(monkeypatch, spy):
+    """scipy sorting the matrix in place in another thread while the operand was copied
+    paired sorted indices with unsorted values (a review): the copy is compared with the
+    arrays after it is made, and the product is one-shot where they differ."""
+    A = _matrix(sp.csr_array, np.float64)
+    x = _vector(29, np.float64)
+    real = CSR.from_arrays
+
+    def changing(*args, **kw):
+        P = real(*args, **kw)
+        A.data[3] += 1.0                   # (the change lands after the copy)
+        return P
+
+    monkeypatch.setattr(CSR, "from_arrays", changing)
+    with wsesparse.accelerated(reuse=True):
+        for _ in range(3):
+            np.testing.assert_allclose(A @ x, A.toarray() @ x, rtol=1e-12)
+    assert CSR not in spy
+
+
+@pytest.mark.parametrize("end", (np.inf, np.nan))
+def test_a_float_indptr_raises_as_without_reuse(end):
+    """A float indptr ending in inf escaped as OverflowError from the preparation."""
+    A = _matrix(sp.csr_array, np.float64)
+    x = _vector(29, np.float64)
+    ptr = A.indptr.astype(np.float64)
+    ptr[-1] = end
+    A.indptr = ptr
+    with wsesparse.accelerated():
+        with pytest.raises(ValueError) as plain:
+            A @ x
+    with wsesparse.accelerated(reuse=True):
+        for _ in range(3):
+            with pytest.raises(ValueError) as reused:
+                A @ x
+            assert str(reused.value) == str(plain.value)

@@ -8,7 +8,7 @@ later products use it with what it keeps: the structure checked once, int32 indi
 one-byte value codes of large matrices with few distinct values, the transpose of a CSR
 matrix for its ``.T`` (a CSC matrix on the same arrays, as in ``x @ A`` and ``A.T @ u``).
 
-Entries are keyed by the holder of the promise (a thread, or every thread for
+Entries are keyed by the holder of the promise (a ``Thread``, or every thread for
 ``enable(reuse=True)``), the memory of the three arrays (``indptr``, ``indices``, ``data``:
 address, dtype, length, stride) and the shape, so the ``A.T`` objects scipy makes anew for
 every ``x @ A``, with new views of the same arrays, find theirs. The prepared operand is a
@@ -58,7 +58,7 @@ _EVERY_THREAD = "every thread"   # the holder that enable(reuse=True) stands for
 _lock = threading.RLock()
 # Who holds the promise now (set by wsesparse.accelerate, under its lock, then this one's).
 _everywhere = False
-_threads: frozenset[int] = frozenset()
+_threads: frozenset[threading.Thread] = frozenset()
 # (holder, arrays' memory, shape) -> _Entry, the most recently used last
 _entries: dict[tuple, "_Entry"] = {}
 _serials = itertools.count()
@@ -72,7 +72,7 @@ class _Entry:
         self.serial, self.structure = serial, structure
 
 
-def set_holders(everywhere: bool, threads: frozenset[int]) -> None:
+def set_holders(everywhere: bool, threads: frozenset[threading.Thread]) -> None:
     """Who holds the promise from now on: every thread (``enable(reuse=True)``) and the
     threads inside a block with ``reuse=True``. The entries of holders that let go are
     dropped here, under the lock that products take to add one, so none outlives its
@@ -115,17 +115,27 @@ def _own_index(a: np.ndarray, narrowed: bool) -> np.ndarray:
 
 
 def _prepare(indptr, indices, data, shape) -> CSR | None:
-    """A ``CSR`` of its own arrays, or None where the one-shot product should run instead
-    (a corrupt structure: its error is the one-shot product's; too little free memory)."""
-    nnz = int(indptr[-1]) if len(indptr) else 0
+    """A ``CSR`` of its own arrays, or None where the one-shot product should run instead:
+    a corrupt structure (its error is the one-shot product's: a float ``indptr`` ending in
+    inf raised OverflowError here), too little free memory, or arrays that changed while
+    they were copied (scipy sorting the matrix in another thread paired sorted indices with
+    unsorted values: a review)."""
+    if not (indptr.ndim == indices.ndim == data.ndim == 1 and len(indptr)
+            and indptr.dtype.kind in "iu" and indices.dtype.kind in "iu"):
+        return None
     if not fits_in_memory(indptr.nbytes + indices.nbytes + data.nbytes):
         return None
-    narrowed = max(shape[1], nnz) <= _INT32_MAX
+    narrowed = max(shape[1], int(indptr[-1])) <= _INT32_MAX
     try:
-        return CSR.from_arrays(data.copy(), _own_index(indices, narrowed),
-                               _own_index(indptr, narrowed), shape)
+        P = CSR.from_arrays(data.copy(), _own_index(indices, narrowed),
+                            _own_index(indptr, narrowed), shape)
     except (TypeError, ValueError, OverflowError):
         return None
+    nnz = P.nnz
+    if not (_same(indptr, P.indptr) and _same(indices[:nnz], P.indices)
+            and _same(data[:nnz], P.data[:nnz])):
+        return None
+    return P
 
 
 def operand(A) -> CSR | None:
@@ -161,7 +171,7 @@ def operand(A) -> CSR | None:
     memory = tuple(_memory(a) for a in arrays)
     roots = [_root(a) for a in arrays]
     with _lock:
-        holder = _EVERY_THREAD if _everywhere else threading.get_ident()
+        holder = _EVERY_THREAD if _everywhere else threading.current_thread()
         if not _holds(holder):
             return None
         key = (holder,) + memory + (shape,)
@@ -197,30 +207,34 @@ def operand(A) -> CSR | None:
 
 
 def _unchanged(P: CSR, indptr, indices, data, seen: int) -> bool:
-    """Whether ``SAMPLE`` consecutive entries of each array, from a position that moves
-    with ``seen``, are still those the prepared ``P`` was made of (values bit for bit, so
-    NaN equal to NaN).
+    """Whether ``SAMPLE`` consecutive entries of each array (a window that wraps around the
+    end), from a position that moves with ``seen``, are still those the prepared ``P`` was
+    made of (values bit for bit, so NaN equal to NaN).
 
-    (Consecutive entries: one or two cache lines an array.)"""
+    (Consecutive entries: one or two cache lines an array. Windows that wrap cover every
+    entry alike: windows that stopped at the end reached the last entry never, the first
+    only from one start in n, a review.)"""
     nnz = P.nnz
     # (the start moves by the golden ratio of 2**64 each product: the samples of successive
     # products are spread over the arrays and cover them in turn)
     golden = (seen * _STEP) & _MASK
-    start = golden % max(len(indptr) - SAMPLE, 1)
-    if not _same(indptr[start:start + SAMPLE], P.indptr[start:start + SAMPLE]):
+    window = np.arange(golden % len(indptr), golden % len(indptr) + SAMPLE)
+    if not _same(indptr.take(window, mode="wrap"), P.indptr.take(window, mode="wrap")):
         return False
     if nnz == 0:
         return True
-    start = golden % max(nnz - SAMPLE, 1)
-    stop = min(start + SAMPLE, nnz)
-    return (_same(indices[start:stop], P.indices[start:stop])
-            and _same(data[start:stop], P.data[start:stop]))
+    window = np.arange(golden % nnz, golden % nnz + SAMPLE)
+    return (_same(indices[:nnz].take(window, mode="wrap"), P.indices.take(window, mode="wrap"))
+            and _same(data[:nnz].take(window, mode="wrap"),
+                      P.data[:nnz].take(window, mode="wrap")))
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.dtype == b.dtype:
+    """Whether ``a`` and ``b`` hold the same values, NaN equal to NaN (bit for bit for a
+    sample; indices narrowed to int32 in the copy, values of another byte order made
+    native compare by value)."""
+    if a.dtype == b.dtype and a.size <= 4 * SAMPLE:
         return a.tobytes() == b.tobytes()
-    # (indices narrowed to int32 in P; values of another byte order made native)
     return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 

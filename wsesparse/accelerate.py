@@ -86,13 +86,16 @@ _ABSENT = object()
 # last holder lets go.
 _switched_on_blas = None  # what enable() holds: "shared", "limit" or None
 _switched_on_reuse = False  # enable(reuse=True)
-# The open blocks: a key per block -> (its thread, what its blas_threads holds, its reuse);
-# a forked child drops those of the parent's other threads (below).
-_blocks: dict[object, tuple[int, str | None, bool]] = {}
+# The open blocks: a key per block -> (its thread's ident, what its blas_threads holds, its
+# thread's Thread object where it has reuse=True, else None); a forked child drops those of
+# the parent's other threads (below).
+_blocks: dict[object, tuple[int, str | None, threading.Thread | None]] = {}
 # Who promised reuse (wsesparse._reuse), from the holders, by _update: every thread
-# (enable(reuse=True)) or the threads inside a block with reuse=True. Read without the lock.
+# (enable(reuse=True)) or the threads inside a block with reuse=True, as Thread objects (an
+# ident is recycled: a new thread got a dead one's open block's promise, a review). Read
+# without the lock.
 _reuse_everywhere = False
-_reuse_threads: frozenset[int] = frozenset()
+_reuse_threads: frozenset[threading.Thread] = frozenset()
 
 
 def _targets() -> list[tuple[type, str]]:
@@ -156,7 +159,7 @@ def _hook(original):
             if routed:
                 try:
                     operand = None
-                    if _reuse_everywhere or threading.get_ident() in _reuse_threads:
+                    if _reuse_everywhere or threading.current_thread() in _reuse_threads:
                         operand = _reuse.operand(self)
                     return sparse_matmul(self if operand is None else operand, other)
                 except TypeError as exc:
@@ -223,7 +226,8 @@ def _set_reuse_holders() -> None:
     holders that let go are dropped: the promise ends with its holder."""
     global _reuse_everywhere, _reuse_threads
     _reuse_everywhere = _switched_on and _switched_on_reuse
-    _reuse_threads = frozenset(thread for thread, _, reuse in _blocks.values() if reuse)
+    _reuse_threads = frozenset(thread for _, _, thread in _blocks.values()
+                               if thread is not None)
     _reuse.set_holders(_reuse_everywhere, _reuse_threads)
 
 
@@ -407,8 +411,9 @@ def accelerated(blas_threads: int | str | None = "shared",
     try:
         with deferred(), _lock:
             key = object()
-            _blocks[key] = (threading.get_ident(), None, False)
-            _blocks[key] = (threading.get_ident(), _hold_blas(blas_threads), reuse)
+            _blocks[key] = (threading.get_ident(), None, None)
+            _blocks[key] = (threading.get_ident(), _hold_blas(blas_threads),
+                            threading.current_thread() if reuse else None)
             _update()
         yield
     finally:
