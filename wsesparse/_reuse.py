@@ -38,8 +38,8 @@ from wsesparse.csr import CSR
 PREPARE_AT = 2
 # (the entries kept, least recently used dropped first)
 MAX_ENTRIES = 32
-# Matrices of fewer stored entries stay one-shot: the bookkeeping (about 20-30 us a product
-# on the 2-core Zen 3 VM) costs about what preparing saves there (a 4096^2 matrix of 838,861
+# Matrices of fewer stored entries stay one-shot: the bookkeeping (14 us a product alone on
+# the 2-core Zen 3 VM, about 100 us in a solver loop) costs about what preparing saves there (a 4096^2 matrix of 838,861
 # random entries: one-shot SpMV 557 us, prepared 513 us; docs/accelerate.md).
 MIN_NNZ = 2 ** 19
 # Consecutive entries of each array compared with the prepared operand's at every product,
@@ -61,6 +61,9 @@ _everywhere = False
 _threads: frozenset[threading.Thread] = frozenset()
 # (holder, arrays' memory, shape) -> _Entry, the most recently used last
 _entries: dict[tuple, "_Entry"] = {}
+# id(matrix) -> (weak references to the matrix and its three arrays, its CSR shape, its key):
+# the keys of recent products, the oldest dropped first
+_recent: dict[int, tuple] = {}
 _serials = itertools.count()
 
 
@@ -82,6 +85,8 @@ def set_holders(everywhere: bool, threads: frozenset[threading.Thread]) -> None:
         _everywhere, _threads = everywhere, threads
         for key in [k for k in _entries if not _holds(k[0])]:
             del _entries[key]
+        for k in [k for k, recent in _recent.items() if not _holds(recent[5][0])]:
+            del _recent[k]
 
 
 def _holds(holder) -> bool:
@@ -167,28 +172,43 @@ def operand(A) -> CSR | None:
         return None
     csc = A.format == "csc"
     shape = A.shape[::-1] if csc else A.shape
-    # (by memory, not by array object: scipy's A.T holds new views of A's arrays)
-    memory = tuple(_memory(a) for a in arrays)
-    roots = [_root(a) for a in arrays]
+    holder = _EVERY_THREAD if _everywhere else threading.current_thread()
+    # The same matrix object with the same array objects as a recent product has that
+    # product's key (checked again below): the arrays' addresses and roots are not looked
+    # up again (inside cg's loop, where the caches are cold, operand() took about 200 us).
+    recent = _recent.get(id(A))
+    if (recent is not None and recent[0]() is A and recent[1]() is indptr
+            and recent[2]() is indices and recent[3]() is data and recent[4] == shape
+            and recent[5][0] is holder):
+        key, roots = recent[5], None
+    else:
+        # (by memory, not by array object: scipy's A.T holds new views of A's arrays)
+        key = (holder,) + tuple(_memory(a) for a in arrays) + (shape,)
+        roots = [_root(a) for a in arrays]
     with _lock:
-        holder = _EVERY_THREAD if _everywhere else threading.current_thread()
         if not _holds(holder):
             return None
-        key = (holder,) + memory + (shape,)
         entry = _entries.get(key)
-        if entry is not None and not all(r() is a for r, a in zip(entry.refs, roots)):
+        if entry is not None and roots is not None \
+                and not all(r() is a for r, a in zip(entry.refs, roots)):
             entry = None  # (memory freed and reused before the callback ran: a new matrix)
         if entry is None:
-            entry = _new_entry(key, roots, (holder,) + memory[:2] + (shape,))
+            if roots is None:
+                roots = [_root(a) for a in arrays]
+            entry = _new_entry(key, roots, key[:3] + key[4:])
         else:
             _entries[key] = _entries.pop(key)  # (the most recently used last)
         entry.seen += 1
         P, seen = entry.operand, entry.seen
+        if recent is None or recent[5] is not key:
+            while len(_recent) >= MAX_ENTRIES:
+                del _recent[next(iter(_recent))]
+            _recent[id(A)] = (weakref.ref(A), *(weakref.ref(a) for a in arrays), shape, key)
     if P is not None and not _unchanged(P, indptr, indices, data, seen):
         with _lock:
             if _entries.get(key) is entry:
                 del _entries[key]
-                _new_entry(key, roots, entry.structure).seen = 1
+                _new_entry(key, roots or [_root(a) for a in arrays], entry.structure).seen = 1
         return None
     if P is None:
         if seen < PREPARE_AT:
@@ -218,15 +238,21 @@ def _unchanged(P: CSR, indptr, indices, data, seen: int) -> bool:
     # (the start moves by the golden ratio of 2**64 each product: the samples of successive
     # products are spread over the arrays and cover them in turn)
     golden = (seen * _STEP) & _MASK
-    window = np.arange(golden % len(indptr), golden % len(indptr) + SAMPLE)
-    if not _same(indptr.take(window, mode="wrap"), P.indptr.take(window, mode="wrap")):
+    if not _same(*_windows(indptr, P.indptr, golden % len(indptr), len(indptr))):
         return False
     if nnz == 0:
         return True
-    window = np.arange(golden % nnz, golden % nnz + SAMPLE)
-    return (_same(indices[:nnz].take(window, mode="wrap"), P.indices.take(window, mode="wrap"))
-            and _same(data[:nnz].take(window, mode="wrap"),
-                      P.data[:nnz].take(window, mode="wrap")))
+    start = golden % nnz
+    return (_same(*_windows(indices, P.indices, start, nnz))
+            and _same(*_windows(data, P.data, start, nnz)))
+
+
+def _windows(a: np.ndarray, b: np.ndarray, start: int, n: int) -> tuple:
+    """``SAMPLE`` entries of ``a`` and of ``b`` from ``start``, wrapping at ``n``."""
+    if start + SAMPLE <= n:   # (slices: cheaper than take, which only the wrap needs)
+        return a[start:start + SAMPLE], b[start:start + SAMPLE]
+    window = np.arange(start, start + SAMPLE)
+    return a[:n].take(window, mode="wrap"), b[:n].take(window, mode="wrap")
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
