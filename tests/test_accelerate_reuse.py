@@ -15,6 +15,8 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from matmul_helpers import random_dense
+
 import wsesparse
 from wsesparse import CSR, _reuse, accelerate
 
@@ -57,11 +59,7 @@ def _matrix(cls, dtype, shape=(37, 29), seed=0, itype=np.int32):
 
 
 def _vector(shape, dtype, seed=1):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
+    return random_dense(np.random.default_rng(seed), shape, dtype)
 
 
 def _close(got, want, dtype):
