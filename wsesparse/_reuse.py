@@ -39,8 +39,9 @@ PREPARE_AT = 2
 # (the entries kept, least recently used dropped first)
 MAX_ENTRIES = 32
 # Matrices of fewer stored entries stay one-shot: the bookkeeping (14 us a product alone on
-# the 2-core Zen 3 VM, about 100 us in a solver loop) costs about what preparing saves there (a 4096^2 matrix of 838,861
-# random entries: one-shot SpMV 557 us, prepared 513 us; docs/accelerate.md).
+# the 2-core Zen 3 VM, about 100 us in a solver loop) costs about what preparing saves
+# there (a 4096^2 matrix of 838,861 random entries: one-shot SpMV 557 us, prepared 513 us;
+# docs/accelerate.md).
 MIN_NNZ = 2 ** 19
 # Consecutive entries of each array compared with the prepared operand's at every product,
 # from a position that moves on from product to product: a matrix changed in place (despite

@@ -383,8 +383,9 @@ def accelerated(blas_threads: int | str | None = "shared",
         with one-byte value codes, and ``A.T``'s products use a transpose made once. On
         2 cores CG then ran 1.18-1.57x scipy over six runs, against 1.04-1.34x without
         (docs/accelerate.md, "Reusing prepared operands"; short solves that multiply few
-        times, such as lsqr's 69 iterations, do not pay for the preparation). It costs memory: a copy of each such matrix (and its
-        transpose where ``A.T`` or ``x @ A`` is multiplied), kept until the thread's last
+        times, such as lsqr's 69 iterations, do not pay for the preparation). It costs
+        memory: a copy of each such matrix (and its transpose where ``A.T`` or ``x @ A``
+        is multiplied, and what a ``CSR`` keeps), kept until the thread's last
         block with ``reuse=True`` exits. A matrix changed in place despite the promise
         gives the products of the matrix as it was prepared, never a crash, until a
         product's sample of its entries meets the change and it is prepared again. A

@@ -19,9 +19,9 @@ cannot do that); "reuse" is the same call inside ``wsesparse.accelerated(reuse=T
 (the second product of a matrix prepares a ``CSR`` from it, later ones reuse that; the
 block, and so the preparation, is part of each timed run); "CSR" hands the prepared
 operand ``wsesparse.CSR`` (a LinearOperator) to the routine inside ``accelerated()``, where
-the routine takes one (not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to one thread
-(threadpoolctl) and no product routed: the part of the speed-up that the switch's BLAS
-limit alone would give.
+the routine takes one (not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to
+one thread (threadpoolctl) and no product routed: the part of the speed-up that the
+switch's BLAS limit alone would give.
 
 :func:`cg_product_in_loop` times cg's product itself: inside the loop (between cg's vector
 operations) and alone (the same product back to back).
@@ -455,7 +455,8 @@ def format_results(results: list[WorkflowResult]) -> str:
 
     for r in results:
         lines.append(f"{r.name:<8} {r.scipy_s:>7.3f} {pair(r.wsesparse_s, 13, r.scipy_s)} "
-                     f"{pair(r.reuse_s, 7, r.scipy_s)} {pair(r.prepared_s, 5, r.scipy_s)} {pair(r.blas1_s, 8, r.scipy_s)} "
+                     f"{pair(r.reuse_s, 7, r.scipy_s)} {pair(r.prepared_s, 5, r.scipy_s)} "
+                     f"{pair(r.blas1_s, 8, r.scipy_s)} "
                      f"{r.difference:>10.1e} "
                      f"{r.problem}" + (f" ({r.note})" if r.note else ""))
     return "\n".join(lines)
