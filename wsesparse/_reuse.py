@@ -169,13 +169,17 @@ def operand(A) -> CSR | None:
     >>> set_holders(False, frozenset()); n_entries()
     0
     """
+    # (who holds is read here without the lock, for the products of threads that made no
+    # promise, and again under it below)
+    holder = _EVERY_THREAD if _everywhere else threading.current_thread()
+    if holder is not _EVERY_THREAD and holder not in _threads:
+        return None
     indptr, indices, data = arrays = A.indptr, A.indices, A.data
     if not (type(indptr) is type(indices) is type(data) is np.ndarray) \
             or len(indices) < MIN_NNZ:
         return None
     csc = A.format == "csc"
     shape = A.shape[::-1] if csc else A.shape
-    holder = _EVERY_THREAD if _everywhere else threading.current_thread()
     # The same matrix object with the same array objects as a recent product has that
     # product's key (checked again below): the arrays' addresses and roots are not looked
     # up again (inside cg's loop, where the caches are cold, operand() took about 200 us).
@@ -259,10 +263,10 @@ def _windows(a: np.ndarray, b: np.ndarray, start: int, n: int) -> tuple:
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` hold the same values, NaN equal to NaN (bit for bit for a
-    sample; indices narrowed to int32 in the copy, values of another byte order made
+    """Whether the sample windows ``a`` and ``b`` hold the same values, NaN equal to NaN
+    (bit for bit; indices narrowed to int32 in the copy, values of another byte order made
     native compare by value)."""
-    if a.dtype == b.dtype and a.size <= 4 * SAMPLE:
+    if a.dtype == b.dtype:
         return a.tobytes() == b.tobytes()
     return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 

@@ -88,14 +88,9 @@ _switched_on_blas = None  # what enable() holds: "shared", "limit" or None
 _switched_on_reuse = False  # enable(reuse=True)
 # The open blocks: a key per block -> (its thread's ident, what its blas_threads holds, its
 # thread's Thread object where it has reuse=True, else None); a forked child drops those of
-# the parent's other threads (below).
+# the parent's other threads (below). (Thread objects for reuse, not idents: an ident is
+# recycled, and a new thread got a dead one's open block's promise, a review.)
 _blocks: dict[object, tuple[int, str | None, threading.Thread | None]] = {}
-# Who promised reuse (wsesparse._reuse), from the holders, by _update: every thread
-# (enable(reuse=True)) or the threads inside a block with reuse=True, as Thread objects (an
-# ident is recycled: a new thread got a dead one's open block's promise, a review). Read
-# without the lock.
-_reuse_everywhere = False
-_reuse_threads: frozenset[threading.Thread] = frozenset()
 
 
 def _targets() -> list[tuple[type, str]]:
@@ -158,9 +153,7 @@ def _hook(original):
                 routed = False
             if routed:
                 try:
-                    operand = None
-                    if _reuse_everywhere or threading.current_thread() in _reuse_threads:
-                        operand = _reuse.operand(self)
+                    operand = _reuse.operand(self)   # (None unless this thread promised)
                     return sparse_matmul(self if operand is None else operand, other)
                 except TypeError as exc:
                     # Only a corrupt structure gets here (index arrays of the wrong type,
@@ -224,11 +217,9 @@ def _update() -> None:
 def _set_reuse_holders() -> None:
     """Who reuses prepared operands, from the holders (under ``_lock``); the entries of
     holders that let go are dropped: the promise ends with its holder."""
-    global _reuse_everywhere, _reuse_threads
-    _reuse_everywhere = _switched_on and _switched_on_reuse
-    _reuse_threads = frozenset(thread for _, _, thread in _blocks.values()
-                               if thread is not None)
-    _reuse.set_holders(_reuse_everywhere, _reuse_threads)
+    _reuse.set_holders(_switched_on and _switched_on_reuse,
+                       frozenset(thread for _, _, thread in _blocks.values()
+                                 if thread is not None))
 
 
 def _check_blas_threads(blas_threads):
