@@ -180,8 +180,7 @@ def seismic_slice(nx: int = 30, ny: int = 30, *, spacing: float = 20.0,
 
     # Single-precision outputs are computed in single precision (phases up to
     # ~100 rad lose ~1e-5 rad, far below what float32 stores); about 2x faster.
-    # (by kind and size: '>f8' != np.float64, and was computed in float32: a review)
-    real = np.float32 if (dtype.kind, dtype.itemsize) in (("f", 4), ("c", 8)) else np.float64
+    real = np.float32 if _single(dtype) else np.float64
     with np.errstate(over="ignore"):
         far = (np.ptp(gx) ** 2 + np.ptp(gy) ** 2 if n else 0.0) + max(dz * dz
                                                                       for dz, _ in arrivals)
@@ -253,6 +252,12 @@ def _float_dtype(dtype) -> np.dtype:
     return dtype
 
 
+def _single(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` (one of ``_float_dtype``'s) is single precision, judged by kind and
+    size: ``'>f8' != np.float64``, and was computed in float32 (a review)."""
+    return (dtype.kind, dtype.itemsize) in (("f", 4), ("c", 8))
+
+
 def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, *,
                method: str = "blocks") -> sp.csr_matrix:
     """A seeded random ``m x k`` CSR matrix (sorted indices, no duplicates).
@@ -295,7 +300,7 @@ def random_csr(m: int, k: int, density: float, dtype=np.float64, seed: int = 0, 
     m, k = check_int(m, "m", minimum=0), check_int(k, "k", minimum=0)
     density = check_real(density, "density", minimum=0, maximum=1)
     dtype = _float_dtype(dtype)
-    real = np.float32 if (dtype.kind, dtype.itemsize) in (("f", 4), ("c", 8)) else np.float64
+    real = np.float32 if _single(dtype) else np.float64
     rng = np.random.default_rng(check_seed(seed))
     if method == "scipy":
         A = sp.random(m, k, density=density, format="csr", random_state=rng, dtype=real)
