@@ -128,7 +128,7 @@ class DeviceCSR:
     def _setup(self, A, shape, name, keep_dense) -> None:
         given = shape
         data, indices, indptr, shape = _arrays(A, shape, name, _cupy())
-        if given is not None and not isinstance(A, tuple) and not _same_shape(given, shape):
+        if given is not None and not isinstance(A, tuple) and _shape_ints(given) != shape:
             # (it was ignored: a review)
             raise ValueError(f"shape={given!r} differs from the shape of {name}, {shape}")
         self.name, self.shape, self.keep_dense = name, shape, keep_dense
@@ -220,11 +220,13 @@ class DeviceCSR:
                 f"{self.dtype}, {self.indices.dtype} indices>")
 
 
-def _same_shape(given, shape: tuple) -> bool:
+def _shape_ints(shape) -> tuple:
+    """``shape`` as a tuple of ints, or ``()`` where it is no sequence of ints
+    (``operator.index``: no floats, no strings)."""
     try:
-        return tuple(operator.index(n) for n in given) == shape
+        return tuple(operator.index(n) for n in shape)
     except TypeError:
-        return False
+        return ()
 
 
 def _arrays(A, shape, name, cupy):
@@ -236,10 +238,7 @@ def _arrays(A, shape, name, cupy):
         for what, arr in (("data", data), ("indices", indices), ("indptr", indptr)):
             if not isinstance(arr, cupy.ndarray) or arr.ndim != 1:
                 raise TypeError(f"{name}: {what} must be a 1-D cupy.ndarray, got {describe(arr)}")
-        try:   # (operator.index: no floats, no strings)
-            sizes = tuple(operator.index(n) for n in shape)
-        except TypeError:
-            sizes = ()
+        sizes = _shape_ints(shape)
         if len(sizes) != 2 or min(sizes) < 0:
             raise ValueError(f"{name}: shape must be two nonnegative ints, got {shape!r}")
         shape = sizes
