@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 from wsesparse import TLRMatrix
-from wsesparse._kernels import _scatter, _sddmm, _spmm, _tlrmvm
+from wsesparse._kernels import _krylov, _scatter, _sddmm, _spmm, _tlrmvm
 
 BAD_COUNTS = (0, -1, -(2 ** 31))
 
@@ -78,10 +78,21 @@ def _read_call(n):
     return np.array([_tlrmvm.stream_read(np.arange(100, dtype=np.uint64), n)])
 
 
+def _krylov_call(n):
+    # (long enough for several chunks, so that a team would split them)
+    rng = np.random.default_rng(3)
+    x, r, p, q = (rng.standard_normal(3 * _krylov.CHUNK + 5) for _ in range(4))
+    d = _krylov.dot(p, q, n)
+    _krylov.xpby(p, q, 0.5, n)
+    rr = _krylov.cg_update(x, r, p, q, 0.25, n)
+    return np.concatenate([x, r, p, [d, rr]])
+
+
 @pytest.mark.parametrize("call", [_spmm_call, _spmv_call, _spmm_t_call, _sddmm_call, _tlr_call,
-                                  lambda n: _tlr_call(n, adjoint=True), _triad_call, _read_call],
+                                  lambda n: _tlr_call(n, adjoint=True), _triad_call, _read_call,
+                                  _krylov_call],
                          ids=["csr_spmm", "csr_spmv", "csr_spmm_t", "sddmm", "tlr_matmat",
-                              "tlr_rmatmat", "stream_triad", "stream_read"])
+                              "tlr_rmatmat", "stream_triad", "stream_read", "krylov"])
 @pytest.mark.parametrize("n", BAD_COUNTS)
 def test_thread_counts_below_one_run_one_thread(call, n):
     assert np.array_equal(call(n), call(1))

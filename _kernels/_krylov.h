@@ -1,0 +1,149 @@
+/* Vector kernels of the Krylov solvers (wsesparse.linalg): a dot product, p = z + beta p, and
+ * conjugate gradients' fused update x += alpha p, r -= alpha q with |r|^2 in the same pass.
+ * numpy runs each of these on one thread and a temporary per scaled vector (x += alpha * p
+ * reads p, writes alpha * p, reads it back); here they take the solver's OpenMP team and read
+ * and write each vector once.
+ *
+ * Sums are reproducible: each WS_KRY_CHUNK elements add into 8 (real) or 4 (complex) fixed
+ * accumulators in index order, folded in a fixed tree, and the chunks' partial sums are added
+ * in chunk order after the parallel loop. Which thread computes a chunk does not change it, so
+ * the bits do not depend on the thread count. Single-precision sums accumulate in double.
+ *
+ * Complex vectors are passed as their real views (re, im pairs); n counts elements of the
+ * dtype (complex numbers for complex ones). Scalars arrive as (re, im) doubles. Everything is
+ * checked in Python before it gets here (lengths, dtypes, contiguity, no overlap). */
+#ifndef WSESPARSE_KRYLOV_H
+#define WSESPARSE_KRYLOV_H
+
+#include <stddef.h>
+#include "_omp_compat.h"
+
+#define WS_KRY_CHUNK 4096
+
+/* partial sums of the chunks; each thread writes its own chunks' entries */
+#define WS_KRY_PARTS(R, sfx)                                                                    \
+static void ws_kry_sum_parts_##sfx(const double *part, ptrdiff_t nch, int cx, double *res)     \
+{                                                                                               \
+    ptrdiff_t c;                                                                                \
+    res[0] = 0.0; res[1] = 0.0;                                                                 \
+    for (c = 0; c < nch; c++) {                                                                 \
+        res[0] += part[cx ? 2 * c : c];                                                         \
+        if (cx) res[1] += part[2 * c + 1];                                                      \
+    }                                                                                           \
+}
+
+/* real: sum a_i b_i of one chunk, 8 accumulators in index order */
+#define WS_KRY_REAL(R, sfx)                                                                     \
+static inline double ws_kry_rdot_##sfx(const R *a, const R *b, ptrdiff_t n)                     \
+{                                                                                               \
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                     \
+    ptrdiff_t i = 0; int k;                                                                     \
+    for (; i + 8 <= n; i += 8)                                                                  \
+        for (k = 0; k < 8; k++) s[k] += (double)a[i + k] * (double)b[i + k];                    \
+    for (k = 0; i < n; i++, k++) s[k] += (double)a[i] * (double)b[i];                           \
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));                   \
+}                                                                                               \
+                                                                                                \
+/* complex (interleaved): sum conj(a_i) b_i of one chunk of n complex, 4 accumulators each */  \
+static inline void ws_kry_cdot_##sfx(const R *a, const R *b, ptrdiff_t n, double *re,          \
+                                     double *im)                                                \
+{                                                                                               \
+    double sr[4] = {0, 0, 0, 0}, si[4] = {0, 0, 0, 0};                                          \
+    ptrdiff_t i = 0; int k;                                                                     \
+    for (; i + 4 <= n; i += 4)                                                                  \
+        for (k = 0; k < 4; k++) {                                                               \
+            const double ar = a[2 * (i + k)], ai = a[2 * (i + k) + 1];                          \
+            const double br = b[2 * (i + k)], bi = b[2 * (i + k) + 1];                          \
+            sr[k] += ar * br + ai * bi;                                                         \
+            si[k] += ar * bi - ai * br;                                                         \
+        }                                                                                       \
+    for (k = 0; i < n; i++, k++) {                                                              \
+        const double ar = a[2 * i], ai = a[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];        \
+        sr[k] += ar * br + ai * bi;                                                             \
+        si[k] += ar * bi - ai * br;                                                             \
+    }                                                                                           \
+    *re = (sr[0] + sr[1]) + (sr[2] + sr[3]);                                                    \
+    *im = (si[0] + si[1]) + (si[2] + si[3]);                                                    \
+}                                                                                               \
+                                                                                                \
+/* res[0] + i res[1] = sum conj(a_i) b_i (real: res[1] = 0); part: room for 2 * chunks */     \
+static void ws_kry_dot_##sfx(const R *a, const R *b, ptrdiff_t n, int cx, double *part,        \
+                             double *res, int nth)                                              \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    ptrdiff_t c;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (c = 0; c < nch; c++) {                                                                 \
+        const ptrdiff_t i0 = c * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        if (cx) ws_kry_cdot_##sfx(a + 2 * i0, b + 2 * i0, m, part + 2 * c, part + 2 * c + 1);  \
+        else part[c] = ws_kry_rdot_##sfx(a + i0, b + i0, m);                                    \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, cx, res);                                                 \
+}                                                                                               \
+                                                                                                \
+/* p = z + beta p */                                                                            \
+static void ws_kry_xpby_##sfx(R *p, const R *z, ptrdiff_t n, int cx, double br, double bi,     \
+                              int nth)                                                          \
+{                                                                                               \
+    ptrdiff_t i;                                                                                \
+    if (!cx) {                                                                                  \
+        const R b = (R)br;                                                                      \
+        _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")               \
+        for (i = 0; i < n; i++) p[i] = z[i] + b * p[i];                                         \
+    } else {                                                                                    \
+        const R b0 = (R)br, b1 = (R)bi;                                                         \
+        _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")               \
+        for (i = 0; i < n; i++) {                                                               \
+            const R pr = p[2 * i], pi = p[2 * i + 1];                                           \
+            p[2 * i] = z[2 * i] + (b0 * pr - b1 * pi);                                          \
+            p[2 * i + 1] = z[2 * i + 1] + (b0 * pi + b1 * pr);                                  \
+        }                                                                                       \
+    }                                                                                           \
+}                                                                                               \
+                                                                                                \
+/* x += alpha p; r -= alpha q; returns sum |r_i|^2 of the new r (chunked as the dot) */        \
+static double ws_kry_cg_update_##sfx(R *x, R *r, const R *p, const R *q, ptrdiff_t n, int cx,   \
+                                     double ar, double ai, double *part, int nth)               \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    const R a0 = (R)ar, a1 = (R)ai;                                                             \
+    double res[2];                                                                              \
+    ptrdiff_t c;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (c = 0; c < nch; c++) {                                                                 \
+        const ptrdiff_t i0 = c * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        ptrdiff_t i;                                                                            \
+        if (!cx) {                                                                              \
+            R *xc = x + i0, *rc = r + i0;                                                       \
+            const R *pc = p + i0, *qc = q + i0;                                                 \
+            for (i = 0; i < m; i++) {                                                           \
+                xc[i] += a0 * pc[i];                                                            \
+                rc[i] -= a0 * qc[i];                                                            \
+            }                                                                                   \
+            part[c] = ws_kry_rdot_##sfx(rc, rc, m);                                             \
+        } else {                                                                                \
+            R *xc = x + 2 * i0, *rc = r + 2 * i0;                                               \
+            const R *pc = p + 2 * i0, *qc = q + 2 * i0;                                         \
+            for (i = 0; i < m; i++) {                                                           \
+                const R pr = pc[2 * i], pi = pc[2 * i + 1], qr = qc[2 * i], qi = qc[2 * i + 1]; \
+                xc[2 * i] += a0 * pr - a1 * pi;                                                 \
+                xc[2 * i + 1] += a0 * pi + a1 * pr;                                             \
+                rc[2 * i] -= a0 * qr - a1 * qi;                                                 \
+                rc[2 * i + 1] -= a0 * qi + a1 * qr;                                             \
+            }                                                                                   \
+            /* |r|^2 as the real dot of the real views: 2m reals */                            \
+            part[c] = ws_kry_rdot_##sfx(rc, rc, 2 * m);                                         \
+        }                                                                                       \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    return res[0];                                                                              \
+}
+
+WS_KRY_PARTS(float, f)
+WS_KRY_PARTS(double, d)
+WS_KRY_REAL(float, f)
+WS_KRY_REAL(double, d)
+
+#endif

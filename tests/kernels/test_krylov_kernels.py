@@ -1,0 +1,111 @@
+"""The vector kernels of wsesparse.linalg (_kernels/_krylov.h) against numpy: every dtype,
+lengths around the chunk size, bitwise the same sums for any thread count, and errors for
+what they cannot read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wsesparse._kernels import _krylov
+
+CHUNK = _krylov.CHUNK
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+LENGTHS = [0, 1, 7, 9, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 13]
+
+
+def _vec(rng, n, dtype):
+    v = rng.standard_normal(n)
+    if np.dtype(dtype).kind == "c":
+        v = v + 1j * rng.standard_normal(n)
+    return v.astype(dtype)
+
+
+def _tol(dtype):
+    return 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-13
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_dot_is_vdot(dtype, n):
+    rng = np.random.default_rng(n)
+    a, b = _vec(rng, n, dtype), _vec(rng, n, dtype)
+    got = _krylov.dot(a, b, 2)
+    want = np.vdot(a.astype(np.complex128), b.astype(np.complex128))
+    scale = max(1.0, float(np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)))
+    assert abs(got - want) <= 1e-13 * scale  # (single precision sums in double)
+    assert isinstance(got, complex if np.dtype(dtype).kind == "c" else float)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_xpby(dtype, n):
+    rng = np.random.default_rng(n + 1)
+    p, z = _vec(rng, n, dtype), _vec(rng, n, dtype)
+    beta = 0.75 - 0.5j if np.dtype(dtype).kind == "c" else 0.75
+    want = z + np.asarray(beta, dtype=dtype) * p
+    _krylov.xpby(p, z, beta, 2)
+    np.testing.assert_allclose(p, want, rtol=_tol(dtype), atol=_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_cg_update(dtype, n):
+    rng = np.random.default_rng(n + 2)
+    x, r, p, q = (_vec(rng, n, dtype) for _ in range(4))
+    alpha = 0.3 + 0.2j if np.dtype(dtype).kind == "c" else 0.3
+    a = np.asarray(alpha, dtype=dtype)
+    x_want, r_want = x + a * p, r - a * q
+    rr = _krylov.cg_update(x, r, p, q, alpha, 2)
+    np.testing.assert_allclose(x, x_want, rtol=_tol(dtype), atol=_tol(dtype))
+    np.testing.assert_allclose(r, r_want, rtol=_tol(dtype), atol=_tol(dtype))
+    want = float(np.vdot(r.astype(np.complex128), r.astype(np.complex128)).real)
+    assert rr == pytest.approx(want, rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sums_do_not_depend_on_the_thread_count(dtype):
+    rng = np.random.default_rng(5)
+    n = 7 * CHUNK + 123
+    vecs = [_vec(rng, n, dtype) for _ in range(4)]
+    results = []
+    for threads in (1, 2, 3, 5):
+        x, r, p, q = (v.copy() for v in vecs)
+        d = _krylov.dot(p, q, threads)
+        _krylov.xpby(p, q, 0.5, threads)
+        rr = _krylov.cg_update(x, r, p, q, 0.25, threads)
+        results.append((d, rr, x.tobytes(), r.tobytes(), p.tobytes()))
+    assert all(res == results[0] for res in results[1:])
+
+
+def test_sums_of_large_and_small_terms_keep_the_small_ones():
+    # (chunked sums in double: float32 inputs whose float32 running sum would drop 1.0s)
+    a = np.ones(3 * CHUNK, dtype=np.float32)
+    a[0] = 2.0 ** 25
+    assert _krylov.dot(a, a, 2) == 2.0 ** 50 + 3 * CHUNK - 1
+
+
+def test_errors_name_the_argument():
+    v = np.ones(10)
+    with pytest.raises(ValueError, match="a must be a 1-D C-contiguous array"):
+        _krylov.dot(np.ones((2, 5)), v)
+    with pytest.raises(ValueError, match="a must be a 1-D C-contiguous array"):
+        _krylov.dot(np.ones(20)[::2], v)
+    with pytest.raises(ValueError, match="b must have the first vector's dtype and length"):
+        _krylov.dot(v, np.ones(11))
+    with pytest.raises(ValueError, match="z must have the first vector's dtype"):
+        _krylov.xpby(v, np.ones(10, dtype=np.float32), 1.0)
+    with pytest.raises(ValueError, match="float32, float64, complex64 or complex128"):
+        _krylov.dot(np.ones(10, dtype=np.int64), np.ones(10, dtype=np.int64))
+    with pytest.raises(ValueError, match="native byte order"):
+        _krylov.dot(np.ones(10, dtype=">f8"), np.ones(10, dtype=">f8"))
+    ro = np.ones(10)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="p must be writeable"):
+        _krylov.xpby(ro, v, 1.0)
+    with pytest.raises(ValueError, match="r must be writeable"):
+        _krylov.cg_update(v.copy(), ro, v, v, 1.0)
+    with pytest.raises(ValueError, match="q must have the first vector's dtype and length"):
+        _krylov.cg_update(v.copy(), v.copy(), v, np.ones(9), 1.0)
+    with pytest.raises(TypeError):
+        _krylov.dot([1.0], [1.0])
