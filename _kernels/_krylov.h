@@ -146,4 +146,94 @@ WS_KRY_PARTS(double, d)
 WS_KRY_REAL(float, f)
 WS_KRY_REAL(double, d)
 
+/* MINRES (real vectors only: scipy's minres takes inner products without conjugation).
+ * Each returns a sum of squares or a dot product, chunked as ws_kry_dot. */
+#define WS_KRY_MINRES(R, sfx)                                                                   \
+/* out = s y */                                                                                 \
+static void ws_kry_scaled_##sfx(R *out, const R *y, ptrdiff_t n, double s, int nth)            \
+{                                                                                               \
+    const R a = (R)s;                                                                           \
+    ptrdiff_t i;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (i = 0; i < n; i++) out[i] = a * y[i];                                                  \
+}                                                                                               \
+                                                                                                \
+/* y = (y - shift v) - c1 r1 (without r1 where use_r1 is 0); returns v . y */                  \
+static double ws_kry_minres_a_##sfx(R *y, const R *v, const R *r1, ptrdiff_t n, double shift,  \
+                                    double c1, int use_r1, double *part, int nth)               \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    const R sh = (R)shift, c = (R)c1;                                                           \
+    double res[2];                                                                              \
+    ptrdiff_t k;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (k = 0; k < nch; k++) {                                                                 \
+        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        R *yc = y + i0;                                                                         \
+        const R *vc = v + i0, *rc = r1 + i0;                                                    \
+        ptrdiff_t i;                                                                            \
+        if (use_r1)                                                                             \
+            for (i = 0; i < m; i++) yc[i] = (yc[i] - sh * vc[i]) - c * rc[i];                   \
+        else                                                                                    \
+            for (i = 0; i < m; i++) yc[i] = yc[i] - sh * vc[i];                                 \
+        part[k] = ws_kry_rdot_##sfx(vc, yc, m);                                                 \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    return res[0];                                                                              \
+}                                                                                               \
+                                                                                                \
+/* y = y - c2 r2; returns y . y */                                                              \
+static double ws_kry_minres_b_##sfx(R *y, const R *r2, ptrdiff_t n, double c2, double *part,   \
+                                    int nth)                                                    \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    const R c = (R)c2;                                                                          \
+    double res[2];                                                                              \
+    ptrdiff_t k;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (k = 0; k < nch; k++) {                                                                 \
+        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        R *yc = y + i0;                                                                         \
+        const R *rc = r2 + i0;                                                                  \
+        ptrdiff_t i;                                                                            \
+        for (i = 0; i < m; i++) yc[i] = yc[i] - c * rc[i];                                      \
+        part[k] = ws_kry_rdot_##sfx(yc, yc, m);                                                 \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    return res[0];                                                                              \
+}                                                                                               \
+                                                                                                \
+/* w = ((v - oldeps w1) - delta w2) denom, the new direction (w: a third buffer), then     \
+   x_out = x + phi w (x_out may be x); returns x_out . x_out */                                \
+static double ws_kry_minres_c_##sfx(R *w, const R *w1, const R *w2, const R *v, const R *x,    \
+                                    R *x_out, ptrdiff_t n, double oldeps, double delta,        \
+                                    double denom, double phi, double *part, int nth)            \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    const R oe = (R)oldeps, de = (R)delta, dn = (R)denom, ph = (R)phi;                          \
+    double res[2];                                                                              \
+    ptrdiff_t k;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (k = 0; k < nch; k++) {                                                                 \
+        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        R *wc = w + i0, *xo = x_out + i0;                                                       \
+        const R *w1c = w1 + i0, *w2c = w2 + i0, *vc = v + i0, *xc = x + i0;                     \
+        ptrdiff_t i;                                                                            \
+        for (i = 0; i < m; i++) {                                                               \
+            const R wi = ((vc[i] - oe * w1c[i]) - de * w2c[i]) * dn;                            \
+            wc[i] = wi;                                                                         \
+            xo[i] = xc[i] + ph * wi;                                                            \
+        }                                                                                       \
+        part[k] = ws_kry_rdot_##sfx(xo, xo, m);                                                 \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    return res[0];                                                                              \
+}
+
+WS_KRY_MINRES(float, f)
+WS_KRY_MINRES(double, d)
+
 #endif

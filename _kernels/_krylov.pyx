@@ -30,6 +30,22 @@ cdef extern from "_krylov.h" nogil:
     double ws_kry_cg_update_d(double *x, double *r, const double *p, const double *q,
                               Py_ssize_t n, int cx, double ar, double ai, double *part,
                               int nth)
+    void ws_kry_scaled_f(float *out, const float *y, Py_ssize_t n, double s, int nth)
+    void ws_kry_scaled_d(double *out, const double *y, Py_ssize_t n, double s, int nth)
+    double ws_kry_minres_a_f(float *y, const float *v, const float *r1, Py_ssize_t n,
+                             double shift, double c1, int use_r1, double *part, int nth)
+    double ws_kry_minres_a_d(double *y, const double *v, const double *r1, Py_ssize_t n,
+                             double shift, double c1, int use_r1, double *part, int nth)
+    double ws_kry_minres_b_f(float *y, const float *r2, Py_ssize_t n, double c2, double *part,
+                             int nth)
+    double ws_kry_minres_b_d(double *y, const double *r2, Py_ssize_t n, double c2,
+                             double *part, int nth)
+    double ws_kry_minres_c_f(float *w, const float *w1, const float *w2, const float *v,
+                             const float *x, float *x_out, Py_ssize_t n, double oldeps,
+                             double delta, double denom, double phi, double *part, int nth)
+    double ws_kry_minres_c_d(double *w, const double *w1, const double *w2, const double *v,
+                             const double *x, double *x_out, Py_ssize_t n, double oldeps,
+                             double delta, double denom, double phi, double *part, int nth)
 
 # Elements per partial sum (fixed: the sums do not depend on the thread count).
 CHUNK = WS_KRY_CHUNK
@@ -129,3 +145,107 @@ def cg_update(cnp.ndarray x, cnp.ndarray r, cnp.ndarray p, cnp.ndarray q, alpha,
                                     <const double *>pq, n, cx, ac.real, ac.imag, part, nth)
     free(part)
     return rr
+
+
+cdef int _real(cnp.ndarray a, str name, cnp.ndarray like=None) except -1:
+    """_kind for the real-only kernels (MINRES): 0 float32, 1 float64."""
+    cdef int k = _kind(a, name, like)
+    if k >= 2:
+        raise ValueError(f"{name} must be float32 or float64, got {a.dtype}")
+    return k
+
+
+def scaled(cnp.ndarray out, cnp.ndarray y, double s, int n_threads=1):
+    """``out = s * y`` (real vectors; ``out`` may be ``y``)."""
+    cdef int k = _real(out, "out")
+    _real(y, "y", out)
+    _writeable(out, "out")
+    cdef Py_ssize_t n = out.shape[0]
+    cdef int nth = max(n_threads, 1)
+    cdef void *po = cnp.PyArray_DATA(out)
+    cdef const void *py = cnp.PyArray_DATA(y)
+    with nogil:
+        if k == 0:
+            ws_kry_scaled_f(<float *>po, <const float *>py, n, s, nth)
+        else:
+            ws_kry_scaled_d(<double *>po, <const double *>py, n, s, nth)
+
+
+def minres_a(cnp.ndarray y, cnp.ndarray v, cnp.ndarray r1, double shift, double c1,
+             bint use_r1, int n_threads=1):
+    """``y = (y - shift * v) - c1 * r1`` in place (without the r1 term unless ``use_r1``);
+    returns ``v . y`` of the new ``y`` (real vectors)."""
+    cdef int k = _real(y, "y")
+    _real(v, "v", y)
+    _real(r1, "r1", y)
+    _writeable(y, "y")
+    cdef Py_ssize_t n = y.shape[0]
+    cdef int nth = max(n_threads, 1)
+    cdef double res
+    cdef double *part = _parts(n)
+    cdef void *pyy = cnp.PyArray_DATA(y)
+    cdef const void *pv = cnp.PyArray_DATA(v)
+    cdef const void *pr = cnp.PyArray_DATA(r1)
+    with nogil:
+        if k == 0:
+            res = ws_kry_minres_a_f(<float *>pyy, <const float *>pv, <const float *>pr, n,
+                                    shift, c1, use_r1, part, nth)
+        else:
+            res = ws_kry_minres_a_d(<double *>pyy, <const double *>pv, <const double *>pr, n,
+                                    shift, c1, use_r1, part, nth)
+    free(part)
+    return res
+
+
+def minres_b(cnp.ndarray y, cnp.ndarray r2, double c2, int n_threads=1):
+    """``y = y - c2 * r2`` in place; returns ``y . y`` of the new ``y`` (real vectors)."""
+    cdef int k = _real(y, "y")
+    _real(r2, "r2", y)
+    _writeable(y, "y")
+    cdef Py_ssize_t n = y.shape[0]
+    cdef int nth = max(n_threads, 1)
+    cdef double res
+    cdef double *part = _parts(n)
+    cdef void *pyy = cnp.PyArray_DATA(y)
+    cdef const void *pr = cnp.PyArray_DATA(r2)
+    with nogil:
+        if k == 0:
+            res = ws_kry_minres_b_f(<float *>pyy, <const float *>pr, n, c2, part, nth)
+        else:
+            res = ws_kry_minres_b_d(<double *>pyy, <const double *>pr, n, c2, part, nth)
+    free(part)
+    return res
+
+
+def minres_c(cnp.ndarray w, cnp.ndarray w1, cnp.ndarray w2, cnp.ndarray v, cnp.ndarray x,
+             cnp.ndarray x_out, double oldeps, double delta, double denom, double phi,
+             int n_threads=1):
+    """``w = ((v - oldeps * w1) - delta * w2) * denom`` (the new direction; ``w`` shares no
+    memory with the others), then ``x_out = x + phi * w`` (``x_out`` may be ``x``); returns
+    ``x_out . x_out`` (real vectors)."""
+    cdef int k = _real(w, "w")
+    for a, name in ((w1, "w1"), (w2, "w2"), (v, "v"), (x, "x"), (x_out, "x_out")):
+        _real(a, name, w)
+    _writeable(w, "w")
+    _writeable(x_out, "x_out")
+    cdef Py_ssize_t n = w.shape[0]
+    cdef int nth = max(n_threads, 1)
+    cdef double res
+    cdef double *part = _parts(n)
+    cdef void *pw = cnp.PyArray_DATA(w)
+    cdef const void *pw1 = cnp.PyArray_DATA(w1)
+    cdef const void *pw2 = cnp.PyArray_DATA(w2)
+    cdef const void *pv = cnp.PyArray_DATA(v)
+    cdef const void *px = cnp.PyArray_DATA(x)
+    cdef void *pxo = cnp.PyArray_DATA(x_out)
+    with nogil:
+        if k == 0:
+            res = ws_kry_minres_c_f(<float *>pw, <const float *>pw1, <const float *>pw2,
+                                    <const float *>pv, <const float *>px, <float *>pxo, n,
+                                    oldeps, delta, denom, phi, part, nth)
+        else:
+            res = ws_kry_minres_c_d(<double *>pw, <const double *>pw1, <const double *>pw2,
+                                    <const double *>pv, <const double *>px, <double *>pxo, n,
+                                    oldeps, delta, denom, phi, part, nth)
+    free(part)
+    return res

@@ -4,6 +4,9 @@ count, and scipy's errors (or clearer ones) for bad input."""
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -34,6 +37,13 @@ def _vector(n, dtype, seed=1):
     if np.dtype(dtype).kind == "c":
         v = v + 1j * rng.standard_normal(n)
     return v.astype(dtype)
+
+
+@contextlib.contextmanager
+def _no_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
 
 
 def _counted(solver, *args, **kwargs):
@@ -215,3 +225,194 @@ def test_random_systems_match_scipy(n, seed, dtype, start):
     x1, i1, s1 = _counted(cg, A, b, rtol=1e-10, **kw)
     assert i1 == i0 and abs(len(s1) - len(s0)) <= 1
     np.testing.assert_allclose(x1, x0, rtol=1e-7, atol=1e-9 * max(1.0, np.abs(x0).max()))
+
+
+# -- minres -----------------------------------------------------------------------------
+
+from wsesparse.linalg import minres  # noqa: E402
+
+
+def _symmetric_indefinite(n, seed=0, density=0.05, gap=None):
+    """A sparse symmetric matrix with eigenvalues of both signs; with ``gap``, none within
+    about ``gap`` of 0 (diagonal dominance), so that the solve converges in few steps and
+    rounding cannot move its stopping step."""
+    rng = np.random.default_rng(seed)
+    R = sp.random(n, n, density=density, format="csr", random_state=rng,
+                  data_rvs=rng.standard_normal)
+    R = R + R.T
+    if gap is None:
+        d = rng.standard_normal(n) * 3
+    else:
+        off = np.asarray(abs(R).sum(axis=1)).ravel()
+        d = np.where(rng.random(n) < 0.5, -1.0, 1.0) * (off + gap + rng.random(n))
+    return sp.csr_array(R + sp.diags_array(d))
+
+
+@pytest.mark.parametrize("kind", ["spd", "indefinite"])
+def test_minres_same_iterations_and_iterates_as_scipy(kind):
+    A = _spd(300, np.float64) if kind == "spd" else _symmetric_indefinite(300, gap=0.5)
+    b = _vector(300, np.float64)
+    x0, i0, seen0 = _counted(sla.minres, A, b, rtol=1e-10, maxiter=200)
+    x1, i1, seen1 = _counted(minres, A, b, rtol=1e-10, maxiter=200)
+    assert (i1, len(seen1)) == (i0, len(seen0)) and len(seen1) > 3
+    assert x1.dtype == x0.dtype == np.float64
+    for a, c in zip(seen0, seen1):
+        np.testing.assert_allclose(c, a, rtol=1e-9, atol=1e-9 * np.abs(a).max())
+
+
+def test_minres_float32_and_complex_run_scipys():
+    # (scipy's minres: float32 systems give float64 results; complex ones use inner
+    # products without conjugation; both run scipy's own code, products routed)
+    A = _symmetric_indefinite(60, gap=0.5)
+    b = _vector(60, np.float32)
+    with _no_warning():
+        x0, i0 = sla.minres(A.astype(np.float32), b)
+        x1, i1 = minres(A.astype(np.float32), b)
+    assert i1 == i0 and x1.dtype == x0.dtype == np.float64
+    # (float32 products: ours and scipy's round differently)
+    np.testing.assert_allclose(x1, x0, rtol=1e-4, atol=1e-4 * np.abs(x0).max())
+    b = _vector(60, np.complex128)  # (scipy's own comparison of a complex beta refuses it)
+    for solver in (sla.minres, minres):
+        with pytest.raises(ValueError, match="non-symmetric matrix"), \
+                pytest.warns(np.exceptions.ComplexWarning):
+            solver(A, b)
+
+
+def test_minres_poisson_three_hundred_iterations_as_scipy():
+    A = poisson_2d(40)
+    b = _vector(A.shape[0], np.float64)
+    x0, i0, s0 = _counted(sla.minres, A, b, rtol=1e-30, maxiter=300)
+    x1, i1, s1 = _counted(minres, A, b, rtol=1e-30, maxiter=300)
+    assert i0 == i1 and len(s0) == len(s1) > 100
+    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-9 * np.abs(x0).max())
+
+
+@pytest.mark.parametrize("kind", ["csr", "csc", "CSR", "dense", "operator"])
+def test_minres_operand_types(kind):
+    A = _symmetric_indefinite(150, seed=2)
+    op = {"csr": A, "csc": A.tocsc(), "CSR": wsesparse.CSR(A), "dense": A.toarray(),
+          "operator": sla.aslinearoperator(A)}[kind]
+    b = _vector(150, np.float64)
+    x0, i0 = sla.minres(A, b, rtol=1e-10)
+    x1, i1 = minres(op, b, rtol=1e-10)
+    assert i1 == i0
+    np.testing.assert_allclose(x1, x0, rtol=1e-7, atol=1e-9 * np.abs(x0).max())
+
+
+def test_minres_options_as_scipy():
+    A = _symmetric_indefinite(200, seed=6, gap=0.5)
+    S = _spd(200, np.float64, seed=7)
+    b = _vector(200, np.float64)
+    x0 = _vector(200, np.float64, seed=9)
+    Mdiag = sp.diags_array(1 / S.diagonal())
+    cases = [(A, dict(x0=x0)), (A, dict(shift=0.7)), (S, dict(M=Mdiag)),
+             (S, dict(M=Mdiag, x0="Mb")), (A, dict(maxiter=4)), (A, dict(rtol=1e-3)),
+             (A, dict(x0=x0.reshape(200, 1))), (S, dict(check=True))]
+    for Amat, kw in cases:
+        r0 = _counted(sla.minres, Amat, b, **kw)
+        r1 = _counted(minres, Amat, b, **kw)
+        assert r1[1] == r0[1] and len(r1[2]) == len(r0[2]), kw
+        np.testing.assert_allclose(r1[0], r0[0], rtol=1e-8, atol=1e-10, err_msg=str(kw))
+
+
+def test_minres_shift_with_a_start():
+    """scipy 1.17's minres starts from b - A x0 whatever the shift: with both, it returns
+    the solution of another system. Ours starts from b - (A - shift I) x0."""
+    A = _symmetric_indefinite(50, seed=4, gap=1.0)
+    b, x0 = _vector(50, np.float64), _vector(50, np.float64, seed=5)
+    exact = np.linalg.solve(A.toarray() - 0.5 * np.eye(50), b)
+    x, info = minres(A, b, x0=x0, shift=0.5, rtol=1e-12)
+    assert info == 0
+    np.testing.assert_allclose(x, exact, rtol=1e-8, atol=1e-10)
+    x_shifted, _ = sla.minres(A - 0.5 * sp.eye_array(50), b, x0=x0, rtol=1e-12)
+    np.testing.assert_allclose(x, x_shifted, rtol=1e-8, atol=1e-10)
+    x_scipy, _ = sla.minres(A, b, x0=x0, shift=0.5, rtol=1e-12)
+    if np.allclose(x_scipy, exact, rtol=1e-6):  # (scipy fixed: ours still right)
+        return
+    assert np.linalg.norm(x_scipy - exact) > 1e-3 * np.linalg.norm(exact)
+
+
+def test_minres_callback_gets_a_new_array_each_step():
+    A = _symmetric_indefinite(80)
+    seen = []
+    x, _ = minres(A, _vector(80, np.float64), callback=seen.append, maxiter=10)
+    assert len(seen) == 10 and len({id(a) for a in seen}) == 10 and seen[-1] is x
+    ref = []
+    sla.minres(A, _vector(80, np.float64), callback=ref.append, maxiter=10)
+    for a, c in zip(ref, seen):  # (kept iterates are still the step's own)
+        np.testing.assert_allclose(c, a, rtol=1e-9, atol=1e-12)
+
+
+def test_minres_early_returns_as_scipy():
+    A = _symmetric_indefinite(30)
+    for b in (np.zeros(30), np.zeros((30, 1))):
+        x0, i0 = sla.minres(A, b)
+        x1, i1 = minres(A, b)
+        assert i1 == i0 and np.array_equal(x1, x0) and x1.shape == x0.shape
+    # an eigenvector of A as b: beta becomes 0 at the first step (istop -1)
+    D = sp.diags_array(np.arange(1.0, 31.0)).tocsr()
+    e = np.zeros(30)
+    e[4] = 1.0
+    x0, i0 = sla.minres(D, e)
+    x1, i1 = minres(D, e)
+    assert i1 == i0 and np.allclose(x1, x0)
+
+
+def test_minres_show_runs_scipys(capsys):
+    B = _symmetric_indefinite(40)
+    minres(B, _vector(40, np.float64), show=True, maxiter=3)
+    assert "Enter minres" in capsys.readouterr().out
+
+
+def test_minres_the_same_bits_with_any_thread_count():
+    A = poisson_2d(400)
+    b = _vector(A.shape[0], np.float64)
+    runs = [minres(A, b, maxiter=25, rtol=1e-30, n_threads=t)[0] for t in (1, 2, 3)]
+    assert all(np.array_equal(runs[0], r) for r in runs[1:])
+
+
+def test_minres_errors():
+    A = _symmetric_indefinite(10)
+    b = np.ones(10)
+    with pytest.raises(ValueError, match="expected square matrix"):
+        minres(sp.csr_array((3, 4)), np.ones(3))
+    with pytest.raises(ValueError, match=r"and b \(9,\) are incompatible"):
+        minres(A, np.ones(9))
+    with pytest.raises(ValueError, match=r"x0 \(5,\) are incompatible"):
+        minres(A, b, x0=np.ones(5))
+    with pytest.raises(ValueError, match="matrix and preconditioner have different shapes"):
+        minres(A, b, M=sp.eye_array(9))
+    with pytest.raises(ValueError, match="n_threads"):
+        minres(A, b, n_threads=0)
+    N = sp.csr_array(np.triu(np.ones((10, 10))))
+    for solver in (sla.minres, minres):
+        with pytest.raises(ValueError, match="non-symmetric matrix"):
+            solver(N, b, check=True)
+    with pytest.raises(ValueError, match="indefinite preconditioner"):
+        minres(A, b, M=-sp.eye_array(10))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2 ** 16), shift=st.sampled_from([0.0, 0.25]),
+       start=st.booleans(), gap=st.sampled_from([None, 0.5]))
+def test_minres_random_systems_match_scipy(n, seed, shift, start, gap):
+    A = _symmetric_indefinite(n, seed=seed, density=0.3, gap=gap)
+    b = _vector(n, np.float64, seed=seed + 1)
+    kw = dict(x0=_vector(n, np.float64, seed=seed + 2)) if start else {}
+    # (with x0 and a shift, scipy is compared on the shifted matrix: its own minres starts
+    # from the residual of the unshifted one, test_minres_shift_with_a_start)
+    ref = (A - shift * sp.eye_array(n), 0.0) if start else (A, shift)
+    x0, i0, s0 = _counted(sla.minres, ref[0], b, rtol=1e-8, shift=ref[1], **kw)
+    x1, i1, s1 = _counted(minres, A, b, rtol=1e-8, shift=shift, **kw)
+    assert i1 == i0
+    if gap is not None:  # (well conditioned: the same steps and solution to rounding)
+        assert len(s1) == len(s0)
+        np.testing.assert_allclose(x1, x0, rtol=1e-7, atol=1e-7 * np.abs(x0).max())
+    else:  # (possibly near-singular: rounding moves x and the stopping step; scipy's
+        # tests hold: a small residual, or a small A r for a least-squares solution)
+        shifted = (A - shift * sp.eye_array(n)).toarray()
+        r = b - shifted @ x1
+        norm_a = np.linalg.norm(shifted, 2)
+        test1 = np.linalg.norm(r) / (norm_a * np.linalg.norm(x1) + 1e-300)
+        test2 = np.linalg.norm(shifted @ r) / (norm_a * np.linalg.norm(r) + 1e-300)
+        assert min(test1, test2) <= 1e-5 or i1 == 5 * n

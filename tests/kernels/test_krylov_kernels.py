@@ -109,3 +109,69 @@ def test_errors_name_the_argument():
         _krylov.cg_update(v.copy(), v.copy(), v, np.ones(9), 1.0)
     with pytest.raises(TypeError):
         _krylov.dot([1.0], [1.0])
+
+
+# -- the MINRES passes (real vectors) ----------------------------------------------------
+
+REAL = [np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype", REAL)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_minres_passes(dtype, n):
+    rng = np.random.default_rng(n + 7)
+    y, v, r1, r2, w1, w2, x = (_vec(rng, n, dtype) for _ in range(7))
+    tol = _tol(dtype)
+    c = dtype(1.5)
+    out = np.empty_like(y)
+    _krylov.scaled(out, y, 1.5, 2)
+    np.testing.assert_allclose(out, c * y, rtol=tol)
+
+    for use_r1 in (True, False):
+        yy = y.copy()
+        want = (y - dtype(0.25) * v) - (dtype(0.5) * r1 if use_r1 else 0)
+        dot = _krylov.minres_a(yy, v, r1, 0.25, 0.5, use_r1, 2)
+        np.testing.assert_allclose(yy, want, rtol=tol, atol=tol)
+        assert dot == pytest.approx(float(v.astype(np.float64) @ yy.astype(np.float64)),
+                                    rel=1e-12, abs=1e-12)
+
+    yy = y.copy()
+    sq = _krylov.minres_b(yy, r2, -0.75, 2)
+    np.testing.assert_allclose(yy, y + dtype(0.75) * r2, rtol=tol, atol=tol)
+    assert sq == pytest.approx(float(yy.astype(np.float64) @ yy.astype(np.float64)),
+                               rel=1e-12, abs=1e-300)
+
+    w = np.empty_like(y)
+    for x_out in (np.empty_like(x), None):  # (a new x, then x in place)
+        xx = x.copy()
+        target = xx if x_out is None else x_out
+        sq = _krylov.minres_c(w, w1, w2, v, xx, target, 0.3, -0.2, 2.0, 0.7, 2)
+        w_want = ((v - dtype(0.3) * w1) - dtype(-0.2) * w2) * dtype(2.0)
+        np.testing.assert_allclose(w, w_want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(target, x + dtype(0.7) * w, rtol=tol, atol=tol)
+        assert sq == pytest.approx(float(target.astype(np.float64) @ target.astype(np.float64)),
+                                   rel=1e-12, abs=1e-300)
+
+
+def test_minres_passes_do_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(8)
+    n = 5 * CHUNK + 77
+    vecs = [rng.standard_normal(n) for _ in range(6)]
+    results = []
+    for threads in (1, 2, 4):
+        y, v, r1, w1, w2, x = (a.copy() for a in vecs)
+        w = np.empty(n)
+        a = _krylov.minres_a(y, v, r1, 0.1, 0.3, True, threads)
+        b = _krylov.minres_b(y, r1, 0.2, threads)
+        c = _krylov.minres_c(w, w1, w2, v, x, x, 0.1, 0.2, 0.9, 0.4, threads)
+        results.append((a, b, c, y.tobytes(), w.tobytes(), x.tobytes()))
+    assert all(r == results[0] for r in results[1:])
+
+
+def test_minres_passes_take_real_vectors_only():
+    z = np.ones(10, dtype=np.complex128)
+    with pytest.raises(ValueError, match="out must be float32 or float64, got complex128"):
+        _krylov.scaled(z, z, 1.0)
+    v = np.ones(10)
+    with pytest.raises(ValueError, match="x_out must have the first vector's dtype"):
+        _krylov.minres_c(v.copy(), v, v, v, v, np.ones(10, dtype=np.float32), 0, 0, 1, 1)

@@ -85,7 +85,12 @@ def _krylov_call(n):
     d = _krylov.dot(p, q, n)
     _krylov.xpby(p, q, 0.5, n)
     rr = _krylov.cg_update(x, r, p, q, 0.25, n)
-    return np.concatenate([x, r, p, [d, rr]])
+    w = np.empty_like(x)
+    _krylov.scaled(w, p, 0.5, n)
+    a = _krylov.minres_a(q, p, r, 0.1, 0.2, True, n)
+    b = _krylov.minres_b(q, r, 0.3, n)
+    c = _krylov.minres_c(w, p, q, r, x, x, 0.1, 0.2, 0.3, 0.4, n)
+    return np.concatenate([x, r, p, q, w, [d, rr, a, b, c]])
 
 
 @pytest.mark.parametrize("call", [_spmm_call, _spmv_call, _spmm_t_call, _sddmm_call, _tlr_call,
