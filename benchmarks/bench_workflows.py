@@ -6,7 +6,8 @@ scipy's own (``op="scipy"``), routed by ``wsesparse.accelerated()`` around the u
 made in the first timed call, lives as long as the block, from setup to teardown), or a
 prepared ``wsesparse.CSR`` handed to the routine as its
 LinearOperator inside the same block (``op="csr"``), as ``wsesparse bench --workflows``
-does. Sizes are a quarter of ``wsesparse bench --workflows``' defaults (Poisson 500x500, a
+does; ``Krylov`` also times ``wsesparse.linalg``'s cg and minres on the scipy matrix
+(``op="linalg"``, no block). Sizes are a quarter of ``wsesparse bench --workflows``' defaults (Poisson 500x500, a
 50,000-node graph of degree 20, lsqr 50,000 x 12,500, logreg 12,500 documents) so that every
 setup and call takes about a second at most.
 """
@@ -52,19 +53,20 @@ class _Block:
 class Krylov(_Block):
     """cg and minres, 100 iterations, on the 2-D Poisson matrix (250,000 unknowns)."""
 
-    params = [OPS]
+    params = [OPS + ["linalg"]]
     param_names = ["op"]
 
     def setup(self, op):
-        super().setup(op)
+        super().setup(op if op != "linalg" else "scipy")
         self.A = _operand(poisson_2d(500), op)
         self.b = np.ones(500 * 500)
+        self.solvers = wsesparse.linalg if op == "linalg" else sla
 
     def time_cg(self, op):
-        sla.cg(self.A, self.b, rtol=1e-30, maxiter=100)
+        self.solvers.cg(self.A, self.b, rtol=1e-30, maxiter=100)
 
     def time_minres(self, op):
-        sla.minres(self.A, self.b, rtol=1e-30, maxiter=100)
+        self.solvers.minres(self.A, self.b, rtol=1e-30, maxiter=100)
 
 
 class Eigsh(_Block):

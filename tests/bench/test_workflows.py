@@ -1,5 +1,7 @@
 """The workflow benchmarks: problems as described, same answers both ways, the CLI section."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,7 @@ def test_every_workflow_gives_scipy_s_answer():
     assert names == ["cg", "minres", "eigsh", "lsqr", "logreg"]  # (scikit-learn: test extra)
     for r in results:
         assert r.scipy_s > 0 and r.wsesparse_s > 0 and r.blas1_s > 0
+        assert (r.linalg_s > 0) == (r.name in wf.LINALG), r  # (nan for the others)
         assert r.difference < (LOGREG_TOL if r.name == "logreg" else 1e-9), r
         assert (r.prepared_s > 0) == (r.name != "logreg"), r  # logreg: accelerated() only
     assert "iterations differ" not in results[-1].note, results[-1]
@@ -95,7 +98,11 @@ def test_iterations_reported_as_run_and_compared(monkeypatch):
     rs = wf.run_workflows(0.02, 1, 300, only=("cg", "minres", "lsqr"))
     for r in rs:
         assert "(max 300)" in r.problem and " 300 iterations" not in r.problem, r.problem
-        assert "iterations differ" not in r.note, r
+        # (wsesparse.linalg's dot products round differently from numpy's: where a solve
+        # reaches the rounding floor of rtol=1e-30 it may stop a step apart; the routed
+        # columns compute scipy's own vector work and stop where it does)
+        m = re.fullmatch(r"iterations differ: scipy (\d+), linalg (\d+)", r.note)
+        assert r.note == "" or (m and abs(int(m[1]) - int(m[2])) <= 1), r
     real = wf.sla.cg
 
     def cg_one_short_in_blocks(op, b, callback=None, **kw):

@@ -414,8 +414,9 @@ def _run_workflows(args: argparse.Namespace) -> int:
     print_load_average()
     print("accelerated: the unmodified call inside wsesparse.accelerated(); reuse: the same "
           "inside accelerated(reuse=True); CSR: a prepared "
-          "wsesparse.CSR in accelerated(); 1-BLAS: plain scipy with BLAS on one thread "
-          "(nothing routed); speedups over plain scipy")
+          "wsesparse.CSR in accelerated(); linalg: wsesparse.linalg's solver of the same name "
+          "(its vector work on the kernels' threads too); 1-BLAS: plain scipy with BLAS on one "
+          "thread (nothing routed); speedups over plain scipy")
     # (--threads: BLAS and the kernels' OpenMP runtime alike)
     with threadpool_limits(limits=args.threads) if given else contextlib.nullcontext():
         print(format_results(run_workflows(args.scale, args.rounds, args.iterations)))

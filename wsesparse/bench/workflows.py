@@ -19,7 +19,9 @@ cannot do that); "reuse" is the same call inside ``wsesparse.accelerated(reuse=T
 (the second product of a matrix prepares a ``CSR`` from it, later ones reuse that; the
 block, and so the preparation, is part of each timed run); "CSR" hands the prepared
 operand ``wsesparse.CSR`` (a LinearOperator) to the routine inside ``accelerated()``, where
-the routine takes one (not scikit-learn). "1-BLAS" is plain scipy with its BLAS limited to
+the routine takes one (not scikit-learn). "linalg" is ``wsesparse.linalg``'s solver of the
+same name (cg, minres) on the scipy matrix: scipy's algorithm with its vector work on the
+kernels' threads too (no block). "1-BLAS" is plain scipy with its BLAS limited to
 one thread (threadpoolctl) and no product routed: the part of the speed-up that the
 switch's BLAS limit alone would give.
 
@@ -134,6 +136,7 @@ class WorkflowResult:
     prepared_s: float = float("nan")  # ``CSR(A)`` handed to the routine, in the same block
     blas1_s: float = float("nan")  # plain scipy, BLAS limited to one thread, nothing routed
     reuse_s: float = float("nan")  # the scipy call inside ``accelerated(reuse=True)``
+    linalg_s: float = float("nan")  # ``wsesparse.linalg``'s solver (cg, minres), no block
 
     @property
     def speedup(self) -> float:
@@ -180,28 +183,34 @@ def _one_blas_thread(fn: Callable[[], object]) -> object:
         return fn()
 
 
-def _compare(name: str, problem: str, run: Callable[[object], object], A, rounds: int):
+def _compare(name: str, problem: str, run: Callable[..., object], A, rounds: int):
     """Best times of ``run`` on scipy's ``A`` plain, under ``accelerated()`` and
     ``accelerated(reuse=True)``, on ``CSR(A)`` under ``accelerated()`` and on ``A`` with one
-    BLAS thread, and how far their answers (the solution or eigenvalues) differ from scipy's.
+    BLAS thread, and of ``wsesparse.linalg``'s solver of the same name where there is one
+    (``run(A, solver=...)``), and how far their answers (the solution or eigenvalues) differ
+    from scipy's.
 
     ``run(op)`` returns ``(answer, iterations)``, iterations None where not counted; with
     counts, ``problem`` may hold ``{iterations}``, filled with scipy's count, and a column
     that ran another count is named in the note."""
-    from wsesparse import CSR
+    from wsesparse import CSR, linalg
     P = CSR(A)
-    best, outs = _best_of({"scipy": lambda: run(A),
-                           "accelerated": lambda: _in_block(lambda: run(A)),
-                           "reuse": lambda: _in_block(lambda: run(A), reuse=True),
-                           "csr": lambda: _in_block(lambda: run(P)),
-                           "blas1": lambda: _one_blas_thread(lambda: run(A))}, rounds)
+    candidates = {"scipy": lambda: run(A),
+                  "accelerated": lambda: _in_block(lambda: run(A)),
+                  "reuse": lambda: _in_block(lambda: run(A), reuse=True),
+                  "csr": lambda: _in_block(lambda: run(P)),
+                  "blas1": lambda: _one_blas_thread(lambda: run(A))}
+    if name in LINALG:
+        candidates["linalg"] = lambda: run(A, solver=getattr(linalg, name))
+    best, outs = _best_of(candidates, rounds)
     diff = max(_rel_diff(outs["scipy"][0], outs[k][0])
-               for k in ("accelerated", "reuse", "csr"))
+               for k in ("accelerated", "reuse", "csr", "linalg") if k in outs)
     its = {k: out[1] for k, out in outs.items()}
     note = _iterations_note(its)
     return WorkflowResult(name, problem.format(iterations=its["scipy"]), best["scipy"],
                           best["accelerated"], diff, note, prepared_s=best["csr"],
-                          blas1_s=best["blas1"], reuse_s=best["reuse"])
+                          blas1_s=best["blas1"], reuse_s=best["reuse"],
+                          linalg_s=best.get("linalg", float("nan")))
 
 
 def _iterations_note(its: dict) -> str:
@@ -230,6 +239,7 @@ def _counted(solver, op, *args, **kwargs):
 
 
 SOLVERS = ("cg", "minres", "eigsh", "lsqr")  # (the workflows of solver_problems)
+LINALG = ("cg", "minres")  # (those wsesparse.linalg has a solver for)
 
 
 def solver_problems(scale: float = 1.0, iterations: int = 300,
@@ -237,7 +247,8 @@ def solver_problems(scale: float = 1.0, iterations: int = 300,
     """The scipy solver workflows (``SOLVERS``, or those named in ``only``), each built when
     reached: ``(name, problem, run, A)``, with ``run(op)`` returning ``(answer,
     iterations)`` (None where not counted) for ``op`` the scipy matrix ``A`` or anything
-    that stands for it (a ``CSR``), and ``problem`` a description that may hold
+    that stands for it (a ``CSR``; for those in ``LINALG``, ``run(op, solver=...)`` calls
+    ``solver`` in place of scipy's), and ``problem`` a description that may hold
     ``{iterations}``. Sizes as in :func:`run_workflows`.
 
     Examples
@@ -261,10 +272,12 @@ def _solver_problems(scale: float, iterations: int, only: tuple[str, ...]):
         b = np.ones(A.shape[0])
         if want("cg"):
             yield ("cg", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
-                   lambda op: _counted(sla.cg, op, b, rtol=1e-30, maxiter=iterations), A)
+                   lambda op, solver=sla.cg: _counted(solver, op, b, rtol=1e-30,
+                                                      maxiter=iterations), A)
         if want("minres"):
             yield ("minres", f"Poisson {g}x{g}, {{iterations}} iterations (max {iterations})",
-                   lambda op: _counted(sla.minres, op, b, rtol=1e-30, maxiter=iterations), A)
+                   lambda op, solver=sla.minres: _counted(solver, op, b, rtol=1e-30,
+                                                          maxiter=iterations), A)
     if want("eigsh"):
         n = max(50, int(200_000 * scale))
         L = graph_laplacian(n, 20)
@@ -437,17 +450,17 @@ def format_results(results: list[WorkflowResult]) -> str:
     Examples
     --------
     >>> print(format_results([WorkflowResult("cg", "Poisson", 2.0, 1.0, 0.0, prepared_s=0.8,
-    ...                                      blas1_s=1.6, reuse_s=0.9)]))
+    ...                                      blas1_s=1.6, reuse_s=0.9, linalg_s=0.5)]))
     ... # doctest: +NORMALIZE_WHITESPACE
-    workflow scipy s accelerated s speedup reuse s speedup CSR s speedup 1-BLAS s speedup
-      difference problem
-    cg         2.000         1.000   2.00x   0.900   2.22x 0.800   2.50x    1.600   1.25x
-         0.0e+00 Poisson
+    workflow scipy s accelerated s speedup reuse s speedup CSR s speedup linalg s speedup
+      1-BLAS s speedup difference problem
+    cg         2.000         1.000   2.00x   0.900   2.22x 0.800   2.50x    0.500   4.00x
+         1.600   1.25x    0.0e+00 Poisson
     """
     lines = [f"{'workflow':<8} {'scipy s':>7} {'accelerated s':>13} {'speedup':>7} "
              f"{'reuse s':>7} {'speedup':>7} "
-             f"{'CSR s':>5} {'speedup':>7} {'1-BLAS s':>8} {'speedup':>7} {'difference':>10} "
-             "problem"]
+             f"{'CSR s':>5} {'speedup':>7} {'linalg s':>8} {'speedup':>7} "
+             f"{'1-BLAS s':>8} {'speedup':>7} {'difference':>10} problem"]
 
     def pair(t, width, scipy_s):  # seconds and speedup over scipy, or dashes
         return (f"{'-':>{width}} {'-':>7}" if np.isnan(t)
@@ -456,7 +469,7 @@ def format_results(results: list[WorkflowResult]) -> str:
     for r in results:
         lines.append(f"{r.name:<8} {r.scipy_s:>7.3f} {pair(r.wsesparse_s, 13, r.scipy_s)} "
                      f"{pair(r.reuse_s, 7, r.scipy_s)} {pair(r.prepared_s, 5, r.scipy_s)} "
-                     f"{pair(r.blas1_s, 8, r.scipy_s)} "
+                     f"{pair(r.linalg_s, 8, r.scipy_s)} {pair(r.blas1_s, 8, r.scipy_s)} "
                      f"{r.difference:>10.1e} "
                      f"{r.problem}" + (f" ({r.note})" if r.note else ""))
     return "\n".join(lines)
