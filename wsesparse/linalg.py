@@ -165,7 +165,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
     b = np.asarray(b, dtype=dtype).ravel()
 
-    psolve = _psolve(A, M, op.shape)
+    psolve = _psolve(A, M, op.shape, dtype, n_threads)
     x = _start(x0, b, psolve, n, dtype, op.shape)
 
     bnrm2 = math.sqrt(_krylov.dot(np.ascontiguousarray(b), np.ascontiguousarray(b),
@@ -222,6 +222,10 @@ def _preconditioned(z, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...]) -
     z = np.asarray(z)
     if z.shape not in ((n,), (n, 1)):
         raise ValueError(f"M.matvec returned an array of shape {z.shape}, expected ({n},)")
+    if not np.can_cast(z.dtype, dtype, "same_kind"):
+        # (scipy's solvers fail on it at the next update: a casting TypeError)
+        raise TypeError(f"M.matvec returned {z.dtype} values, which a {dtype} solve cannot "
+                        "hold")
     z = np.ascontiguousarray(z.reshape(n), dtype=dtype)
     if any(np.may_share_memory(z, a) for a in avoid):
         z = z.copy()
@@ -317,21 +321,37 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
             return scipy_minres(A, b, x0, rtol=rtol, shift=shift, maxiter=maxiter, M=M,
                                 callback=callback, show=show, check=check)
     b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
-    psolve = _psolve(A, M, op.shape)
+    psolve = _psolve(A, M, op.shape, dtype, n_threads)
     x = _start(x0, b, psolve, n, dtype, op.shape)
     return _minres(op, b, x, x0 is None, rtol, np.float64(shift), maxiter, psolve, callback,
                    check, n_threads)
 
 
-def _psolve(A, M, shape) -> Callable | None:
+def _psolve(A, M, shape, dtype: np.dtype, n_threads: int | None) -> Callable | None:
     """The preconditioner's matvec, or None for none (scipy's make_system: ``M``, else
-    ``A.psolve`` where ``A`` has one)."""
-    if M is not None:
-        M = aslinearoperator(M)
+    ``A.psolve`` where ``A`` has one). A sparse or ndarray ``M`` whose values the solve's
+    dtype holds is applied as ``A`` is (our product into a buffer the solve reuses; a
+    Jacobi ``M`` took scipy's single-threaded product and a new array a step); anything
+    else through ``aslinearoperator(M).matvec``, as scipy."""
+    if M is None:
+        return getattr(A, "psolve", None)
+    if (isinstance(M, CSR) or sp.issparse(M) or type(M) is np.ndarray) and M.ndim == 2:
         if M.shape != shape:
             raise ValueError("matrix and preconditioner have different shapes")
-        return M.matvec
-    return getattr(A, "psolve", None)
+        if M.dtype.kind in "biufc" and np.result_type(M.dtype, dtype) == dtype:
+            op = _Operator(M, n_threads)
+            buf = np.empty(shape[0], dtype)
+
+            def apply(r):
+                # (a fresh buffer where r is the last output: scipy's check=True applies M
+                # to what M returned)
+                return op(r, buf if not np.may_share_memory(r, buf)
+                          else np.empty(shape[0], dtype))
+            return apply
+    M = aslinearoperator(M)
+    if M.shape != shape:
+        raise ValueError("matrix and preconditioner have different shapes")
+    return M.matvec
 
 
 def _start(x0, b: np.ndarray, psolve, n: int, dtype: np.dtype, shape) -> np.ndarray:
