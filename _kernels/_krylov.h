@@ -10,8 +10,9 @@
  * the bits do not depend on the thread count. Single-precision sums accumulate in double.
  *
  * Complex vectors are passed as their real views (re, im pairs); n counts elements of the
- * dtype (complex numbers for complex ones). Scalars arrive as (re, im) doubles. Everything is
- * checked in Python before it gets here (lengths, dtypes, contiguity, no overlap). */
+ * dtype (complex numbers for complex ones). Scalars arrive as (re, im) doubles. _krylov.pyx
+ * checks lengths, dtypes and contiguity; the callers (wsesparse.linalg) pass vectors that do
+ * not overlap, except where a function says an output may be an input. */
 #ifndef WSESPARSE_KRYLOV_H
 #define WSESPARSE_KRYLOV_H
 

@@ -2,9 +2,10 @@
 """Vector kernels of the Krylov solvers (``wsesparse.linalg``): see _krylov.h.
 
 Each entry point checks what it reads and writes (1-D C-contiguous ndarrays of one
-floating dtype, equal lengths) and raises ValueError otherwise; ``wsesparse.linalg``
-checks overlap and everything else before calling. Sums are bitwise the same for any
-thread count.
+floating dtype, equal lengths; None is a TypeError) and raises ValueError otherwise, and
+takes at most one thread per chunk and ``MAX_TEAM``. Overlap is not checked:
+``wsesparse.linalg`` passes buffers that share no memory (or, where an entry point says
+so, the same array). Sums are bitwise the same for any thread count.
 """
 
 cimport numpy as cnp
@@ -13,6 +14,9 @@ from libc.stdlib cimport free, malloc
 import numpy as np
 
 cnp.import_array()
+
+cdef extern from "_omp_compat.h" nogil:
+    int wsesparse_available_cores()
 
 cdef extern from "_krylov.h" nogil:
     int WS_KRY_CHUNK
@@ -49,6 +53,22 @@ cdef extern from "_krylov.h" nogil:
 
 # Elements per partial sum (fixed: the sums do not depend on the thread count).
 CHUNK = WS_KRY_CHUNK
+# The most threads a call takes: one per chunk, and at most max(64, 4 per core), the cap
+# wsesparse._threads.MAX_THREADS puts on requests (a team of 100,000 crashed the process).
+MAX_TEAM = max(64, 4 * max(wsesparse_available_cores(), 1))
+
+
+cdef inline int _team(int n_threads, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t chunks = (n + WS_KRY_CHUNK - 1) // WS_KRY_CHUNK
+    cdef Py_ssize_t t = n_threads
+    if t > chunks:
+        t = chunks
+    if t > MAX_TEAM_C:
+        t = MAX_TEAM_C
+    return <int>t if t > 1 else 1
+
+
+cdef Py_ssize_t MAX_TEAM_C = MAX_TEAM
 
 
 cdef int _kind(cnp.ndarray a, str name, cnp.ndarray like=None) except -1:
@@ -79,13 +99,13 @@ cdef double *_parts(Py_ssize_t n) except NULL:
     return part
 
 
-def dot(cnp.ndarray a, cnp.ndarray b, int n_threads=1):
+def dot(cnp.ndarray a not None, cnp.ndarray b not None, int n_threads=1):
     """``numpy.vdot(a, b)``: sum of conj(a_i) b_i (a Python float or complex), summed in
     fixed chunks (single precision in double)."""
     cdef int k = _kind(a, "a")
     _kind(b, "b", a)
     cdef Py_ssize_t n = a.shape[0]
-    cdef int cx = k >= 2, nth = max(n_threads, 1)
+    cdef int cx = k >= 2, nth = _team(n_threads, n)
     cdef double res[2]
     cdef double *part = _parts(n)
     cdef const void *pa = cnp.PyArray_DATA(a)
@@ -99,7 +119,7 @@ def dot(cnp.ndarray a, cnp.ndarray b, int n_threads=1):
     return complex(res[0], res[1]) if cx else res[0]
 
 
-def xpby(cnp.ndarray p, cnp.ndarray z, beta, int n_threads=1):
+def xpby(cnp.ndarray p not None, cnp.ndarray z not None, beta, int n_threads=1):
     """``p = z + beta * p`` in place (beta a real or complex number; only its real part
     for real vectors)."""
     cdef int k = _kind(p, "p")
@@ -107,7 +127,7 @@ def xpby(cnp.ndarray p, cnp.ndarray z, beta, int n_threads=1):
     _writeable(p, "p")
     cdef double complex bc = complex(beta)
     cdef Py_ssize_t n = p.shape[0]
-    cdef int cx = k >= 2, nth = max(n_threads, 1)
+    cdef int cx = k >= 2, nth = _team(n_threads, n)
     cdef void *pp = cnp.PyArray_DATA(p)
     cdef const void *pz = cnp.PyArray_DATA(z)
     with nogil:
@@ -117,8 +137,8 @@ def xpby(cnp.ndarray p, cnp.ndarray z, beta, int n_threads=1):
             ws_kry_xpby_d(<double *>pp, <const double *>pz, n, cx, bc.real, bc.imag, nth)
 
 
-def cg_update(cnp.ndarray x, cnp.ndarray r, cnp.ndarray p, cnp.ndarray q, alpha,
-              int n_threads=1):
+def cg_update(cnp.ndarray x not None, cnp.ndarray r not None, cnp.ndarray p not None,
+              cnp.ndarray q not None, alpha, int n_threads=1):
     """``x += alpha * p; r -= alpha * q`` in place, one pass; returns sum |r_i|^2 of the
     new ``r`` (a float, summed in the chunks of :func:`dot`)."""
     cdef int k = _kind(x, "x")
@@ -129,7 +149,7 @@ def cg_update(cnp.ndarray x, cnp.ndarray r, cnp.ndarray p, cnp.ndarray q, alpha,
     _writeable(r, "r")
     cdef double complex ac = complex(alpha)
     cdef Py_ssize_t n = x.shape[0]
-    cdef int cx = k >= 2, nth = max(n_threads, 1)
+    cdef int cx = k >= 2, nth = _team(n_threads, n)
     cdef double rr
     cdef double *part = _parts(n)
     cdef void *px = cnp.PyArray_DATA(x)
@@ -155,13 +175,13 @@ cdef int _real(cnp.ndarray a, str name, cnp.ndarray like=None) except -1:
     return k
 
 
-def scaled(cnp.ndarray out, cnp.ndarray y, double s, int n_threads=1):
+def scaled(cnp.ndarray out not None, cnp.ndarray y not None, double s, int n_threads=1):
     """``out = s * y`` (real vectors; ``out`` may be ``y``)."""
     cdef int k = _real(out, "out")
     _real(y, "y", out)
     _writeable(out, "out")
     cdef Py_ssize_t n = out.shape[0]
-    cdef int nth = max(n_threads, 1)
+    cdef int nth = _team(n_threads, n)
     cdef void *po = cnp.PyArray_DATA(out)
     cdef const void *py = cnp.PyArray_DATA(y)
     with nogil:
@@ -171,8 +191,8 @@ def scaled(cnp.ndarray out, cnp.ndarray y, double s, int n_threads=1):
             ws_kry_scaled_d(<double *>po, <const double *>py, n, s, nth)
 
 
-def minres_a(cnp.ndarray y, cnp.ndarray v, cnp.ndarray r1, double shift, double c1,
-             bint use_r1, int n_threads=1):
+def minres_a(cnp.ndarray y not None, cnp.ndarray v not None, cnp.ndarray r1 not None,
+             double shift, double c1, bint use_r1, int n_threads=1):
     """``y = (y - shift * v) - c1 * r1`` in place (without the r1 term unless ``use_r1``);
     returns ``v . y`` of the new ``y`` (real vectors)."""
     cdef int k = _real(y, "y")
@@ -180,7 +200,7 @@ def minres_a(cnp.ndarray y, cnp.ndarray v, cnp.ndarray r1, double shift, double 
     _real(r1, "r1", y)
     _writeable(y, "y")
     cdef Py_ssize_t n = y.shape[0]
-    cdef int nth = max(n_threads, 1)
+    cdef int nth = _team(n_threads, n)
     cdef double res
     cdef double *part = _parts(n)
     cdef void *pyy = cnp.PyArray_DATA(y)
@@ -197,13 +217,13 @@ def minres_a(cnp.ndarray y, cnp.ndarray v, cnp.ndarray r1, double shift, double 
     return res
 
 
-def minres_b(cnp.ndarray y, cnp.ndarray r2, double c2, int n_threads=1):
+def minres_b(cnp.ndarray y not None, cnp.ndarray r2 not None, double c2, int n_threads=1):
     """``y = y - c2 * r2`` in place; returns ``y . y`` of the new ``y`` (real vectors)."""
     cdef int k = _real(y, "y")
     _real(r2, "r2", y)
     _writeable(y, "y")
     cdef Py_ssize_t n = y.shape[0]
-    cdef int nth = max(n_threads, 1)
+    cdef int nth = _team(n_threads, n)
     cdef double res
     cdef double *part = _parts(n)
     cdef void *pyy = cnp.PyArray_DATA(y)
@@ -217,9 +237,9 @@ def minres_b(cnp.ndarray y, cnp.ndarray r2, double c2, int n_threads=1):
     return res
 
 
-def minres_c(cnp.ndarray w, cnp.ndarray w1, cnp.ndarray w2, cnp.ndarray v, cnp.ndarray x,
-             cnp.ndarray x_out, double oldeps, double delta, double denom, double phi,
-             int n_threads=1):
+def minres_c(cnp.ndarray w not None, cnp.ndarray w1 not None, cnp.ndarray w2 not None,
+             cnp.ndarray v not None, cnp.ndarray x not None, cnp.ndarray x_out not None,
+             double oldeps, double delta, double denom, double phi, int n_threads=1):
     """``w = ((v - oldeps * w1) - delta * w2) * denom`` (the new direction; ``w`` shares no
     memory with the others), then ``x_out = x + phi * w`` (``x_out`` may be ``x``); returns
     ``x_out . x_out`` (real vectors)."""
@@ -229,7 +249,7 @@ def minres_c(cnp.ndarray w, cnp.ndarray w1, cnp.ndarray w2, cnp.ndarray v, cnp.n
     _writeable(w, "w")
     _writeable(x_out, "x_out")
     cdef Py_ssize_t n = w.shape[0]
-    cdef int nth = max(n_threads, 1)
+    cdef int nth = _team(n_threads, n)
     cdef double res
     cdef double *part = _parts(n)
     cdef void *pw = cnp.PyArray_DATA(w)

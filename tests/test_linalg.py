@@ -164,6 +164,34 @@ def test_preconditioner_types(kind):
     np.testing.assert_allclose(m1[0], m0[0], rtol=1e-8, atol=1e-10)
 
 
+def test_operators_returning_values_the_solve_cannot_hold():
+    """A LinearOperator declared real whose matvec returns complex values: a TypeError
+    naming it (scipy's cg fails on a casting TypeError; the first version dropped the
+    imaginary parts with a ComplexWarning)."""
+    B = _spd(20, np.float64)
+    L = sla.LinearOperator((20, 20), matvec=lambda v: B @ v + 0.5j * v, dtype=np.float64)
+    for solver in (cg, minres):
+        with pytest.raises(TypeError, match="A.matvec returned complex128 values, which a "
+                                            "float64 solve cannot hold"):
+            solver(L, np.ones(20))
+
+
+def test_longdouble_matrices_run_through_scipy_operators():
+    """A sparse longdouble A (no kernel of ours): scipy's product through its
+    LinearOperator, the solution float64 as scipy's cg gives it (the first version raised
+    about an 'out' the user never passed)."""
+    A = _spd(30, np.float64, seed=2)
+    b = _vector(30, np.float64)
+    for Am in (A.astype(np.longdouble), wsesparse.CSR(A.astype(np.longdouble))):
+        x, info = cg(Am, b, rtol=1e-10)
+        ref, ref_info = sla.cg(A.astype(np.longdouble), b, rtol=1e-10)
+        assert info == ref_info == 0 and x.dtype == ref.dtype == np.float64
+        np.testing.assert_allclose(x, ref, rtol=1e-9, atol=1e-12)
+        x, info = minres(Am, b, rtol=1e-10)
+        assert info == 0
+        np.testing.assert_allclose(A @ x, b, rtol=1e-6, atol=1e-8)
+
+
 def test_maxiter_reached_returns_it():
     A = poisson_2d(30)
     x, info = cg(A, np.ones(900), maxiter=5)
@@ -366,6 +394,28 @@ def test_minres_shift_with_a_start():
     assert np.linalg.norm(x_scipy - exact) > 1e-3 * np.linalg.norm(exact)
 
 
+@pytest.mark.parametrize("how", ["float32", "show"])
+def test_minres_shift_with_a_start_also_where_scipy_runs(how, capsys):
+    """float32 solves and show=True run scipy's minres; with a shift and x0 they are given
+    b + shift x0, so they too solve (A - shift I) x = b (a review found them returning
+    scipy's answer to another system)."""
+    A = _symmetric_indefinite(40, seed=4, gap=1.0)
+    b, x0 = _vector(40, np.float64), _vector(40, np.float64, seed=5)
+    exact = np.linalg.solve(A.toarray() - 0.3 * np.eye(40), b)
+    for start in (x0, "Mb"):
+        if how == "float32":
+            x, info = minres(A.astype(np.float32), b.astype(np.float32), x0=start, shift=0.3,
+                             rtol=1e-7)
+            tol = 1e-4
+        else:
+            x, info = minres(A, b, x0=start, shift=0.3, rtol=1e-12, show=True)
+            tol = 1e-8
+        assert info == 0
+        np.testing.assert_allclose(x, exact, rtol=tol, atol=tol * np.abs(exact).max())
+    if how == "show":
+        assert "Enter minres" in capsys.readouterr().out
+
+
 def test_minres_callback_gets_a_new_array_each_step():
     A = _symmetric_indefinite(80)
     seen = []
@@ -424,6 +474,9 @@ def test_minres_errors():
             solver(N, b, check=True)
     with pytest.raises(ValueError, match="indefinite preconditioner"):
         minres(A, b, M=-sp.eye_array(10))
+    for shift in (1j, "0.5", None):
+        with pytest.raises(TypeError, match="shift must be a number"):
+            minres(A, b, shift=shift)
 
 
 @settings(max_examples=30, deadline=None)

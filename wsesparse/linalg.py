@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
+from wsesparse._checks import check_real
 from wsesparse._kernels import _krylov
 from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
@@ -40,27 +41,40 @@ def _solution_char(a: str, b: str) -> str:
 
 
 class _Operator:
-    """``q = A @ p`` into a buffer, for the operand types :func:`cg` takes."""
+    """``q = A @ p`` into a buffer, for the operand types the solvers take (``A`` or a
+    preconditioner, named by ``name`` in errors). :meth:`settle` picks the route once the
+    solve's dtype is known."""
 
-    def __init__(self, A, n_threads: int | None):
+    def __init__(self, A, n_threads: int | None, name: str = "A"):
         self.n_threads = n_threads
+        self.name = name
         self.sparse: CSR | None = None
         self.dense: np.ndarray | None = None
         self.op: LinearOperator | None = None
-        if isinstance(A, CSR):
-            self.sparse = A
-        elif sp.issparse(A):
-            # Checked and narrowed once; value codes come with the third product.
-            self.sparse = CSR(A)
+        if isinstance(A, CSR) or sp.issparse(A) or type(A) is np.ndarray:
+            self._held = A
+        else:
+            self._held = self.op = aslinearoperator(A)
+        self.shape = self._held.shape
+        if len(self.shape) != 2 or self.shape[0] != self.shape[1]:
+            raise ValueError(f"expected square matrix, but got shape={(self.shape,)}")
+        self.dtype = self._held.dtype
+
+    def settle(self, dtype: np.dtype) -> None:
+        """Products of a sparse or ndarray operand whose values ``dtype`` holds run on our
+        kernel (a scipy matrix wrapped once in a ``CSR``: checked and narrowed, value codes
+        from its third product) or numpy's ``matmul``, into the solve's buffers; any other
+        through ``aslinearoperator(A).matvec``, as scipy's (a longdouble matrix, a complex
+        preconditioner of a real solve)."""
+        A = self._held
+        if self.op is not None:
+            return
+        if not (A.dtype.kind in "biufc" and np.result_type(A.dtype, dtype) == dtype):
+            self.op = aslinearoperator(A)
         elif type(A) is np.ndarray:
             self.dense = A
         else:
-            self.op = aslinearoperator(A)
-        held = next(o for o in (self.sparse, self.dense, self.op) if o is not None)
-        self.shape = held.shape
-        if len(self.shape) != 2 or self.shape[0] != self.shape[1]:
-            raise ValueError(f"expected square matrix, but got shape={(self.shape,)}")
-        self.dtype = held.dtype
+            self.sparse = A if isinstance(A, CSR) else CSR(A)
 
     def __call__(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         if self.sparse is not None:
@@ -71,8 +85,12 @@ class _Operator:
             return q
         y = np.asarray(self.op.matvec(p))
         if y.shape not in ((q.shape[0],), (q.shape[0], 1)):
-            raise ValueError(f"A.matvec returned an array of shape {y.shape}, expected "
-                             f"{q.shape}")
+            raise ValueError(f"{self.name}.matvec returned an array of shape {y.shape}, "
+                             f"expected {q.shape}")
+        if not np.can_cast(y.dtype, q.dtype, "same_kind"):
+            # (scipy's solvers fail on it at their next update: a casting TypeError)
+            raise TypeError(f"{self.name}.matvec returned {y.dtype} values, which a {q.dtype} "
+                            "solve cannot hold")
         q[...] = y.reshape(q.shape)
         return q
 
@@ -118,14 +136,16 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     maxiter : int, optional
         Iterations at most (default ``10 * n``).
     M : sparse matrix, ndarray or LinearOperator, optional
-        Preconditioner (approximates the inverse of ``A``), applied through
-        ``aslinearoperator(M).matvec`` as scipy does.
+        Preconditioner (approximates the inverse of ``A``). A sparse or ndarray ``M`` is
+        applied as ``A`` is, into a buffer the solve keeps; anything else through
+        ``aslinearoperator(M).matvec``, as scipy's.
     callback : callable, optional
         ``callback(xk)`` after each iteration, with the current solution (the array the
         solve updates in place, as scipy's).
     n_threads : int, optional
-        Threads of the product and the vector kernels (default: as
-        :func:`~wsesparse.sparse_matmul` chooses, one below about 65,000 unknowns).
+        Threads of the products and the vector kernels (default: each as
+        :func:`~wsesparse.sparse_matmul` chooses for its work; the vector kernels run on
+        one thread below about 65,000 unknowns).
 
     Returns
     -------
@@ -163,6 +183,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
         b = b.astype("d")
     a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
+    op.settle(dtype)
     b = np.asarray(b, dtype=dtype).ravel()
 
     psolve = _psolve(A, M, op.shape, dtype, n_threads)
@@ -262,7 +283,8 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
     maxiter : int, optional
         Iterations at most (default ``5 * n``).
     M : sparse matrix, ndarray or LinearOperator, optional
-        Symmetric positive definite preconditioner, as scipy's.
+        Symmetric positive definite preconditioner, applied as :func:`cg` applies its
+        ``M``.
     callback : callable, optional
         ``callback(xk)`` after each iteration; as in scipy's minres, each ``xk`` is a new
         array.
@@ -272,8 +294,8 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
         :func:`wsesparse.accelerated`); ``check=True`` tests that ``A`` and ``M`` are
         symmetric first (ValueError otherwise).
     n_threads : int, optional
-        Threads of the product and the vector kernels (default: as
-        :func:`~wsesparse.sparse_matmul` chooses).
+        Threads of the products and the vector kernels (default: each as
+        :func:`~wsesparse.sparse_matmul` chooses for its work).
 
     Returns
     -------
@@ -287,6 +309,7 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
     -----
     With both ``shift`` and ``x0``, this solve starts from the residual of ``A - shift I``;
     scipy's (1.17) starts from that of ``A`` and so returns the solution of another system.
+    Where scipy's minres runs (below), it is given ``b + shift x0`` to the same effect.
 
     Only float64 systems run here. scipy's minres takes inner products without
     conjugation (it is for real systems), and for float32 ones it carries ``x`` and the
@@ -314,44 +337,56 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
         b = b.astype("d")
     a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
+    shift = np.float64(check_real(shift, "shift", finite=False))
     if show or dtype != np.float64:
-        from scipy.sparse.linalg import minres as scipy_minres
-        from wsesparse.accelerate import accelerated
-        with accelerated():
-            return scipy_minres(A, b, x0, rtol=rtol, shift=shift, maxiter=maxiter, M=M,
-                                callback=callback, show=show, check=check)
+        return _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check)
+    op.settle(dtype)
     b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
     psolve = _psolve(A, M, op.shape, dtype, n_threads)
     x = _start(x0, b, psolve, n, dtype, op.shape)
-    return _minres(op, b, x, x0 is None, rtol, np.float64(shift), maxiter, psolve, callback,
-                   check, n_threads)
+    return _minres(op, b, x, x0 is None, rtol, shift, maxiter, psolve, callback, check,
+                   n_threads)
+
+
+def _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check):
+    """``scipy.sparse.linalg.minres`` under ``accelerated()``, started from the residual of
+    ``A - shift I``: with a shift and ``x0``, it is given ``b + shift x0`` (scipy starts
+    from ``b - A x0``)."""
+    from scipy.sparse.linalg import minres as scipy_minres
+    from wsesparse.accelerate import accelerated
+    if shift != 0 and x0 is not None and np.any(b):
+        if isinstance(x0, str) and x0 == "Mb":  # (scipy's M b, computed here once)
+            x0 = aslinearoperator(M).matvec(np.asarray(b).ravel()) if M is not None \
+                else np.asarray(b).ravel()
+        b = np.asarray(b).ravel() + shift * np.asarray(x0).ravel()
+    with accelerated():
+        return scipy_minres(A, b, x0, rtol=rtol, shift=shift, maxiter=maxiter, M=M,
+                            callback=callback, show=show, check=check)
 
 
 def _psolve(A, M, shape, dtype: np.dtype, n_threads: int | None) -> Callable | None:
     """The preconditioner's matvec, or None for none (scipy's make_system: ``M``, else
     ``A.psolve`` where ``A`` has one). A sparse or ndarray ``M`` whose values the solve's
-    dtype holds is applied as ``A`` is (our product into a buffer the solve reuses; a
-    Jacobi ``M`` took scipy's single-threaded product and a new array a step); anything
-    else through ``aslinearoperator(M).matvec``, as scipy."""
+    dtype holds is applied as ``A`` is, into a buffer the solve reuses (a Jacobi ``M``
+    took scipy's single-threaded product and a new array a step); anything else through
+    ``aslinearoperator(M).matvec``, as scipy."""
     if M is None:
         return getattr(A, "psolve", None)
-    if (isinstance(M, CSR) or sp.issparse(M) or type(M) is np.ndarray) and M.ndim == 2:
-        if M.shape != shape:
-            raise ValueError("matrix and preconditioner have different shapes")
-        if M.dtype.kind in "biufc" and np.result_type(M.dtype, dtype) == dtype:
-            op = _Operator(M, n_threads)
-            buf = np.empty(shape[0], dtype)
-
-            def apply(r):
-                # (a fresh buffer where r is the last output: scipy's check=True applies M
-                # to what M returned)
-                return op(r, buf if not np.may_share_memory(r, buf)
-                          else np.empty(shape[0], dtype))
-            return apply
-    M = aslinearoperator(M)
+    if not (isinstance(M, CSR) or sp.issparse(M) or type(M) is np.ndarray) or M.ndim != 2:
+        M = aslinearoperator(M)
     if M.shape != shape:
         raise ValueError("matrix and preconditioner have different shapes")
-    return M.matvec
+    op = _Operator(M, n_threads, "M")
+    op.settle(dtype)
+    if op.op is not None:
+        return op.op.matvec
+    buf = np.empty(shape[0], dtype)
+
+    def apply(r):
+        # (a fresh buffer where r is the last output: scipy's check=True applies M to what
+        # M returned)
+        return op(r, buf if not np.may_share_memory(r, buf) else np.empty(shape[0], dtype))
+    return apply
 
 
 def _start(x0, b: np.ndarray, psolve, n: int, dtype: np.dtype, shape) -> np.ndarray:

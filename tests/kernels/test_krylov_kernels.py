@@ -175,3 +175,22 @@ def test_minres_passes_take_real_vectors_only():
     v = np.ones(10)
     with pytest.raises(ValueError, match="x_out must have the first vector's dtype"):
         _krylov.minres_c(v.copy(), v, v, v, v, np.ones(10, dtype=np.float32), 0, 0, 1, 1)
+
+
+def test_teams_are_capped_by_chunks_and_max_team():
+    """A request for 100,000 threads crashed the process (OpenMP built the whole team):
+    a call takes at most one thread per chunk and MAX_TEAM, with the same bits."""
+    assert _krylov.MAX_TEAM >= 64
+    a = np.linspace(-1, 1, 50 * CHUNK + 3)
+    assert _krylov.dot(a, a, 100_000) == _krylov.dot(a, a, 1)
+    x, r = a.copy(), a[::-1].copy()
+    assert _krylov.cg_update(x, r, a, a, 0.5, 100_000) == \
+        _krylov.cg_update(a.copy(), a[::-1].copy(), a, a, 0.5, 1)
+
+
+def test_none_is_refused_before_any_read():
+    with pytest.raises(TypeError):
+        _krylov.dot(None, np.ones(3))
+    with pytest.raises(TypeError):
+        _krylov.minres_c(np.ones(3), None, np.ones(3), np.ones(3), np.ones(3), np.ones(3),
+                         0, 0, 1, 1)
