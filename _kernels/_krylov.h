@@ -237,4 +237,39 @@ static double ws_kry_minres_c_##sfx(R *w, const R *w1, const R *w2, const R *v, 
 WS_KRY_MINRES(float, f)
 WS_KRY_MINRES(double, d)
 
+/* Jacobi preconditioning: z = d * r elementwise; returns sum conj(r_i) z_i (chunked as the
+ * dot; complex: res[0] + i res[1]). */
+#define WS_KRY_DIAG(R, sfx)                                                                     \
+static void ws_kry_diag_##sfx(R *z, const R *d, const R *r, ptrdiff_t n, int cx, double *part, \
+                              double *res, int nth)                                             \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    ptrdiff_t k;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (k = 0; k < nch; k++) {                                                                 \
+        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        ptrdiff_t i;                                                                            \
+        if (!cx) {                                                                              \
+            R *zc = z + i0;                                                                     \
+            const R *dc = d + i0, *rc = r + i0;                                                 \
+            for (i = 0; i < m; i++) zc[i] = dc[i] * rc[i];                                      \
+            part[k] = ws_kry_rdot_##sfx(rc, zc, m);                                             \
+        } else {                                                                                \
+            R *zc = z + 2 * i0;                                                                 \
+            const R *dc = d + 2 * i0, *rc = r + 2 * i0;                                         \
+            for (i = 0; i < m; i++) {                                                           \
+                const R dr = dc[2 * i], di = dc[2 * i + 1], rr = rc[2 * i], ri = rc[2 * i + 1]; \
+                zc[2 * i] = dr * rr - di * ri;                                                  \
+                zc[2 * i + 1] = dr * ri + di * rr;                                              \
+            }                                                                                   \
+            ws_kry_cdot_##sfx(rc, zc, m, part + 2 * k, part + 2 * k + 1);                       \
+        }                                                                                       \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, cx, res);                                                 \
+}
+
+WS_KRY_DIAG(float, f)
+WS_KRY_DIAG(double, d)
+
 #endif

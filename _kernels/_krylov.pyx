@@ -50,6 +50,10 @@ cdef extern from "_krylov.h" nogil:
     double ws_kry_minres_c_d(double *w, const double *w1, const double *w2, const double *v,
                              const double *x, double *x_out, Py_ssize_t n, double oldeps,
                              double delta, double denom, double phi, double *part, int nth)
+    void ws_kry_diag_f(float *z, const float *d, const float *r, Py_ssize_t n, int cx,
+                       double *part, double *res, int nth)
+    void ws_kry_diag_d(double *z, const double *d, const double *r, Py_ssize_t n, int cx,
+                       double *part, double *res, int nth)
 
 # Elements per partial sum (fixed: the sums do not depend on the thread count).
 CHUNK = WS_KRY_CHUNK
@@ -269,3 +273,29 @@ def minres_c(cnp.ndarray w not None, cnp.ndarray w1 not None, cnp.ndarray w2 not
                                     oldeps, delta, denom, phi, part, nth)
     free(part)
     return res
+
+
+def diag_apply(cnp.ndarray z not None, cnp.ndarray d not None, cnp.ndarray r not None,
+               int n_threads=1):
+    """``z = d * r`` elementwise (a diagonal preconditioner); returns ``numpy.vdot(r, z)``
+    (a float or complex, summed as :func:`dot`). ``z`` shares no memory with the others."""
+    cdef int k = _kind(z, "z")
+    _kind(d, "d", z)
+    _kind(r, "r", z)
+    _writeable(z, "z")
+    cdef Py_ssize_t n = z.shape[0]
+    cdef int cx = k >= 2, nth = _team(n_threads, n)
+    cdef double res[2]
+    cdef double *part = _parts(n)
+    cdef void *pz = cnp.PyArray_DATA(z)
+    cdef const void *pd = cnp.PyArray_DATA(d)
+    cdef const void *pr = cnp.PyArray_DATA(r)
+    with nogil:
+        if k % 2 == 0:
+            ws_kry_diag_f(<float *>pz, <const float *>pd, <const float *>pr, n, cx, part, res,
+                          nth)
+        else:
+            ws_kry_diag_d(<double *>pz, <const double *>pd, <const double *>pr, n, cx, part,
+                          res, nth)
+    free(part)
+    return complex(res[0], res[1]) if cx else res[0]

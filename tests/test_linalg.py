@@ -130,18 +130,29 @@ def test_options_as_scipy():
     assert x.shape == (n,) and info == 0
 
 
-@pytest.mark.parametrize("kind", ["dia", "csr32", "int", "dense", "CSR", "complex"])
+@pytest.mark.parametrize("kind", ["dia", "csr32", "int", "dense", "CSR", "complex", "csc",
+                                  "dia_wide", "tridiagonal", "two_offsets"])
 def test_preconditioner_types(kind):
-    """Sparse and ndarray preconditioners run as products of ours into a kept buffer where
-    the solve's dtype holds their values, the others through scipy's LinearOperator: the
-    same iterations as scipy's. A complex M of a real solve is a TypeError in both."""
+    """Diagonal sparse preconditioners (DIA of offset 0, CSR/CSC with the diagonal alone)
+    run as one fused pass, other sparse and ndarray ones as products of ours into a kept
+    buffer where the solve's dtype holds their values, the others through scipy's
+    LinearOperator: the same iterations as scipy's. A complex M of a real solve is a
+    TypeError in both."""
     A = _spd(150, np.float64, seed=8)
     b = _vector(150, np.float64)
     d = 1 / A.diagonal()
     M = {"dia": sp.diags_array(d), "csr32": sp.csr_array(sp.diags_array(d)).astype(np.float32),
          "int": sp.csr_array(sp.diags_array(np.ones(150, dtype=np.int64), dtype=np.int64)),
          "dense": np.diag(d), "CSR": wsesparse.CSR(sp.csr_array(sp.diags_array(d))),
-         "complex": sp.diags_array(d.astype(np.complex128))}[kind]
+         "complex": sp.diags_array(d.astype(np.complex128)),
+         "csc": sp.csc_matrix(sp.diags_array(d)),
+         # (DIA data wider than the matrix: scipy ignores the columns past n)
+         "dia_wide": sp.dia_array((np.concatenate([d, [7.0, 9.0]])[None, :], [0]),
+                                  shape=(150, 150)),
+         "tridiagonal": sp.csr_array(sp.diags_array([0.01 * d[1:], d, 0.01 * d[1:]],
+                                                    offsets=[-1, 0, 1])),
+         "two_offsets": sp.dia_array((np.vstack([d, np.zeros(150)]), [0, 1]),
+                                     shape=(150, 150))}[kind]
     ref_M = M.to_scipy() if kind == "CSR" else M
     if kind == "complex":  # (scipy: a casting TypeError at its update of x)
         with pytest.raises(TypeError, match="cast"), \

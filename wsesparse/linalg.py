@@ -214,6 +214,9 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
         if psolve is None:
             z = r
             rho_cur = scalar(rr)
+        elif isinstance(psolve, _Diagonal):
+            z, rho = psolve.fused(r, nt)
+            rho_cur = scalar(rho)
         else:
             z = _preconditioned(psolve(r), n, dtype, (p,))
             rho_cur = scalar(_krylov.dot(r, z, nt))
@@ -376,6 +379,9 @@ def _psolve(A, M, shape, dtype: np.dtype, n_threads: int | None) -> Callable | N
         M = aslinearoperator(M)
     if M.shape != shape:
         raise ValueError("matrix and preconditioner have different shapes")
+    d = _diagonal(M, shape[0], dtype)
+    if d is not None:
+        return _Diagonal(d)
     op = _Operator(M, n_threads, "M")
     op.settle(dtype)
     if op.op is not None:
@@ -387,6 +393,49 @@ def _psolve(A, M, shape, dtype: np.dtype, n_threads: int | None) -> Callable | N
         # M returned)
         return op(r, buf if not np.may_share_memory(r, buf) else np.empty(shape[0], dtype))
     return apply
+
+
+def _diagonal(M, n: int, dtype: np.dtype) -> np.ndarray | None:
+    """The diagonal of a preconditioner that has nothing else (a scipy DIA matrix of offset
+    0 alone, or a CSR/CSC one with one entry per row, on the diagonal: what
+    ``scipy.sparse.diags(1 / A.diagonal())`` makes), as a C-contiguous vector of the
+    solve's dtype; None for any other (or values the dtype cannot hold)."""
+    if not (sp.issparse(M) or isinstance(M, CSR)) or not (
+            M.dtype.kind in "biufc" and np.result_type(M.dtype, dtype) == dtype):
+        return None
+    fmt = "csr" if isinstance(M, CSR) else M.format
+    if fmt == "dia":
+        offsets = np.asarray(M.offsets)
+        if offsets.shape != (1,) or offsets[0] != 0 or M.data.ndim != 2:
+            return None
+        d = np.zeros(n, dtype)
+        m = min(n, M.data.shape[1])
+        d[:m] = M.data[0, :m]
+        return d
+    if fmt not in ("csr", "csc"):
+        return None
+    steps = np.arange(n + 1)
+    if (len(M.indptr) != n + 1 or len(M.indices) < n or len(M.data) < n
+            or not np.array_equal(M.indptr, steps)
+            or not np.array_equal(M.indices[:n], steps[:n])):
+        return None
+    return np.ascontiguousarray(M.data[:n], dtype=dtype)
+
+
+class _Diagonal:
+    """A diagonal preconditioner ``z = d * r``: as a plain ``psolve`` (a new array), and
+    :meth:`fused` for the solve's steps (into a kept buffer, with ``vdot(r, z)`` from the
+    same pass)."""
+
+    def __init__(self, d: np.ndarray):
+        self.d = d
+        self.buf = np.empty_like(d)
+
+    def __call__(self, r):
+        return self.d * np.asarray(r).reshape(self.d.shape)
+
+    def fused(self, r: np.ndarray, n_threads: int):
+        return self.buf, _krylov.diag_apply(self.buf, self.d, r, n_threads)
 
 
 def _start(x0, b: np.ndarray, psolve, n: int, dtype: np.dtype, shape) -> np.ndarray:
@@ -475,9 +524,15 @@ def _minres(op: _Operator, b: np.ndarray, x: np.ndarray, zero_start: bool, rtol,
         spare = r1 if r1 is not r2 else np.empty(n, dtype)
         r1 = r2
         r2 = ynew
-        y = precondition(r2)
         oldb = beta
-        beta = yy if psolve is None else inner(r2, y)
+        if psolve is None:
+            y, beta = r2, yy
+        elif isinstance(psolve, _Diagonal):
+            y, beta = psolve.fused(r2, nt)
+            beta = f64(beta)
+        else:
+            y = precondition(r2)
+            beta = inner(r2, y)
         if beta < 0:
             raise ValueError("non-symmetric matrix")
         beta = f64(math.sqrt(beta))

@@ -64,6 +64,19 @@ def test_cg_update(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_diag_apply(dtype, n):
+    rng = np.random.default_rng(n + 3)
+    d, r = _vec(rng, n, dtype), _vec(rng, n, dtype)
+    z = np.empty_like(r)
+    rho = _krylov.diag_apply(z, d, r, 2)
+    np.testing.assert_allclose(z, d * r, rtol=_tol(dtype), atol=_tol(dtype))
+    want = np.vdot(r.astype(np.complex128), z.astype(np.complex128))
+    assert abs(rho - want) <= 1e-12 * max(1.0, float(np.abs(r).astype(float) @
+                                                     np.abs(z).astype(float)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_sums_do_not_depend_on_the_thread_count(dtype):
     rng = np.random.default_rng(5)
     n = 7 * CHUNK + 123
@@ -74,7 +87,9 @@ def test_sums_do_not_depend_on_the_thread_count(dtype):
         d = _krylov.dot(p, q, threads)
         _krylov.xpby(p, q, 0.5, threads)
         rr = _krylov.cg_update(x, r, p, q, 0.25, threads)
-        results.append((d, rr, x.tobytes(), r.tobytes(), p.tobytes()))
+        z = np.empty_like(x)
+        rho = _krylov.diag_apply(z, p, r, threads)
+        results.append((d, rr, rho, x.tobytes(), r.tobytes(), p.tobytes(), z.tobytes()))
     assert all(res == results[0] for res in results[1:])
 
 

@@ -90,7 +90,9 @@ def _krylov_call(n):
     a = _krylov.minres_a(q, p, r, 0.1, 0.2, True, n)
     b = _krylov.minres_b(q, r, 0.3, n)
     c = _krylov.minres_c(w, p, q, r, x, x, 0.1, 0.2, 0.3, 0.4, n)
-    return np.concatenate([x, r, p, q, w, [d, rr, a, b, c]])
+    z = np.empty_like(x)
+    e = _krylov.diag_apply(z, p, r, n)
+    return np.concatenate([x, r, p, q, w, z, [d, rr, a, b, c, e]])
 
 
 @pytest.mark.parametrize("call", [_spmm_call, _spmv_call, _spmm_t_call, _sddmm_call, _tlr_call,
