@@ -272,4 +272,66 @@ static void ws_kry_diag_##sfx(R *z, const R *d, const R *r, ptrdiff_t n, int cx,
 WS_KRY_DIAG(float, f)
 WS_KRY_DIAG(double, d)
 
+/* BiCGSTAB (real vectors; scipy's bicgstab with vdot for complex ones runs as it is). */
+#define WS_KRY_BICG(R, sfx)                                                                     \
+/* p = ((p - omega v) beta) + r, scipy's three in-place steps in one pass */                    \
+static void ws_kry_bicg_p_##sfx(R *p, const R *r, const R *v, ptrdiff_t n, double beta,        \
+                                double omega, int nth)                                          \
+{                                                                                               \
+    const R be = (R)beta, om = (R)omega;                                                        \
+    ptrdiff_t i;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (i = 0; i < n; i++) p[i] = ((p[i] - om * v[i]) * be) + r[i];                            \
+}                                                                                               \
+                                                                                                \
+/* x = (x + alpha phat) + omega shat */                                                         \
+static void ws_kry_bicg_x_##sfx(R *x, const R *ph, const R *sh, ptrdiff_t n, double alpha,     \
+                                double omega, int nth)                                          \
+{                                                                                               \
+    const R al = (R)alpha, om = (R)omega;                                                       \
+    ptrdiff_t i;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (i = 0; i < n; i++) x[i] = (x[i] + al * ph[i]) + om * sh[i];                            \
+}                                                                                               \
+                                                                                                \
+/* res = (a . b, a . a) */                                                                      \
+static void ws_kry_dot2_##sfx(const R *a, const R *b, ptrdiff_t n, double *part, double *res,  \
+                              int nth)                                                          \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    ptrdiff_t k;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (k = 0; k < nch; k++) {                                                                 \
+        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        part[2 * k] = ws_kry_rdot_##sfx(a + i0, b + i0, m);                                     \
+        part[2 * k + 1] = ws_kry_rdot_##sfx(a + i0, a + i0, m);                                 \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, 1, res);                                                  \
+}                                                                                               \
+                                                                                                \
+/* r -= omega t; res = (r . r, rt . r) of the new r */                                          \
+static void ws_kry_bicg_r_##sfx(R *r, const R *t, const R *rt, ptrdiff_t n, double omega,      \
+                                double *part, double *res, int nth)                             \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    const R om = (R)omega;                                                                      \
+    ptrdiff_t k;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (k = 0; k < nch; k++) {                                                                 \
+        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        R *rc = r + i0;                                                                         \
+        const R *tc = t + i0;                                                                   \
+        ptrdiff_t i;                                                                            \
+        for (i = 0; i < m; i++) rc[i] = rc[i] - om * tc[i];                                     \
+        part[2 * k] = ws_kry_rdot_##sfx(rc, rc, m);                                             \
+        part[2 * k + 1] = ws_kry_rdot_##sfx(rt + i0, rc, m);                                    \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, 1, res);                                                  \
+}
+
+WS_KRY_BICG(float, f)
+WS_KRY_BICG(double, d)
+
 #endif

@@ -54,6 +54,22 @@ cdef extern from "_krylov.h" nogil:
                        double *part, double *res, int nth)
     void ws_kry_diag_d(double *z, const double *d, const double *r, Py_ssize_t n, int cx,
                        double *part, double *res, int nth)
+    void ws_kry_bicg_p_f(float *p, const float *r, const float *v, Py_ssize_t n, double beta,
+                         double omega, int nth)
+    void ws_kry_bicg_p_d(double *p, const double *r, const double *v, Py_ssize_t n,
+                         double beta, double omega, int nth)
+    void ws_kry_bicg_x_f(float *x, const float *ph, const float *sh, Py_ssize_t n,
+                         double alpha, double omega, int nth)
+    void ws_kry_bicg_x_d(double *x, const double *ph, const double *sh, Py_ssize_t n,
+                         double alpha, double omega, int nth)
+    void ws_kry_dot2_f(const float *a, const float *b, Py_ssize_t n, double *part,
+                       double *res, int nth)
+    void ws_kry_dot2_d(const double *a, const double *b, Py_ssize_t n, double *part,
+                       double *res, int nth)
+    void ws_kry_bicg_r_f(float *r, const float *t, const float *rt, Py_ssize_t n,
+                         double omega, double *part, double *res, int nth)
+    void ws_kry_bicg_r_d(double *r, const double *t, const double *rt, Py_ssize_t n,
+                         double omega, double *part, double *res, int nth)
 
 # Elements per partial sum (fixed: the sums do not depend on the thread count).
 CHUNK = WS_KRY_CHUNK
@@ -299,3 +315,92 @@ def diag_apply(cnp.ndarray z not None, cnp.ndarray d not None, cnp.ndarray r not
                           res, nth)
     free(part)
     return complex(res[0], res[1]) if cx else res[0]
+
+
+# -- BiCGSTAB (real vectors) -------------------------------------------------------------
+
+def bicg_p(cnp.ndarray p not None, cnp.ndarray r not None, cnp.ndarray v not None,
+           double beta, double omega, int n_threads=1):
+    """``p = ((p - omega * v) * beta) + r`` in place (real vectors)."""
+    cdef int k = _real(p, "p")
+    _real(r, "r", p)
+    _real(v, "v", p)
+    _writeable(p, "p")
+    cdef Py_ssize_t n = p.shape[0]
+    cdef int nth = _team(n_threads, n)
+    cdef void *pp = cnp.PyArray_DATA(p)
+    cdef const void *pr = cnp.PyArray_DATA(r)
+    cdef const void *pv = cnp.PyArray_DATA(v)
+    with nogil:
+        if k == 0:
+            ws_kry_bicg_p_f(<float *>pp, <const float *>pr, <const float *>pv, n, beta, omega,
+                            nth)
+        else:
+            ws_kry_bicg_p_d(<double *>pp, <const double *>pr, <const double *>pv, n, beta,
+                            omega, nth)
+
+
+def bicg_x(cnp.ndarray x not None, cnp.ndarray phat not None, cnp.ndarray shat not None,
+           double alpha, double omega, int n_threads=1):
+    """``x = (x + alpha * phat) + omega * shat`` in place (real vectors)."""
+    cdef int k = _real(x, "x")
+    _real(phat, "phat", x)
+    _real(shat, "shat", x)
+    _writeable(x, "x")
+    cdef Py_ssize_t n = x.shape[0]
+    cdef int nth = _team(n_threads, n)
+    cdef void *px = cnp.PyArray_DATA(x)
+    cdef const void *pph = cnp.PyArray_DATA(phat)
+    cdef const void *psh = cnp.PyArray_DATA(shat)
+    with nogil:
+        if k == 0:
+            ws_kry_bicg_x_f(<float *>px, <const float *>pph, <const float *>psh, n, alpha,
+                            omega, nth)
+        else:
+            ws_kry_bicg_x_d(<double *>px, <const double *>pph, <const double *>psh, n, alpha,
+                            omega, nth)
+
+
+def dot2(cnp.ndarray a not None, cnp.ndarray b not None, int n_threads=1):
+    """``(a . b, a . a)`` in one pass (real vectors; each summed as :func:`dot`)."""
+    cdef int k = _real(a, "a")
+    _real(b, "b", a)
+    cdef Py_ssize_t n = a.shape[0]
+    cdef int nth = _team(n_threads, n)
+    cdef double res[2]
+    cdef double *part = _parts(n)
+    cdef const void *pa = cnp.PyArray_DATA(a)
+    cdef const void *pb = cnp.PyArray_DATA(b)
+    with nogil:
+        if k == 0:
+            ws_kry_dot2_f(<const float *>pa, <const float *>pb, n, part, res, nth)
+        else:
+            ws_kry_dot2_d(<const double *>pa, <const double *>pb, n, part, res, nth)
+    free(part)
+    return res[0], res[1]
+
+
+def bicg_r(cnp.ndarray r not None, cnp.ndarray t not None, cnp.ndarray rtilde not None,
+           double omega, int n_threads=1):
+    """``r -= omega * t`` in place; returns ``(r . r, rtilde . r)`` of the new ``r`` (real
+    vectors)."""
+    cdef int k = _real(r, "r")
+    _real(t, "t", r)
+    _real(rtilde, "rtilde", r)
+    _writeable(r, "r")
+    cdef Py_ssize_t n = r.shape[0]
+    cdef int nth = _team(n_threads, n)
+    cdef double res[2]
+    cdef double *part = _parts(n)
+    cdef void *pr = cnp.PyArray_DATA(r)
+    cdef const void *pt = cnp.PyArray_DATA(t)
+    cdef const void *prt = cnp.PyArray_DATA(rtilde)
+    with nogil:
+        if k == 0:
+            ws_kry_bicg_r_f(<float *>pr, <const float *>pt, <const float *>prt, n, omega, part,
+                            res, nth)
+        else:
+            ws_kry_bicg_r_d(<double *>pr, <const double *>pt, <const double *>prt, n, omega,
+                            part, res, nth)
+    free(part)
+    return res[0], res[1]

@@ -514,3 +514,125 @@ def test_minres_random_systems_match_scipy(n, seed, shift, start, gap):
         test1 = np.linalg.norm(r) / (norm_a * np.linalg.norm(x1) + 1e-300)
         test2 = np.linalg.norm(shifted @ r) / (norm_a * np.linalg.norm(r) + 1e-300)
         assert min(test1, test2) <= 1e-5 or i1 == 5 * n
+
+
+# -- bicgstab ---------------------------------------------------------------------------
+
+from wsesparse.linalg import bicgstab  # noqa: E402
+
+
+def _nonsymmetric(n, seed=0, density=0.05, scale=0.15, dtype=np.float64):
+    """A sparse nonsymmetric matrix near 4 I (diagonally dominant): BiCGSTAB converges in
+    few, smooth steps, so rounding cannot move its stopping step (on harder systems its
+    erratic steps amplify rounding differences as scipy's own runs do)."""
+    rng = np.random.default_rng(seed)
+    R = sp.random(n, n, density=density, format="csr", random_state=rng,
+                  data_rvs=rng.standard_normal)
+    return sp.csr_array(R * scale + sp.diags_array(np.full(n, 4.0))).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bicgstab_same_iterations_and_iterates_as_scipy(dtype):
+    A = _nonsymmetric(300, dtype=dtype)
+    b = _vector(300, dtype)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    x0, i0, seen0 = _counted(sla.bicgstab, A, b, rtol=rtol)
+    x1, i1, seen1 = _counted(bicgstab, A, b, rtol=rtol)
+    assert (i1, len(seen1)) == (i0, len(seen0)) and len(seen1) >= 3
+    assert x1.dtype == x0.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, c in zip(seen0, seen1):
+        np.testing.assert_allclose(c, a, rtol=tol, atol=tol * np.abs(a).max())
+
+
+@pytest.mark.parametrize("kind", ["csr", "csc", "coo", "CSR", "dense", "operator"])
+def test_bicgstab_operand_types(kind):
+    A = _nonsymmetric(150, seed=2)
+    op = {"csr": A, "csc": A.tocsc(), "coo": A.tocoo(), "CSR": wsesparse.CSR(A),
+          "dense": A.toarray(), "operator": sla.aslinearoperator(A)}[kind]
+    b = _vector(150, np.float64)
+    x0, i0 = sla.bicgstab(A, b, rtol=1e-10)
+    x1, i1 = bicgstab(op, b, rtol=1e-10)
+    assert i1 == i0 == 0
+    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12)
+
+
+def test_bicgstab_options_as_scipy():
+    A = _nonsymmetric(200, seed=6)
+    b = _vector(200, np.float64)
+    x0 = _vector(200, np.float64, seed=9)
+    d = 1 / A.diagonal()
+    cases = [dict(x0=x0), dict(x0=x0.reshape(200, 1)), dict(M=sp.diags_array(d)),
+             dict(M=sp.diags_array(d), x0="Mb"), dict(M=sla.aslinearoperator(sp.diags_array(d))),
+             dict(M=np.diag(d)), dict(maxiter=2), dict(atol=1e-3, rtol=0.0),
+             dict(rtol=1e-13),
+             # (a product M: two of its outputs, phat and shat, live at once; a dense M
+             # gave both in one buffer in a first version)
+             dict(M=sp.csr_array(sp.diags_array([0.01 * d[1:], d, 0.02 * d[1:]],
+                                                offsets=[-1, 0, 1])))]
+    for kw in cases:
+        r0 = _counted(sla.bicgstab, A, b, **kw)
+        r1 = _counted(bicgstab, A, b, **kw)
+        assert r1[1] == r0[1] and len(r1[2]) == len(r0[2]), kw
+        np.testing.assert_allclose(r1[0], r0[0], rtol=1e-9, atol=1e-12, err_msg=str(kw))
+
+
+def test_bicgstab_early_exits_and_breakdowns_as_scipy():
+    n = 40
+    b = _vector(n, np.float64)
+    skew = sp.csr_array(sp.diags_array([np.ones(n - 1), -np.ones(n - 1)], offsets=[1, -1]))
+    for A in (sp.eye_array(n).tocsr(), 2.5 * sp.eye_array(n).tocsr(), sp.csr_array((n, n))):
+        with np.errstate(all="ignore"):
+            x0, i0, s0 = _counted(sla.bicgstab, A, b)
+            x1, i1, s1 = _counted(bicgstab, A, b)
+        assert i1 == i0 and len(s1) == len(s0), (A.toarray()[:2, :2], i0, i1)
+        np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12)
+    # (skew-symmetric: the iterates blow up to 1e16 and rounding moves the step of the
+    # omega breakdown; the breakdown itself is scipy's)
+    with np.errstate(all="ignore"):
+        assert bicgstab(skew, b)[1] == sla.bicgstab(skew, b)[1] == -11
+    x, info = bicgstab(_nonsymmetric(n), np.zeros(n))
+    assert info == 0 and not x.any()
+
+
+def test_bicgstab_complex_runs_scipys():
+    A = (_nonsymmetric(60, seed=3) * (1 + 0.5j)).astype(np.complex128)
+    b = _vector(60, np.complex128)
+    x0, i0 = sla.bicgstab(A, b, rtol=1e-10)
+    x1, i1 = bicgstab(A, b, rtol=1e-10)
+    assert i1 == i0 == 0 and x1.dtype == np.complex128
+    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12)
+
+
+def test_bicgstab_the_same_bits_with_any_thread_count():
+    A = _nonsymmetric(150_000, density=5 / 150_000, seed=4)
+    b = _vector(A.shape[0], np.float64)
+    runs = [bicgstab(A, b, maxiter=8, rtol=1e-30, n_threads=t)[0] for t in (1, 2, 3)]
+    assert all(np.array_equal(runs[0], r) for r in runs[1:])
+
+
+def test_bicgstab_errors():
+    A = _nonsymmetric(10)
+    b = np.ones(10)
+    with pytest.raises(ValueError, match="expected square matrix"):
+        bicgstab(sp.csr_array((3, 4)), np.ones(3))
+    with pytest.raises(ValueError, match=r"and b \(9,\) are incompatible"):
+        bicgstab(A, np.ones(9))
+    with pytest.raises(ValueError, match="invalid `atol`"):
+        bicgstab(A, b, atol=-1)
+    with pytest.raises(ValueError, match="matrix and preconditioner have different shapes"):
+        bicgstab(A, b, M=sp.eye_array(9))
+    with pytest.raises(ValueError, match="n_threads"):
+        bicgstab(A, b, n_threads=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2 ** 16), start=st.booleans())
+def test_bicgstab_random_systems_match_scipy(n, seed, start):
+    A = _nonsymmetric(n, seed=seed, density=0.3, scale=0.3)
+    b = _vector(n, np.float64, seed=seed + 1)
+    kw = dict(x0=_vector(n, np.float64, seed=seed + 2)) if start else {}
+    x0, i0, s0 = _counted(sla.bicgstab, A, b, rtol=1e-10, **kw)
+    x1, i1, s1 = _counted(bicgstab, A, b, rtol=1e-10, **kw)
+    assert i1 == i0 and len(s1) == len(s0)
+    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(x0).max()))

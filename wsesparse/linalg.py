@@ -1,13 +1,14 @@
 """Krylov solvers whose whole iteration runs on the library's kernels.
 
-Under ``accelerated()`` only the product of ``scipy.sparse.linalg.cg`` is ours; the vector
-work between products (two dot products, a norm and three scaled additions an iteration,
-each a numpy call on one thread that writes a temporary for ``alpha * p``) stays numpy's.
-On a 1,000 x 1,000 Poisson matrix it takes more than half of an iteration on 2 cores, and
-on 16 cores it is what kept cg near 2x whatever the product cost (docs/accelerate.md,
-"Whole solvers"). :func:`cg` here is scipy's algorithm, step for step, with the product on a
-prepared :class:`~wsesparse.CSR` and the vector work in OpenMP kernels that read and write
-each vector once a step.
+Under ``accelerated()`` only the products of ``scipy.sparse.linalg.cg`` and ``minres`` are
+ours; the vector work between them (for cg two dot products, a norm and three scaled
+additions an iteration, each a numpy call on one thread, ``alpha * p`` written to a
+temporary first; about a dozen such calls for minres) stays numpy's. On a 1,000 x 1,000
+Poisson matrix it takes more than half of a cg iteration on 2 cores, and on 16 cores it
+kept cg near 2x scipy whatever the product cost (docs/solvers.md). :func:`cg`,
+:func:`minres` and :func:`bicgstab` here are scipy's algorithms, step for step, with the product on a prepared
+:class:`~wsesparse.CSR` and the vector work in OpenMP kernels (``_kernels/_krylov.h``) that
+read and write each vector once a step.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 from wsesparse.matmul import sparse_matmul
 
-__all__ = ["cg", "minres"]
+__all__ = ["bicgstab", "cg", "minres"]
 
 # scipy.sparse.linalg's rule for the dtype of the solution (make_system's coerce): the
 # matrix's and b's kinds, anything not floating taken as float64.
@@ -173,9 +174,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     """
     if n_threads is not None:
         resolve_n_threads(n_threads)  # (checked here, before any work)
-    if atol is None or isinstance(atol, str) or not atol >= 0:
-        raise ValueError(f"'wsesparse.linalg.cg' called with invalid `atol`={atol}; if set, "
-                         "`atol` must be a real, non-negative number.")
+    _check_atol(atol, "cg")
     op = _Operator(A, n_threads)
     n = op.shape[0]
     b = _vector(b, n, "b", op.shape)
@@ -254,6 +253,151 @@ def _preconditioned(z, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...]) -
     if any(np.may_share_memory(z, a) for a in avoid):
         z = z.copy()
     return z
+
+
+def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
+             maxiter: int | None = None, M=None,
+             callback: Callable[[np.ndarray], object] | None = None,
+             n_threads: int | None = None) -> tuple[np.ndarray, int]:
+    """Solve ``A x = b`` by BiCGSTAB, as ``scipy.sparse.linalg.bicgstab`` does, on the
+    library's kernels.
+
+    scipy's algorithm step for step (its breakdown tests and return codes), the same
+    arguments, iterations and results to rounding, for a general (nonsymmetric) square
+    ``A``. Its two products run on a prepared :class:`~wsesparse.CSR`, and the vector
+    work of a step (in scipy two norms, four dot products and seven scaled additions,
+    each a numpy call on one thread) in five OpenMP passes that return the inner products
+    the step needs. Sums are taken in fixed chunks: the same bits with any thread count.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix or array, CSR, ndarray or LinearOperator
+        The n x n matrix. Do not change it while the solve runs.
+    b : array_like of shape (n,) or (n, 1)
+        Right-hand side.
+    x0 : array_like of shape (n,) or (n, 1), or ``"Mb"``, optional
+        Starting guess (zeros by default).
+    rtol, atol : float
+        Convergence test ``norm(b - A x) <= max(rtol * norm(b), atol)``, as scipy's.
+    maxiter : int, optional
+        Iterations at most (default ``10 * n``).
+    M : sparse matrix, ndarray or LinearOperator, optional
+        Preconditioner, applied as :func:`cg` applies its ``M``.
+    callback : callable, optional
+        ``callback(xk)`` after each iteration (the array the solve updates in place, as
+        scipy's).
+    n_threads : int, optional
+        Threads of the products and the vector kernels (default: each as
+        :func:`~wsesparse.sparse_matmul` chooses for its work).
+
+    Returns
+    -------
+    x : ndarray of shape (n,)
+        The solution.
+    info : int
+        0 on convergence, ``maxiter`` where it did not converge, -10 or -11 on scipy's
+        breakdowns (rho or omega below their tolerances).
+
+    Notes
+    -----
+    Real systems run here; complex ones run ``scipy.sparse.linalg.bicgstab`` itself, with
+    its products routed through :func:`wsesparse.accelerated`.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from wsesparse.linalg import bicgstab
+    >>> n = 50
+    >>> A = sp.diags([-1.0, 3.0, -1.5], [-1, 0, 1], shape=(n, n), format="csr")
+    >>> b = np.ones(n)
+    >>> x, info = bicgstab(A, b, rtol=1e-10)
+    >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-10 * np.linalg.norm(b))
+    (0, True)
+    """
+    if n_threads is not None:
+        resolve_n_threads(n_threads)
+    _check_atol(atol, "bicgstab")
+    op = _Operator(A, n_threads)
+    n = op.shape[0]
+    b = _vector(b, n, "b", op.shape)
+    if b.dtype.char not in _FLOATING:
+        b = b.astype("d")
+    a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
+    dtype = np.dtype(_solution_char(a_char, b.dtype.char))
+    if dtype.kind == "c":
+        from scipy.sparse.linalg import bicgstab as scipy_bicgstab
+        from wsesparse.accelerate import accelerated
+        with accelerated():
+            return scipy_bicgstab(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                                  callback=callback)
+    op.settle(dtype)
+    b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
+    psolve = _psolve(A, M, op.shape, dtype, n_threads)
+    x = _start(x0, b, psolve, n, dtype, op.shape)
+
+    nt = _threads(n_threads, n)
+    bnrm2 = math.sqrt(_krylov.dot(b, b, nt))
+    atol = max(float(atol), float(rtol) * bnrm2)
+    if bnrm2 == 0:
+        return b, 0
+    if maxiter is None:
+        maxiter = n * 10
+    f64 = np.float64
+    rhotol = f64(np.finfo(dtype).eps) ** 2
+    omegatol = rhotol
+
+    v, t = np.empty(n, dtype), np.empty(n, dtype)
+    r = np.ascontiguousarray(b - op(x, v)) if x.any() else b.copy()
+    rtilde = r.copy()
+    rr = rho = f64(_krylov.dot(r, r, nt))  # (rtilde is r: rtilde . r is r . r, bit for bit)
+    p = None
+    rho_prev = omega = alpha = None
+
+    def preconditioned(u, avoid):
+        return u if psolve is None else _preconditioned(psolve(u), n, dtype, avoid)
+
+    for iteration in range(maxiter):
+        if math.sqrt(rr) < atol:
+            return x, 0
+        nt = _threads(n_threads, n)
+        if abs(rho) < rhotol:  # rho breakdown
+            return x, -10
+        if iteration > 0:
+            if abs(omega) < omegatol:  # omega breakdown
+                return x, -11
+            beta = (rho / rho_prev) * (alpha / omega)
+            _krylov.bicg_p(p, r, v, beta, omega, nt)
+        else:
+            p = r.copy()
+        phat = preconditioned(p, (v, t))
+        op(phat, v)
+        rv = f64(_krylov.dot(rtilde, v, nt))
+        if rv == 0:
+            return x, -11
+        alpha = rho / rv
+        ss = f64(_krylov.minres_b(r, v, alpha, nt))  # r -= alpha v, |r|^2 (scipy's s is r)
+        if math.sqrt(ss) < atol:
+            _krylov.bicg_x(x, phat, phat, alpha, 0.0, nt)
+            return x, 0
+        shat = preconditioned(r, (v, t, x))
+        op(shat, t)
+        ts, tt = _krylov.dot2(t, r, nt)
+        omega = f64(ts) / f64(tt)
+        _krylov.bicg_x(x, phat, shat, alpha, omega, nt)
+        rr, rho_next = _krylov.bicg_r(r, t, rtilde, omega, nt)
+        rr = f64(rr)
+        rho_prev, rho = rho, f64(rho_next)
+        if callback:
+            callback(x)
+    return x, maxiter
+
+
+def _check_atol(atol, name: str) -> None:
+    """scipy's check of ``atol`` (a NaN, which scipy takes and then runs to maxiter, is
+    refused too)."""
+    if atol is None or isinstance(atol, str) or not atol >= 0:
+        raise ValueError(f"'wsesparse.linalg.{name}' called with invalid `atol`={atol}; if "
+                         "set, `atol` must be a real, non-negative number.")
 
 
 def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
@@ -386,12 +530,14 @@ def _psolve(A, M, shape, dtype: np.dtype, n_threads: int | None) -> Callable | N
     op.settle(dtype)
     if op.op is not None:
         return op.op.matvec
-    buf = np.empty(shape[0], dtype)
+    # Two buffers in turn: bicgstab keeps two outputs at once (phat, shat), and scipy's
+    # check=True applies M to what M returned.
+    bufs = [np.empty(shape[0], dtype), np.empty(shape[0], dtype)]
 
     def apply(r):
-        # (a fresh buffer where r is the last output: scipy's check=True applies M to what
-        # M returned)
-        return op(r, buf if not np.may_share_memory(r, buf) else np.empty(shape[0], dtype))
+        bufs.reverse()
+        out = bufs[0]
+        return op(r, out if not np.may_share_memory(r, out) else np.empty(shape[0], dtype))
     return apply
 
 

@@ -209,3 +209,44 @@ def test_none_is_refused_before_any_read():
     with pytest.raises(TypeError):
         _krylov.minres_c(np.ones(3), None, np.ones(3), np.ones(3), np.ones(3), np.ones(3),
                          0, 0, 1, 1)
+
+
+# -- the BiCGSTAB passes (real vectors) ---------------------------------------------------
+
+@pytest.mark.parametrize("dtype", REAL)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_bicgstab_passes(dtype, n):
+    rng = np.random.default_rng(n + 11)
+    p, r, v, x, t, rt = (_vec(rng, n, dtype) for _ in range(6))
+    tol = _tol(dtype)
+    pp = p.copy()
+    _krylov.bicg_p(pp, r, v, 0.7, -0.3, 2)
+    np.testing.assert_allclose(pp, ((p - dtype(-0.3) * v) * dtype(0.7)) + r, rtol=tol, atol=tol)
+    xx = x.copy()
+    _krylov.bicg_x(xx, p, v, 0.4, 1.5, 2)
+    np.testing.assert_allclose(xx, (x + dtype(0.4) * p) + dtype(1.5) * v, rtol=tol, atol=tol)
+    ab, aa = _krylov.dot2(t, r, 2)
+    t64, r64 = t.astype(np.float64), r.astype(np.float64)
+    assert ab == pytest.approx(float(t64 @ r64), rel=1e-12, abs=1e-12)
+    assert aa == pytest.approx(float(t64 @ t64), rel=1e-12, abs=1e-300)
+    rr_ = r.copy()
+    sq, rho = _krylov.bicg_r(rr_, t, rt, 0.25, 2)
+    np.testing.assert_allclose(rr_, r - dtype(0.25) * t, rtol=tol, atol=tol)
+    new = rr_.astype(np.float64)
+    assert sq == pytest.approx(float(new @ new), rel=1e-12, abs=1e-300)
+    assert rho == pytest.approx(float(rt.astype(np.float64) @ new), rel=1e-12, abs=1e-12)
+
+
+def test_bicgstab_passes_do_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(12)
+    n = 5 * CHUNK + 31
+    vecs = [rng.standard_normal(n) for _ in range(4)]
+    results = []
+    for threads in (1, 2, 4):
+        p, r, v, rt = (a.copy() for a in vecs)
+        _krylov.bicg_p(p, r, v, 0.7, 0.2, threads)
+        _krylov.bicg_x(r, p, v, 0.1, 0.3, threads)
+        d = _krylov.dot2(p, r, threads)
+        e = _krylov.bicg_r(r, v, rt, 0.5, threads)
+        results.append((d, e, p.tobytes(), r.tobytes()))
+    assert all(res == results[0] for res in results[1:])

@@ -92,7 +92,11 @@ def _krylov_call(n):
     c = _krylov.minres_c(w, p, q, r, x, x, 0.1, 0.2, 0.3, 0.4, n)
     z = np.empty_like(x)
     e = _krylov.diag_apply(z, p, r, n)
-    return np.concatenate([x, r, p, q, w, z, [d, rr, a, b, c, e]])
+    _krylov.bicg_p(p, r, q, 0.5, 0.25, n)
+    _krylov.bicg_x(x, p, q, 0.5, 0.25, n)
+    f = _krylov.dot2(p, q, n)
+    g = _krylov.bicg_r(r, q, p, 0.5, n)
+    return np.concatenate([x, r, p, q, w, z, [d, rr, a, b, c, e, *f, *g]])
 
 
 @pytest.mark.parametrize("call", [_spmm_call, _spmv_call, _spmm_t_call, _sddmm_call, _tlr_call,
