@@ -1,14 +1,14 @@
 """Krylov solvers whose whole iteration runs on the library's kernels.
 
-Under ``accelerated()`` only the products of ``scipy.sparse.linalg.cg`` and ``minres`` are
-ours; the vector work between them (for cg two dot products, a norm and three scaled
-additions an iteration, each a numpy call on one thread, ``alpha * p`` written to a
-temporary first; about a dozen such calls for minres) stays numpy's. On a 1,000 x 1,000
-Poisson matrix it takes more than half of a cg iteration on 2 cores, and on 16 cores it
-kept cg near 2x scipy whatever the product cost (docs/solvers.md). :func:`cg`,
-:func:`minres` and :func:`bicgstab` here are scipy's algorithms, step for step, with the product on a prepared
-:class:`~wsesparse.CSR` and the vector work in OpenMP kernels (``_kernels/_krylov.h``) that
-read and write each vector once a step.
+Under ``accelerated()`` only the products of scipy's Krylov solvers are ours; the vector
+work between them (for cg two dot products, a norm and three scaled additions an
+iteration, each a numpy call on one thread, ``alpha * p`` written to a temporary first;
+about a dozen such calls for minres and bicgstab) stays numpy's. On a 1,000 x 1,000 Poisson
+matrix it takes more than half of a cg iteration on 2 cores, and on 16 cores it kept cg
+near 2x scipy whatever the product cost (docs/solvers.md). :func:`cg`, :func:`minres` and
+:func:`bicgstab` here are scipy's algorithms, step for step, with the products on a
+prepared :class:`~wsesparse.CSR` and the vector work in OpenMP kernels
+(``_kernels/_krylov.h``) that read and write each vector once a step.
 """
 
 from __future__ import annotations
