@@ -87,11 +87,13 @@ def _extensions() -> list[Extension]:
     for pyx in sorted(glob("_kernels/*.pyx")):
         name = Path(pyx).stem
         extra = []
-        if (any(h == "_axpy_tiles.h" or h.startswith("_tiles_") for h in _headers(pyx))
+        if (any(h in ("_axpy_tiles.h", "_krylov.h") or h.startswith("_tiles_")
+                for h in _headers(pyx))
                 and sys.platform != "win32"):
             # The kernels of _axpy_tiles.h (_tiles_*.h) write their fused multiply-adds out:
             # GCC's own contraction fused the same line in one inlined copy and
-            # not in another, so one row could sum to different bits.
+            # not in another, so one row could sum to different bits. _krylov.h's updates
+            # round as numpy's two steps do (alpha * p, then the sum), which GCC fused.
             extra = ["-ffp-contract=off"]
         exts.append(
             Extension(

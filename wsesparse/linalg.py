@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
-from wsesparse._checks import check_real
+from wsesparse._checks import check_real, renamed
 from wsesparse._kernels import _krylov
 from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
@@ -74,8 +74,13 @@ class _Operator:
             self.op = aslinearoperator(A)
         elif type(A) is np.ndarray:
             self.dense = A
+        elif isinstance(A, CSR):
+            self.sparse = A
         else:
-            self.sparse = A if isinstance(A, CSR) else CSR(A)
+            try:
+                self.sparse = CSR(A)
+            except (TypeError, ValueError) as exc:  # (its messages say "A")
+                raise renamed(exc, self.name) from None
 
     def __call__(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
         if self.sparse is not None:
@@ -182,11 +187,15 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
         b = b.astype("d")
     a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
+    start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
+    if dtype.char not in _FLOATING:
+        return _scipy_solver("cg", A, b, x0, M, callback, rtol=rtol, atol=atol,
+                             maxiter=maxiter)
     op.settle(dtype)
     b = np.asarray(b, dtype=dtype).ravel()
 
     psolve = _psolve(A, M, op.shape, dtype, n_threads)
-    x = _start(x0, b, psolve, n, dtype, op.shape)
+    x = _start(start, b, psolve, n, dtype, op.shape)
 
     bnrm2 = math.sqrt(_krylov.dot(np.ascontiguousarray(b), np.ascontiguousarray(b),
                                   _threads(n_threads, n)).real)
@@ -266,8 +275,8 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     arguments, iterations and results to rounding, for a general (nonsymmetric) square
     ``A``. Its two products run on a prepared :class:`~wsesparse.CSR`, and the vector
     work of a step (in scipy two norms, four dot products and seven scaled additions,
-    each a numpy call on one thread) in five OpenMP passes that return the inner products
-    the step needs. Sums are taken in fixed chunks: the same bits with any thread count.
+    each a numpy call on one thread) in six OpenMP passes, four of which also return the
+    inner products the step needs. Sums are taken in fixed chunks: the same bits with any thread count.
 
     Parameters
     ----------
@@ -300,8 +309,9 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
 
     Notes
     -----
-    Real systems run here; complex ones run ``scipy.sparse.linalg.bicgstab`` itself, with
-    its products routed through :func:`wsesparse.accelerated`.
+    Real systems run here; complex ones (and a longdouble solve, see :func:`cg`) run
+    ``scipy.sparse.linalg.bicgstab`` itself, with its products routed through
+    :func:`wsesparse.accelerated` (``n_threads`` is then only checked).
 
     Examples
     --------
@@ -324,16 +334,14 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         b = b.astype("d")
     a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
-    if dtype.kind == "c":
-        from scipy.sparse.linalg import bicgstab as scipy_bicgstab
-        from wsesparse.accelerate import accelerated
-        with accelerated():
-            return scipy_bicgstab(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                                  callback=callback)
+    start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
+    if dtype.char not in "fd":
+        return _scipy_solver("bicgstab", A, b, x0, M, callback, rtol=rtol, atol=atol,
+                             maxiter=maxiter)
     op.settle(dtype)
     b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
     psolve = _psolve(A, M, op.shape, dtype, n_threads)
-    x = _start(x0, b, psolve, n, dtype, op.shape)
+    x = _start(start, b, psolve, n, dtype, op.shape)
 
     nt = _threads(n_threads, n)
     bnrm2 = math.sqrt(_krylov.dot(b, b, nt))
@@ -354,7 +362,11 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     rho_prev = omega = alpha = None
 
     def preconditioned(u, avoid):
-        return u if psolve is None else _preconditioned(psolve(u), n, dtype, avoid)
+        if psolve is None:
+            return u
+        if isinstance(psolve, _Diagonal):
+            return psolve.fused(u, nt)[0]
+        return _preconditioned(psolve(u), n, dtype, avoid)
 
     for iteration in range(maxiter):
         if math.sqrt(rr) < atol:
@@ -377,7 +389,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         alpha = rho / rv
         ss = f64(_krylov.minres_b(r, v, alpha, nt))  # r -= alpha v, |r|^2 (scipy's s is r)
         if math.sqrt(ss) < atol:
-            _krylov.bicg_x(x, phat, phat, alpha, 0.0, nt)
+            x += alpha * phat  # (once a solve: numpy's, as scipy's; an inf stays inf)
             return x, 0
         shat = preconditioned(r, (v, t, x))
         op(shat, t)
@@ -485,14 +497,44 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
     a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
     shift = np.float64(check_real(shift, "shift", finite=False))
+    start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
     if show or dtype != np.float64:
         return _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check)
     op.settle(dtype)
     b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
     psolve = _psolve(A, M, op.shape, dtype, n_threads)
-    x = _start(x0, b, psolve, n, dtype, op.shape)
+    x = _start(start, b, psolve, n, dtype, op.shape)
     return _minres(op, b, x, x0 is None, rtol, shift, maxiter, psolve, callback, check,
                    n_threads)
+
+
+def _mb_start(x0, A, M, b, dtype: np.dtype, shape) -> tuple[object, np.dtype]:
+    """``x0="Mb"`` as scipy's make_system makes it: ``M @ b`` (b in the solve's dtype first,
+    through ``aslinearoperator(M)``, or ``A.psolve``), whose dtype then carries scipy's
+    whole solve: that start and the solve's dtype widened to hold it (a float32 system with
+    a float64 M is solved in float64, as scipy's is). Any other ``x0`` as it is."""
+    if not (isinstance(x0, str) and x0 == "Mb"):
+        return x0, dtype
+    bb = np.array(np.asarray(b, dtype=dtype).ravel())
+    if M is not None:
+        M = aslinearoperator(M)
+        if M.shape != shape:
+            raise ValueError("matrix and preconditioner have different shapes")
+        mb = np.asarray(M.matvec(bb))
+    elif hasattr(A, "psolve"):
+        mb = np.asarray(A.psolve(bb))
+    else:
+        return bb, dtype
+    return mb, np.result_type(mb.dtype, dtype)
+
+
+def _scipy_solver(name: str, A, b, x0, M, callback, **kwargs):
+    """scipy's solver ``name`` itself, products under ``accelerated()``: for what runs
+    only there (complex bicgstab, longdouble solves)."""
+    import scipy.sparse.linalg as sla
+    from wsesparse.accelerate import accelerated
+    with accelerated():
+        return getattr(sla, name)(A, b, x0, M=M, callback=callback, **kwargs)
 
 
 def _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check):
@@ -552,7 +594,8 @@ def _diagonal(M, n: int, dtype: np.dtype) -> np.ndarray | None:
     fmt = "csr" if isinstance(M, CSR) else M.format
     if fmt == "dia":
         offsets = np.asarray(M.offsets)
-        if offsets.shape != (1,) or offsets[0] != 0 or M.data.ndim != 2:
+        if (offsets.shape != (1,) or offsets[0] != 0 or M.data.ndim != 2
+                or M.data.shape[0] < 1):  # (a corrupt one: the checked path words it)
             return None
         d = np.zeros(n, dtype)
         m = min(n, M.data.shape[1])
@@ -569,19 +612,20 @@ def _diagonal(M, n: int, dtype: np.dtype) -> np.ndarray | None:
 
 
 class _Diagonal:
-    """A diagonal preconditioner ``z = d * r``: as a plain ``psolve`` (a new array), and
-    :meth:`fused` for the solve's steps (into a kept buffer, with ``vdot(r, z)`` from the
-    same pass)."""
+    """A diagonal preconditioner ``z = d * r`` in one OpenMP pass, into two buffers in turn
+    (bicgstab keeps two outputs at once): :meth:`fused` also returns ``vdot(r, z)`` from the
+    same pass; calling it (``x0="Mb"``, ``check=True``) gives a new array."""
 
     def __init__(self, d: np.ndarray):
         self.d = d
-        self.buf = np.empty_like(d)
+        self.bufs = [np.empty_like(d), np.empty_like(d)]
 
     def __call__(self, r):
         return self.d * np.asarray(r).reshape(self.d.shape)
 
     def fused(self, r: np.ndarray, n_threads: int):
-        return self.buf, _krylov.diag_apply(self.buf, self.d, r, n_threads)
+        self.bufs.reverse()
+        return self.bufs[0], _krylov.diag_apply(self.bufs[0], self.d, r, n_threads)
 
 
 def _start(x0, b: np.ndarray, psolve, n: int, dtype: np.dtype, shape) -> np.ndarray:
