@@ -334,4 +334,31 @@ static void ws_kry_bicg_r_##sfx(R *r, const R *t, const R *rt, ptrdiff_t n, doub
 WS_KRY_BICG(float, f)
 WS_KRY_BICG(double, d)
 
+/* GMRES's modified Gram-Schmidt, one step a pass (real vectors): w -= h vk, then u . w of
+ * the new w (u: the next basis vector, or w itself for |w|^2 after the last step). */
+#define WS_KRY_MGS(R, sfx)                                                                      \
+static double ws_kry_mgs_##sfx(R *w, const R *vk, const R *u, ptrdiff_t n, double h,           \
+                               double *part, int nth)                                           \
+{                                                                                               \
+    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
+    const R hh = (R)h;                                                                          \
+    double res[2];                                                                              \
+    ptrdiff_t k;                                                                                \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (k = 0; k < nch; k++) {                                                                 \
+        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
+        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+        R *wc = w + i0;                                                                         \
+        const R *vc = vk + i0;                                                                  \
+        ptrdiff_t i;                                                                            \
+        for (i = 0; i < m; i++) wc[i] = wc[i] - hh * vc[i];                                     \
+        part[k] = ws_kry_rdot_##sfx(u + i0, wc, m);                                             \
+    }                                                                                           \
+    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    return res[0];                                                                              \
+}
+
+WS_KRY_MGS(float, f)
+WS_KRY_MGS(double, d)
+
 #endif

@@ -70,6 +70,10 @@ cdef extern from "_krylov.h" nogil:
                          double omega, double *part, double *res, int nth)
     void ws_kry_bicg_r_d(double *r, const double *t, const double *rt, Py_ssize_t n,
                          double omega, double *part, double *res, int nth)
+    double ws_kry_mgs_f(float *w, const float *vk, const float *u, Py_ssize_t n, double h,
+                        double *part, int nth)
+    double ws_kry_mgs_d(double *w, const double *vk, const double *u, Py_ssize_t n, double h,
+                        double *part, int nth)
 
 # Elements per partial sum (fixed: the sums do not depend on the thread count).
 CHUNK = WS_KRY_CHUNK
@@ -404,3 +408,29 @@ def bicg_r(cnp.ndarray r not None, cnp.ndarray t not None, cnp.ndarray rtilde no
                             part, res, nth)
     free(part)
     return res[0], res[1]
+
+
+def mgs(cnp.ndarray w not None, cnp.ndarray vk not None, cnp.ndarray u not None, double h,
+        int n_threads=1):
+    """``w -= h * vk`` in place; returns ``u . w`` of the new ``w`` (``u`` may be ``w``:
+    then ``|w|^2``; real vectors)."""
+    cdef int k = _real(w, "w")
+    _real(vk, "vk", w)
+    _real(u, "u", w)
+    _writeable(w, "w")
+    cdef Py_ssize_t n = w.shape[0]
+    cdef int nth = _team(n_threads, n)
+    cdef double res
+    cdef double *part = _parts(n)
+    cdef void *pw = cnp.PyArray_DATA(w)
+    cdef const void *pv = cnp.PyArray_DATA(vk)
+    cdef const void *pu = cnp.PyArray_DATA(u)
+    with nogil:
+        if k == 0:
+            res = ws_kry_mgs_f(<float *>pw, <const float *>pv, <const float *>pu, n, h, part,
+                               nth)
+        else:
+            res = ws_kry_mgs_d(<double *>pw, <const double *>pv, <const double *>pu, n, h,
+                               part, nth)
+    free(part)
+    return res

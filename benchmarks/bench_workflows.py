@@ -6,10 +6,10 @@ scipy's own (``op="scipy"``), routed by ``wsesparse.accelerated()`` around the u
 made in the first timed call, lives as long as the block, from setup to teardown), or a
 prepared ``wsesparse.CSR`` handed to the routine as its
 LinearOperator inside the same block (``op="csr"``), as ``wsesparse bench --workflows``
-does; ``Krylov`` also times ``wsesparse.linalg``'s cg, minres and bicgstab on the scipy
-matrix (``op="linalg"``, no block). Sizes are a quarter of ``wsesparse bench --workflows``' defaults (Poisson 500x500, a
-50,000-node graph of degree 20, lsqr 50,000 x 12,500, logreg 12,500 documents) so that every
-setup and call takes about a second at most.
+does; ``Krylov`` also times ``wsesparse.linalg``'s cg, minres, bicgstab and gmres on the
+scipy matrix (``op="linalg"``, no block). Sizes are a quarter of ``wsesparse bench
+--workflows``' defaults (Poisson 500x500, a 50,000-node graph of degree 20, lsqr 50,000 x
+12,500, logreg 12,500 documents) so that every setup and call takes about a second at most.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ class _Block:
 
 
 class Krylov(_Block):
-    """cg and minres, 100 iterations, and bicgstab, 50 (two products each), on the 2-D
-    Poisson matrix (250,000 unknowns)."""
+    """cg and minres, 100 iterations, bicgstab, 50 (two products each), and gmres, 3
+    cycles of 20, on the 2-D Poisson matrix (250,000 unknowns)."""
 
     params = [OPS + ["linalg"]]
     param_names = ["op"]
@@ -71,6 +71,9 @@ class Krylov(_Block):
 
     def time_bicgstab(self, op):
         self.solvers.bicgstab(self.A, self.b, rtol=1e-30, maxiter=50)
+
+    def time_gmres(self, op):
+        self.solvers.gmres(self.A, self.b, rtol=1e-30, restart=20, maxiter=3)
 
 
 class Eigsh(_Block):

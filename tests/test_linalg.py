@@ -673,3 +673,125 @@ def test_bicgstab_random_systems_match_scipy(n, seed, start):
     x1, i1, s1 = _counted(bicgstab, A, b, rtol=1e-10, **kw)
     assert i1 == i0 and len(s1) == len(s0)
     np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(x0).max()))
+
+
+# -- gmres ------------------------------------------------------------------------------
+
+from wsesparse.linalg import gmres  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("callback_type", ["x", "pr_norm", "legacy"])
+def test_gmres_same_steps_as_scipy(dtype, callback_type):
+    A = _nonsymmetric(300, scale=0.3, dtype=dtype)
+    b = _vector(300, dtype)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    kw = dict(rtol=rtol, restart=5, callback_type=callback_type)
+    x0, i0, seen0 = _counted(sla.gmres, A, b, **kw)
+    x1, i1, seen1 = _counted(gmres, A, b, **kw)
+    assert (i1, len(seen1)) == (i0, len(seen0)) and len(seen1) >= 2
+    assert x1.dtype == x0.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    scale = max(float(np.abs(a).max()) for a in seen0)  # (residual norms fall to 1e-12 of it)
+    for a, c in zip(seen0, seen1):  # (iterates, or the residual norms of each step)
+        np.testing.assert_allclose(c, a, rtol=tol, atol=tol * scale)
+    np.testing.assert_allclose(x1, x0, rtol=tol, atol=tol * np.abs(x0).max())
+
+
+@pytest.mark.parametrize("kind", ["csr", "csc", "CSR", "dense", "operator"])
+def test_gmres_operand_types(kind):
+    A = _nonsymmetric(150, seed=2)
+    op = {"csr": A, "csc": A.tocsc(), "CSR": wsesparse.CSR(A), "dense": A.toarray(),
+          "operator": sla.aslinearoperator(A)}[kind]
+    b = _vector(150, np.float64)
+    x0, i0 = sla.gmres(A, b, rtol=1e-10)
+    x1, i1 = gmres(op, b, rtol=1e-10)
+    assert i1 == i0 == 0
+    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12)
+
+
+def test_gmres_options_as_scipy():
+    A = _nonsymmetric(200, seed=6, scale=0.4)
+    b = _vector(200, np.float64)
+    x0 = _vector(200, np.float64, seed=9)
+    d = 1 / A.diagonal()
+    tri = sp.csr_array(sp.diags_array([0.01 * d[1:], d, 0.02 * d[1:]], offsets=[-1, 0, 1]))
+    cases = [dict(x0=x0), dict(x0=x0.reshape(200, 1)), dict(M=sp.diags_array(d)),
+             dict(M=sp.diags_array(d), x0="Mb"), dict(M=tri), dict(M=np.diag(d)),
+             dict(M=sla.aslinearoperator(tri)), dict(restart=3), dict(restart=500),
+             dict(maxiter=2, restart=4), dict(atol=1e-3, rtol=0.0), dict(rtol=1e-13)]
+    for kw in cases:
+        kw = dict(kw, callback_type="x")
+        r0 = _counted(sla.gmres, A, b, **kw)
+        r1 = _counted(gmres, A, b, **kw)
+        assert r1[1] == r0[1] and len(r1[2]) == len(r0[2]), kw
+        np.testing.assert_allclose(r1[0], r0[0], rtol=1e-9, atol=1e-12, err_msg=str(kw))
+    # legacy: maxiter counts inner steps
+    r0 = _counted(sla.gmres, A, b, maxiter=7, restart=3, callback_type="legacy")
+    r1 = _counted(gmres, A, b, maxiter=7, restart=3, callback_type="legacy")
+    assert r1[1] == r0[1] and len(r1[2]) == len(r0[2]) == 7
+
+
+def test_gmres_breakdown_zero_and_complex_as_scipy():
+    n = 30
+    b = _vector(n, np.float64)
+    for A in (sp.eye_array(n).tocsr(), sp.csr_array(sp.diags_array(np.arange(1.0, n + 1)))):
+        x0, i0 = sla.gmres(A, b, rtol=1e-12)
+        x1, i1 = gmres(A, b, rtol=1e-12)
+        assert i1 == i0 == 0
+        np.testing.assert_allclose(x1, x0, rtol=1e-10, atol=1e-12)
+    x, info = gmres(_nonsymmetric(n), np.zeros(n))
+    assert info == 0 and not x.any()
+    Ac = (_nonsymmetric(n, seed=3) * (1 + 0.5j)).astype(np.complex128)
+    bc = _vector(n, np.complex128)
+    x0, i0 = sla.gmres(Ac, bc, rtol=1e-10)
+    x1, i1 = gmres(Ac, bc, rtol=1e-10)
+    assert i1 == i0 == 0 and x1.dtype == np.complex128
+    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12)
+
+
+def test_gmres_callback_type_rules_as_scipy():
+    A = _nonsymmetric(20)
+    b = np.ones(20)
+    with pytest.raises(ValueError, match="Unknown callback_type: 'y'"):
+        gmres(A, b, callback_type="y")
+    with pytest.warns(DeprecationWarning, match="callback_type"):
+        gmres(A, b, callback=lambda r: None)
+    with _no_warning():
+        gmres(A, b)  # (no callback: no warning)
+
+
+def test_gmres_the_same_bits_with_any_thread_count():
+    A = _nonsymmetric(150_000, density=5 / 150_000, seed=4)
+    b = _vector(A.shape[0], np.float64)
+    runs = [gmres(A, b, maxiter=2, restart=6, rtol=1e-30, n_threads=t)[0] for t in (1, 2, 3)]
+    assert all(np.array_equal(runs[0], r) for r in runs[1:])
+
+
+def test_gmres_errors():
+    A = _nonsymmetric(10)
+    b = np.ones(10)
+    with pytest.raises(ValueError, match="expected square matrix"):
+        gmres(sp.csr_array((3, 4)), np.ones(3))
+    with pytest.raises(ValueError, match=r"and b \(9,\) are incompatible"):
+        gmres(A, np.ones(9))
+    with pytest.raises(ValueError, match="invalid `atol`"):
+        gmres(A, b, atol=-1)
+    with pytest.raises(ValueError, match="matrix and preconditioner have different shapes"):
+        gmres(A, b, M=sp.eye_array(9))
+    with pytest.raises(ValueError, match="n_threads"):
+        gmres(A, b, n_threads=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2 ** 16), start=st.booleans(),
+       restart=st.sampled_from([None, 1, 3, 7]))
+def test_gmres_random_systems_match_scipy(n, seed, start, restart):
+    A = _nonsymmetric(n, seed=seed, density=0.3, scale=0.3)
+    b = _vector(n, np.float64, seed=seed + 1)
+    kw = dict(x0=_vector(n, np.float64, seed=seed + 2)) if start else {}
+    x0, i0, s0 = _counted(sla.gmres, A, b, rtol=1e-10, restart=restart, callback_type="x",
+                          **kw)
+    x1, i1, s1 = _counted(gmres, A, b, rtol=1e-10, restart=restart, callback_type="x", **kw)
+    assert i1 == i0 and len(s1) == len(s0)
+    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(x0).max()))

@@ -3,17 +3,19 @@
 Under ``accelerated()`` only the products of scipy's Krylov solvers are ours; the vector
 work between them (for cg two dot products, a norm and three scaled additions an
 iteration, each a numpy call on one thread, ``alpha * p`` written to a temporary first;
-about a dozen such calls for minres and bicgstab) stays numpy's. On a 1,000 x 1,000 Poisson
-matrix it takes more than half of a cg iteration on 2 cores, and on 16 cores it kept cg
-near 2x scipy whatever the product cost (docs/solvers.md). :func:`cg`, :func:`minres` and
-:func:`bicgstab` here are scipy's algorithms, step for step, with the products on a
-prepared :class:`~wsesparse.CSR` and the vector work in OpenMP kernels
-(``_kernels/_krylov.h``) that read and write each vector once a step.
+about a dozen such calls for minres and bicgstab, two per basis vector for gmres) stays
+numpy's. On a 1,000 x 1,000 Poisson matrix it takes more than half of a cg iteration on 2
+cores, and on 16 cores it kept cg near 2x scipy whatever the product cost
+(docs/solvers.md). :func:`cg`, :func:`minres`, :func:`bicgstab` and :func:`gmres` here are
+scipy's algorithms, step for step, with the products on a prepared
+:class:`~wsesparse.CSR` and the vector work in OpenMP kernels (``_kernels/_krylov.h``) that
+read and write each vector once a step.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -26,7 +28,7 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 from wsesparse.matmul import sparse_matmul
 
-__all__ = ["bicgstab", "cg", "minres"]
+__all__ = ["bicgstab", "cg", "gmres", "minres"]
 
 # scipy.sparse.linalg's rule for the dtype of the solution (make_system's coerce): the
 # matrix's and b's kinds, anything not floating taken as float64.
@@ -276,7 +278,8 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     ``A``. Its two products run on a prepared :class:`~wsesparse.CSR`, and the vector
     work of a step (in scipy two norms, four dot products and seven scaled additions,
     each a numpy call on one thread) in six OpenMP passes, four of which also return the
-    inner products the step needs. Sums are taken in fixed chunks: the same bits with any thread count.
+    inner products the step needs. Sums are taken in fixed chunks: the same bits with any
+    thread count.
 
     Parameters
     ----------
@@ -402,6 +405,233 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         if callback:
             callback(x)
     return x, maxiter
+
+
+def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
+          restart: int | None = None, maxiter: int | None = None, M=None,
+          callback: Callable | None = None, callback_type: str | None = None,
+          n_threads: int | None = None) -> tuple[np.ndarray, int]:
+    """Solve ``A x = b`` by restarted GMRES, as ``scipy.sparse.linalg.gmres`` does, on the
+    library's kernels.
+
+    scipy's algorithm step for step: Arnoldi with modified Gram-Schmidt, Givens rotations
+    (LAPACK ``lartg``), its restart and stopping rules, ``callback_type`` ("x",
+    "pr_norm", "legacy") and its DeprecationWarning for a callback without one. The
+    products run on a prepared :class:`~wsesparse.CSR`; the Gram-Schmidt loop, which in
+    scipy is two numpy calls on one thread per basis vector (a dot product and a scaled
+    subtraction) plus two norms a column, runs as one OpenMP pass per basis vector that
+    subtracts it and takes the next dot product (or the norm) from the same pass. Sums are
+    taken in fixed chunks: the same bits with any thread count.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix or array, CSR, ndarray or LinearOperator
+        The n x n matrix. Do not change it while the solve runs.
+    b : array_like of shape (n,) or (n, 1)
+        Right-hand side.
+    x0 : array_like of shape (n,) or (n, 1), or ``"Mb"``, optional
+        Starting guess (zeros by default).
+    rtol, atol : float
+        Convergence test ``norm(b - A x) <= max(rtol * norm(b), atol)``, as scipy's.
+    restart : int, optional
+        Basis vectors before a restart (default 20).
+    maxiter : int, optional
+        Restart cycles at most (default ``10 * n``).
+    M : sparse matrix, ndarray or LinearOperator, optional
+        Preconditioner (left, as scipy's), applied as :func:`cg` applies its ``M``.
+    callback, callback_type : optional
+        As scipy's: ``callback(xk)`` after each restart cycle (``"x"``), or
+        ``callback(residual norm / norm(b))`` after each inner step (``"pr_norm"`` and
+        ``"legacy"``, the default, where ``maxiter`` then counts inner steps).
+    n_threads : int, optional
+        Threads of the products and the vector kernels (default: each as
+        :func:`~wsesparse.sparse_matmul` chooses for its work).
+
+    Returns
+    -------
+    x : ndarray of shape (n,)
+        The solution.
+    info : int
+        0 on convergence, else ``maxiter``.
+
+    Notes
+    -----
+    Real systems run here; complex ones (and a longdouble solve, see :func:`cg`) run
+    ``scipy.sparse.linalg.gmres`` itself, with its products routed through
+    :func:`wsesparse.accelerated` (``n_threads`` is then only checked).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from wsesparse.linalg import gmres
+    >>> n = 50
+    >>> A = sp.diags([-1.0, 3.0, -1.5], [-1, 0, 1], shape=(n, n), format="csr")
+    >>> b = np.ones(n)
+    >>> x, info = gmres(A, b, rtol=1e-10, callback_type="x")
+    >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-10 * np.linalg.norm(b))
+    (0, True)
+    """
+    if callback is not None and callback_type is None:
+        warnings.warn("wsesparse.linalg.gmres called without specifying `callback_type` "
+                      "(as scipy.sparse.linalg.gmres, it defaults to 'legacy', whose "
+                      "default scipy will change); specify it, e.g. "
+                      "``gmres(..., callback_type='pr_norm')``, or to retain the old "
+                      "behavior ``gmres(..., callback_type='legacy')``",
+                      category=DeprecationWarning, stacklevel=2)
+    if callback_type is None:
+        callback_type = "legacy"
+    if callback_type not in ("x", "pr_norm", "legacy"):
+        raise ValueError(f"Unknown callback_type: {callback_type!r}")
+    if callback is None:
+        callback_type = None
+    if n_threads is not None:
+        resolve_n_threads(n_threads)
+    _check_atol(atol, "gmres")
+    op = _Operator(A, n_threads)
+    n = op.shape[0]
+    b = _vector(b, n, "b", op.shape)
+    if b.dtype.char not in _FLOATING:
+        b = b.astype("d")
+    a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
+    dtype = np.dtype(_solution_char(a_char, b.dtype.char))
+    start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
+    if dtype.char not in "fd":
+        import scipy.sparse.linalg as sla
+        from wsesparse.accelerate import accelerated
+        with accelerated(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # (given once, above)
+            return sla.gmres(A, b, x0, rtol=rtol, atol=atol, restart=restart,
+                             maxiter=maxiter, M=M, callback=callback,
+                             callback_type=callback_type or "x")
+    op.settle(dtype)
+    b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
+    psolve = _psolve(A, M, op.shape, dtype, n_threads)
+    x = _start(start, b, psolve, n, dtype, op.shape)
+    return _gmres(op, b, x, rtol, atol, restart, maxiter, psolve, callback, callback_type,
+                  n_threads)
+
+
+def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
+           callback_type, n_threads) -> tuple[np.ndarray, int]:
+    """scipy's gmres loop (scipy/sparse/linalg/_isolve/iterative.py, BSD-3-Clause), its
+    scalar work as written there, its vector work in _krylov's passes."""
+    from scipy.linalg import get_lapack_funcs
+    n = op.shape[0]
+    dtype = x.dtype
+    f64 = np.float64
+    nt = _threads(n_threads, n)
+
+    def norm(u):
+        return f64(math.sqrt(_krylov.dot(u, u, nt)))
+
+    def precondition(u, avoid):
+        if psolve is None:
+            return u
+        if isinstance(psolve, _Diagonal):
+            return psolve.fused(u, nt)[0]
+        return _preconditioned(psolve(u), n, dtype, avoid)
+
+    bnrm2 = norm(b)
+    atol = max(float(atol), float(rtol) * bnrm2)
+    if bnrm2 == 0:
+        return b, 0
+    eps = np.finfo(dtype).eps
+    if maxiter is None:
+        maxiter = n * 10
+    if restart is None:
+        restart = 20
+    restart = min(restart, n)
+    Mb_nrm2 = np.linalg.norm(psolve(b.copy())) if psolve is not None else bnrm2
+    ptol_max_factor = 1.0
+    ptol = Mb_nrm2 * min(ptol_max_factor, atol / bnrm2)
+    presid = 0.0
+    lartg = get_lapack_funcs("lartg", dtype=dtype)
+    v = np.empty([restart + 1, n], dtype=dtype)
+    h = np.zeros([restart, restart + 1], dtype=dtype)
+    givens = np.zeros([restart, 2], dtype=dtype)
+    av = np.empty(n, dtype)
+    q = np.empty(n, dtype)
+    inner_iter = 0
+    for iteration in range(maxiter):
+        nt = _threads(n_threads, n)
+        if iteration == 0:
+            r = np.ascontiguousarray(b - op(x, q)) if x.any() else b.copy()
+            if norm(r) < atol:
+                return x, 0
+        v[0, :] = precondition(r, (av, q))
+        tmp = norm(v[0, :])
+        _krylov.scaled(v[0, :], v[0, :], 1 / tmp, nt)
+        S = np.zeros(restart + 1, dtype=dtype)
+        S[0] = tmp
+        breakdown = False
+        for col in range(restart):
+            op(v[col, :], av)
+            w = precondition(av, (q,))
+            if w is not av and not w.flags.writeable:
+                w = w.copy()
+            # (w . v0, w . w) in one pass: the first Gram-Schmidt product and h0 = |w|
+            dot0, ww = _krylov.dot2(w, v[0, :], nt)
+            h0 = f64(math.sqrt(ww))
+            tmp = f64(dot0)
+            for k in range(col + 1):
+                h[col, k] = tmp
+                # w -= tmp v_k, and the next product (v_{k+1} . w, or |w|^2 after the last)
+                nxt = v[k + 1, :] if k < col else w
+                tmp = f64(_krylov.mgs(w, v[k, :], nxt, tmp, nt))
+            h1 = f64(math.sqrt(tmp))
+            h[col, col + 1] = h1
+            if h1 <= eps * h0:
+                v[col + 1, :] = w
+                h[col, col + 1] = 0
+                breakdown = True
+            else:
+                _krylov.scaled(v[col + 1, :], w, 1 / h1, nt)
+            for k in range(col):
+                c, s = givens[k, 0], givens[k, 1]
+                n0, n1 = h[col, [k, k + 1]]
+                h[col, [k, k + 1]] = [c * n0 + s * n1, -s.conj() * n0 + c * n1]
+            c, s, mag = lartg(h[col, col], h[col, col + 1])
+            givens[col, :] = [c, s]
+            h[col, [col, col + 1]] = mag, 0
+            tmp = -np.conjugate(s) * S[col]
+            S[[col, col + 1]] = [c * S[col], tmp]
+            presid = np.abs(tmp)
+            inner_iter += 1
+            if callback_type in ("legacy", "pr_norm"):
+                callback(presid / bnrm2)
+            if callback_type == "legacy" and inner_iter == maxiter:
+                break
+            if presid <= ptol or breakdown:
+                break
+        if h[col, col] == 0:
+            S[col] = 0
+        y = np.zeros([col + 1], dtype=dtype)
+        y[:] = S[:col + 1]
+        for k in range(col, 0, -1):
+            if y[k] != 0:
+                y[k] /= h[k, k]
+                tmp = y[k]
+                y[:k] -= tmp * h[k, :k]
+        if y[0] != 0:
+            y[0] /= h[0, 0]
+        x += y @ v[:col + 1, :]
+        r = np.ascontiguousarray(b - op(x, q))
+        rnorm = norm(r)
+        if callback_type == "legacy" and inner_iter == maxiter:
+            return x, 0 if rnorm <= atol else maxiter
+        if callback_type == "x":
+            callback(x)
+        if rnorm <= atol:
+            break
+        elif breakdown:
+            break
+        elif presid <= ptol:
+            ptol_max_factor = max(eps, 0.25 * ptol_max_factor)
+        else:
+            ptol_max_factor = min(1.0, 1.5 * ptol_max_factor)
+        ptol = presid * min(ptol_max_factor, atol / rnorm)
+    info = 0 if (rnorm <= atol) else maxiter
+    return x, info
 
 
 def _check_atol(atol, name: str) -> None:

@@ -269,3 +269,32 @@ def test_updates_round_as_numpy_s_steps(dtype):
     y = a.copy()
     _krylov.minres_b(y, b, 0.45, 2)
     assert np.array_equal(y, a - dtype(0.45) * b)
+
+
+@pytest.mark.parametrize("dtype", REAL)
+@pytest.mark.parametrize("n", LENGTHS)
+def test_mgs(dtype, n):
+    rng = np.random.default_rng(n + 17)
+    w, vk, u = (_vec(rng, n, dtype) for _ in range(3))
+    tol = _tol(dtype)
+    ww = w.copy()
+    got = _krylov.mgs(ww, vk, u, 0.35, 2)
+    np.testing.assert_allclose(ww, w - dtype(0.35) * vk, rtol=tol, atol=tol)
+    assert np.array_equal(ww, w - dtype(0.35) * vk)  # (numpy's rounding, no contraction)
+    assert got == pytest.approx(float(u.astype(np.float64) @ ww.astype(np.float64)),
+                                rel=1e-12, abs=1e-12)
+    w2 = w.copy()
+    sq = _krylov.mgs(w2, vk, w2, 0.35, 2)  # (u = w: |w|^2 of the new w)
+    assert sq == pytest.approx(float(ww.astype(np.float64) @ ww.astype(np.float64)),
+                               rel=1e-12, abs=1e-300)
+
+
+def test_mgs_does_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(18)
+    n = 5 * CHUNK + 9
+    w, vk, u = (rng.standard_normal(n) for _ in range(3))
+    runs = []
+    for threads in (1, 2, 5):
+        ww = w.copy()
+        runs.append((_krylov.mgs(ww, vk, u, 0.2, threads), ww.tobytes()))
+    assert all(r == runs[0] for r in runs[1:])

@@ -96,7 +96,8 @@ def _krylov_call(n):
     _krylov.bicg_x(x, p, q, 0.5, 0.25, n)
     f = _krylov.dot2(p, q, n)
     g = _krylov.bicg_r(r, q, p, 0.5, n)
-    return np.concatenate([x, r, p, q, w, z, [d, rr, a, b, c, e, *f, *g]])
+    h = _krylov.mgs(w, p, q, 0.3, n)
+    return np.concatenate([x, r, p, q, w, z, [d, rr, a, b, c, e, *f, *g, h]])
 
 
 @pytest.mark.parametrize("call", [_spmm_call, _spmv_call, _spmm_t_call, _sddmm_call, _tlr_call,
