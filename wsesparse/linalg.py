@@ -179,25 +179,13 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-10 * np.linalg.norm(b))
     (0, True)
     """
-    if n_threads is not None:
-        resolve_n_threads(n_threads)  # (checked here, before any work)
     _check_atol(atol, "cg")
-    op = _Operator(A, n_threads)
-    n = op.shape[0]
-    b = _vector(b, n, "b", op.shape)
-    if b.dtype.char not in _FLOATING:
-        b = b.astype("d")
-    a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
-    dtype = np.dtype(_solution_char(a_char, b.dtype.char))
-    start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
+    op, b, dtype, start = _system(A, b, x0, M, n_threads)
     if dtype.char not in _FLOATING:
         return _scipy_solver("cg", A, b, x0, M, callback, rtol=rtol, atol=atol,
                              maxiter=maxiter)
-    op.settle(dtype)
-    b = np.asarray(b, dtype=dtype).ravel()
-
-    psolve = _psolve(A, M, op.shape, dtype, n_threads)
-    x = _start(start, b, psolve, n, dtype, op.shape)
+    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
+    n = op.shape[0]
 
     bnrm2 = math.sqrt(_krylov.dot(np.ascontiguousarray(b), np.ascontiguousarray(b),
                                   _threads(n_threads, n)).real)
@@ -327,24 +315,13 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-10 * np.linalg.norm(b))
     (0, True)
     """
-    if n_threads is not None:
-        resolve_n_threads(n_threads)
     _check_atol(atol, "bicgstab")
-    op = _Operator(A, n_threads)
-    n = op.shape[0]
-    b = _vector(b, n, "b", op.shape)
-    if b.dtype.char not in _FLOATING:
-        b = b.astype("d")
-    a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
-    dtype = np.dtype(_solution_char(a_char, b.dtype.char))
-    start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
+    op, b, dtype, start = _system(A, b, x0, M, n_threads)
     if dtype.char not in "fd":
         return _scipy_solver("bicgstab", A, b, x0, M, callback, rtol=rtol, atol=atol,
                              maxiter=maxiter)
-    op.settle(dtype)
-    b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
-    psolve = _psolve(A, M, op.shape, dtype, n_threads)
-    x = _start(start, b, psolve, n, dtype, op.shape)
+    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
+    n = op.shape[0]
 
     nt = _threads(n_threads, n)
     bnrm2 = math.sqrt(_krylov.dot(b, b, nt))
@@ -484,17 +461,8 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         raise ValueError(f"Unknown callback_type: {callback_type!r}")
     if callback is None:
         callback_type = None
-    if n_threads is not None:
-        resolve_n_threads(n_threads)
     _check_atol(atol, "gmres")
-    op = _Operator(A, n_threads)
-    n = op.shape[0]
-    b = _vector(b, n, "b", op.shape)
-    if b.dtype.char not in _FLOATING:
-        b = b.astype("d")
-    a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
-    dtype = np.dtype(_solution_char(a_char, b.dtype.char))
-    start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
+    op, b, dtype, start = _system(A, b, x0, M, n_threads)
     if dtype.char not in "fd":
         import scipy.sparse.linalg as sla
         from wsesparse.accelerate import accelerated
@@ -503,10 +471,7 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
             return sla.gmres(A, b, x0, rtol=rtol, atol=atol, restart=restart,
                              maxiter=maxiter, M=M, callback=callback,
                              callback_type=callback_type or "x")
-    op.settle(dtype)
-    b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
-    psolve = _psolve(A, M, op.shape, dtype, n_threads)
-    x = _start(start, b, psolve, n, dtype, op.shape)
+    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
     return _gmres(op, b, x, rtol, atol, restart, maxiter, psolve, callback, callback_type,
                   n_threads)
 
@@ -717,25 +682,39 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
     >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-8 * np.linalg.norm(b))
     (0, True)
     """
+    op, b, dtype, start = _system(A, b, x0, M, n_threads)
+    shift = np.float64(check_real(shift, "shift", finite=False))
+    if show or dtype != np.float64:
+        return _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check)
+    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
+    return _minres(op, b, x, x0 is None, rtol, shift, maxiter, psolve, callback, check,
+                   n_threads)
+
+
+def _system(A, b, x0, M, n_threads: int | None):
+    """The solve's operator, ``b``, dtype and start as scipy's make_system settles them
+    (``n_threads`` checked first, before any work): ``(op, b, dtype, start)``, ``b`` as
+    given or float64, ``start`` the ``x0`` for :func:`_start`."""
     if n_threads is not None:
         resolve_n_threads(n_threads)
     op = _Operator(A, n_threads)
-    n = op.shape[0]
-    b = _vector(b, n, "b", op.shape)
+    b = _vector(b, op.shape[0], "b", op.shape)
     if b.dtype.char not in _FLOATING:
         b = b.astype("d")
     a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
-    shift = np.float64(check_real(shift, "shift", finite=False))
     start, dtype = _mb_start(x0, A, M, b, dtype, op.shape)
-    if show or dtype != np.float64:
-        return _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check)
+    return op, b, dtype, start
+
+
+def _prepared(op: _Operator, A, M, b, start, dtype: np.dtype, n_threads: int | None):
+    """For a solve that runs here: the products' route settled, ``b`` a C-contiguous
+    vector of the solve's dtype, the preconditioner and the starting guess:
+    ``(b, psolve, x)``."""
     op.settle(dtype)
     b = np.ascontiguousarray(np.asarray(b, dtype=dtype).ravel())
     psolve = _psolve(A, M, op.shape, dtype, n_threads)
-    x = _start(start, b, psolve, n, dtype, op.shape)
-    return _minres(op, b, x, x0 is None, rtol, shift, maxiter, psolve, callback, check,
-                   n_threads)
+    return b, psolve, _start(start, b, psolve, op.shape[0], dtype, op.shape)
 
 
 def _mb_start(x0, A, M, b, dtype: np.dtype, shape) -> tuple[object, np.dtype]:
