@@ -750,6 +750,18 @@ def test_gmres_breakdown_zero_and_complex_as_scipy():
     np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12)
 
 
+def test_gmres_complex_passes_the_callback_s_warnings_on():
+    """Complex systems run scipy's gmres; warnings raised inside the solve (here by the
+    callback) reach the caller (a first version filtered DeprecationWarnings out there)."""
+    A = (_nonsymmetric(20, seed=3) * (1 + 0.5j)).astype(np.complex128)
+
+    def callback(xk):
+        warnings.warn("from the callback", DeprecationWarning)
+
+    with pytest.warns(DeprecationWarning, match="from the callback"):
+        gmres(A, _vector(20, np.complex128), callback=callback, callback_type="x")
+
+
 def test_gmres_callback_type_rules_as_scipy():
     A = _nonsymmetric(20)
     b = np.ones(20)

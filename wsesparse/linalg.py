@@ -417,9 +417,12 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     M : sparse matrix, ndarray or LinearOperator, optional
         Preconditioner (left, as scipy's), applied as :func:`cg` applies its ``M``.
     callback, callback_type : optional
-        As scipy's: ``callback(xk)`` after each restart cycle (``"x"``), or
-        ``callback(residual norm / norm(b))`` after each inner step (``"pr_norm"`` and
-        ``"legacy"``, the default, where ``maxiter`` then counts inner steps).
+        As scipy's: ``callback(xk)`` after each restart cycle (``"x"``), or ``callback``
+        of the preconditioned residual estimate divided by ``norm(b)`` after each inner
+        step (``"pr_norm"`` and ``"legacy"``, the default, where ``maxiter`` then counts
+        inner steps). Without ``callback_type`` a callback gets scipy's
+        DeprecationWarning, pointing at the caller's line (scipy's points one frame
+        above it).
     n_threads : int, optional
         Threads of the products and the vector kernels (default: each as
         :func:`~wsesparse.sparse_matmul` chooses for its work).
@@ -466,8 +469,7 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     if dtype.char not in "fd":
         import scipy.sparse.linalg as sla
         from wsesparse.accelerate import accelerated
-        with accelerated(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # (given once, above)
+        with accelerated():  # (callback_type is set wherever a callback is: no warning)
             return sla.gmres(A, b, x0, rtol=rtol, atol=atol, restart=restart,
                              maxiter=maxiter, M=M, callback=callback,
                              callback_type=callback_type or "x")
