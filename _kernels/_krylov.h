@@ -20,6 +20,15 @@
 #include "_omp_compat.h"
 
 #define WS_KRY_CHUNK 4096
+/* The chunks of n elements, split among the team: a loop over chunk k whose body starts
+ * with WS_KRY_CHUNK_AT (i0, the chunk's first element; m, its length). */
+#define WS_KRY_NCH(n) (((n) + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK)
+#define WS_KRY_FOR_CHUNKS(n, nth, k)                                                           \
+    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
+    for (ptrdiff_t k = 0; k < WS_KRY_NCH(n); k++)
+#define WS_KRY_CHUNK_AT(n, k)                                                                  \
+    const ptrdiff_t i0 = (k) * WS_KRY_CHUNK;                                                    \
+    const ptrdiff_t m = (n) - i0 < WS_KRY_CHUNK ? (n) - i0 : WS_KRY_CHUNK
 
 /* partial sums of the chunks; each thread writes its own chunks' entries */
 #define WS_KRY_PARTS(R, sfx)                                                                    \
@@ -71,16 +80,12 @@ static inline void ws_kry_cdot_##sfx(const R *a, const R *b, ptrdiff_t n, double
 static void ws_kry_dot_##sfx(const R *a, const R *b, ptrdiff_t n, int cx, double *part,        \
                              double *res, int nth)                                              \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
-    ptrdiff_t c;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (c = 0; c < nch; c++) {                                                                 \
-        const ptrdiff_t i0 = c * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, c) {                                                              \
+        WS_KRY_CHUNK_AT(n, c);                                                                  \
         if (cx) ws_kry_cdot_##sfx(a + 2 * i0, b + 2 * i0, m, part + 2 * c, part + 2 * c + 1);  \
         else part[c] = ws_kry_rdot_##sfx(a + i0, b + i0, m);                                    \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, cx, res);                                                 \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), cx, res);                                       \
 }                                                                                               \
                                                                                                 \
 /* p = z + beta p */                                                                            \
@@ -107,14 +112,10 @@ static void ws_kry_xpby_##sfx(R *p, const R *z, ptrdiff_t n, int cx, double br, 
 static double ws_kry_cg_update_##sfx(R *x, R *r, const R *p, const R *q, ptrdiff_t n, int cx,   \
                                      double ar, double ai, double *part, int nth)               \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
     const R a0 = (R)ar, a1 = (R)ai;                                                             \
     double res[2];                                                                              \
-    ptrdiff_t c;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (c = 0; c < nch; c++) {                                                                 \
-        const ptrdiff_t i0 = c * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, c) {                                                              \
+        WS_KRY_CHUNK_AT(n, c);                                                                  \
         ptrdiff_t i;                                                                            \
         if (!cx) {                                                                              \
             R *xc = x + i0, *rc = r + i0;                                                       \
@@ -138,7 +139,7 @@ static double ws_kry_cg_update_##sfx(R *x, R *r, const R *p, const R *q, ptrdiff
             part[c] = ws_kry_rdot_##sfx(rc, rc, 2 * m);                                         \
         }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
     return res[0];                                                                              \
 }
 
@@ -163,14 +164,10 @@ static void ws_kry_scaled_##sfx(R *out, const R *y, ptrdiff_t n, double s, int n
 static double ws_kry_minres_a_##sfx(R *y, const R *v, const R *r1, ptrdiff_t n, double shift,  \
                                     double c1, int use_r1, double *part, int nth)               \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
     const R sh = (R)shift, c = (R)c1;                                                           \
     double res[2];                                                                              \
-    ptrdiff_t k;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (k = 0; k < nch; k++) {                                                                 \
-        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         R *yc = y + i0;                                                                         \
         const R *vc = v + i0, *rc = r1 + i0;                                                    \
         ptrdiff_t i;                                                                            \
@@ -180,7 +177,7 @@ static double ws_kry_minres_a_##sfx(R *y, const R *v, const R *r1, ptrdiff_t n, 
             for (i = 0; i < m; i++) yc[i] = yc[i] - sh * vc[i];                                 \
         part[k] = ws_kry_rdot_##sfx(vc, yc, m);                                                 \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
     return res[0];                                                                              \
 }                                                                                               \
                                                                                                 \
@@ -188,21 +185,17 @@ static double ws_kry_minres_a_##sfx(R *y, const R *v, const R *r1, ptrdiff_t n, 
 static double ws_kry_minres_b_##sfx(R *y, const R *r2, ptrdiff_t n, double c2, double *part,   \
                                     int nth)                                                    \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
     const R c = (R)c2;                                                                          \
     double res[2];                                                                              \
-    ptrdiff_t k;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (k = 0; k < nch; k++) {                                                                 \
-        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         R *yc = y + i0;                                                                         \
         const R *rc = r2 + i0;                                                                  \
         ptrdiff_t i;                                                                            \
         for (i = 0; i < m; i++) yc[i] = yc[i] - c * rc[i];                                      \
         part[k] = ws_kry_rdot_##sfx(yc, yc, m);                                                 \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
     return res[0];                                                                              \
 }                                                                                               \
                                                                                                 \
@@ -212,14 +205,10 @@ static double ws_kry_minres_c_##sfx(R *w, const R *w1, const R *w2, const R *v, 
                                     R *x_out, ptrdiff_t n, double oldeps, double delta,        \
                                     double denom, double phi, double *part, int nth)            \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
     const R oe = (R)oldeps, de = (R)delta, dn = (R)denom, ph = (R)phi;                          \
     double res[2];                                                                              \
-    ptrdiff_t k;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (k = 0; k < nch; k++) {                                                                 \
-        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         R *wc = w + i0, *xo = x_out + i0;                                                       \
         const R *w1c = w1 + i0, *w2c = w2 + i0, *vc = v + i0, *xc = x + i0;                     \
         ptrdiff_t i;                                                                            \
@@ -230,7 +219,7 @@ static double ws_kry_minres_c_##sfx(R *w, const R *w1, const R *w2, const R *v, 
         }                                                                                       \
         part[k] = ws_kry_rdot_##sfx(xo, xo, m);                                                 \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
     return res[0];                                                                              \
 }
 
@@ -243,12 +232,8 @@ WS_KRY_MINRES(double, d)
 static void ws_kry_diag_##sfx(R *z, const R *d, const R *r, ptrdiff_t n, int cx, double *part, \
                               double *res, int nth)                                             \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
-    ptrdiff_t k;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (k = 0; k < nch; k++) {                                                                 \
-        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         ptrdiff_t i;                                                                            \
         if (!cx) {                                                                              \
             R *zc = z + i0;                                                                     \
@@ -266,7 +251,7 @@ static void ws_kry_diag_##sfx(R *z, const R *d, const R *r, ptrdiff_t n, int cx,
             ws_kry_cdot_##sfx(rc, zc, m, part + 2 * k, part + 2 * k + 1);                       \
         }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, cx, res);                                                 \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), cx, res);                                       \
 }
 
 WS_KRY_DIAG(float, f)
@@ -298,29 +283,21 @@ static void ws_kry_bicg_x_##sfx(R *x, const R *ph, const R *sh, ptrdiff_t n, dou
 static void ws_kry_dot2_##sfx(const R *a, const R *b, ptrdiff_t n, double *part, double *res,  \
                               int nth)                                                          \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
-    ptrdiff_t k;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (k = 0; k < nch; k++) {                                                                 \
-        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         part[2 * k] = ws_kry_rdot_##sfx(a + i0, b + i0, m);                                     \
         part[2 * k + 1] = ws_kry_rdot_##sfx(a + i0, a + i0, m);                                 \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, 1, res);                                                  \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 1, res);                                        \
 }                                                                                               \
                                                                                                 \
 /* r -= omega t; res = (r . r, rt . r) of the new r */                                          \
 static void ws_kry_bicg_r_##sfx(R *r, const R *t, const R *rt, ptrdiff_t n, double omega,      \
                                 double *part, double *res, int nth)                             \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
     const R om = (R)omega;                                                                      \
-    ptrdiff_t k;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (k = 0; k < nch; k++) {                                                                 \
-        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         R *rc = r + i0;                                                                         \
         const R *tc = t + i0;                                                                   \
         ptrdiff_t i;                                                                            \
@@ -328,7 +305,7 @@ static void ws_kry_bicg_r_##sfx(R *r, const R *t, const R *rt, ptrdiff_t n, doub
         part[2 * k] = ws_kry_rdot_##sfx(rc, rc, m);                                             \
         part[2 * k + 1] = ws_kry_rdot_##sfx(rt + i0, rc, m);                                    \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, 1, res);                                                  \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 1, res);                                        \
 }
 
 WS_KRY_BICG(float, f)
@@ -340,21 +317,17 @@ WS_KRY_BICG(double, d)
 static double ws_kry_mgs_##sfx(R *w, const R *vk, const R *u, ptrdiff_t n, double h,           \
                                double *part, int nth)                                           \
 {                                                                                               \
-    const ptrdiff_t nch = (n + WS_KRY_CHUNK - 1) / WS_KRY_CHUNK;                                \
     const R hh = (R)h;                                                                          \
     double res[2];                                                                              \
-    ptrdiff_t k;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (k = 0; k < nch; k++) {                                                                 \
-        const ptrdiff_t i0 = k * WS_KRY_CHUNK;                                                  \
-        const ptrdiff_t m = n - i0 < WS_KRY_CHUNK ? n - i0 : WS_KRY_CHUNK;                      \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         R *wc = w + i0;                                                                         \
         const R *vc = vk + i0;                                                                  \
         ptrdiff_t i;                                                                            \
         for (i = 0; i < m; i++) wc[i] = wc[i] - hh * vc[i];                                     \
         part[k] = ws_kry_rdot_##sfx(u + i0, wc, m);                                             \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, nch, 0, res);                                                  \
+    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
     return res[0];                                                                              \
 }
 
