@@ -187,8 +187,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
     n = op.shape[0]
 
-    bnrm2 = math.sqrt(_krylov.dot(np.ascontiguousarray(b), np.ascontiguousarray(b),
-                                  _threads(n_threads, n)).real)
+    bnrm2 = math.sqrt(_krylov.dot(b, b, _threads(n_threads, n)).real)
     atol = max(float(atol), float(rtol) * bnrm2)
     if bnrm2 == 0:
         return b, 0
