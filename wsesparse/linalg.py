@@ -91,16 +91,21 @@ class _Operator:
         if self.dense is not None:
             np.matmul(self.dense, p, out=q)
             return q
-        y = np.asarray(self.op.matvec(p))
-        if y.shape not in ((q.shape[0],), (q.shape[0], 1)):
-            raise ValueError(f"{self.name}.matvec returned an array of shape {y.shape}, "
-                             f"expected {q.shape}")
-        if not np.can_cast(y.dtype, q.dtype, "same_kind"):
-            # (scipy's solvers fail on it at their next update: a casting TypeError)
-            raise TypeError(f"{self.name}.matvec returned {y.dtype} values, which a {q.dtype} "
-                            "solve cannot hold")
-        q[...] = y.reshape(q.shape)
+        q[...] = _matvec_result(self.op.matvec(p), q.shape[0], q.dtype, self.name)
         return q
+
+
+def _matvec_result(y, n: int, dtype: np.dtype, name: str) -> np.ndarray:
+    """What operator ``name``'s matvec returned, checked as a vector of n values the solve's
+    ``dtype`` holds, with shape (n,)."""
+    y = np.asarray(y)
+    if y.shape not in ((n,), (n, 1)):
+        raise ValueError(f"{name}.matvec returned an array of shape {y.shape}, expected ({n},)")
+    if not np.can_cast(y.dtype, dtype, "same_kind"):
+        # (scipy's solvers fail on it at their next update: a casting TypeError)
+        raise TypeError(f"{name}.matvec returned {y.dtype} values, which a {dtype} solve "
+                        "cannot hold")
+    return y.reshape(n)
 
 
 def _vector(v, n: int, name: str, shape_a) -> np.ndarray:
@@ -240,17 +245,22 @@ def _preconditioned(z, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...]) -
     """The preconditioner's output as a C-contiguous vector of the solve's dtype that
     shares no memory with the buffers in ``avoid`` (which the solve overwrites before it
     is done with ``z``)."""
-    z = np.asarray(z)
-    if z.shape not in ((n,), (n, 1)):
-        raise ValueError(f"M.matvec returned an array of shape {z.shape}, expected ({n},)")
-    if not np.can_cast(z.dtype, dtype, "same_kind"):
-        # (scipy's solvers fail on it at the next update: a casting TypeError)
-        raise TypeError(f"M.matvec returned {z.dtype} values, which a {dtype} solve cannot "
-                        "hold")
-    z = np.ascontiguousarray(z.reshape(n), dtype=dtype)
+    z = np.ascontiguousarray(_matvec_result(z, n, dtype, "M"), dtype=dtype)
     if any(np.may_share_memory(z, a) for a in avoid):
         z = z.copy()
     return z
+
+
+def _apply_m(psolve, u: np.ndarray, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...],
+             n_threads: int) -> np.ndarray:
+    """``M u`` for a solve's step: ``u`` itself without a preconditioner, a diagonal one's
+    fused pass (into its two buffers in turn), else the preconditioner's output as
+    :func:`_preconditioned` makes it."""
+    if psolve is None:
+        return u
+    if isinstance(psolve, _Diagonal):
+        return psolve.fused(u, n_threads)[0]
+    return _preconditioned(psolve(u), n, dtype, avoid)
 
 
 def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
@@ -340,13 +350,6 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     p = None
     rho_prev = omega = alpha = None
 
-    def preconditioned(u, avoid):
-        if psolve is None:
-            return u
-        if isinstance(psolve, _Diagonal):
-            return psolve.fused(u, nt)[0]
-        return _preconditioned(psolve(u), n, dtype, avoid)
-
     for iteration in range(maxiter):
         if math.sqrt(rr) < atol:
             return x, 0
@@ -360,7 +363,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
             _krylov.bicg_p(p, r, v, beta, omega, nt)
         else:
             p = r.copy()
-        phat = preconditioned(p, (v, t))
+        phat = _apply_m(psolve, p, n, dtype, (v, t), nt)
         op(phat, v)
         rv = f64(_krylov.dot(rtilde, v, nt))
         if rv == 0:
@@ -370,7 +373,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         if math.sqrt(ss) < atol:
             x += alpha * phat  # (once a solve: numpy's, as scipy's; an inf stays inf)
             return x, 0
-        shat = preconditioned(r, (v, t, x))
+        shat = _apply_m(psolve, r, n, dtype, (v, t, x), nt)
         op(shat, t)
         ts, tt = _krylov.dot2(t, r, nt)
         omega = f64(ts) / f64(tt)
@@ -466,11 +469,9 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     _check_atol(atol, "gmres")
     op, b, dtype, start = _system(A, b, x0, M, n_threads)
     if dtype.char not in "fd":
-        import scipy.sparse.linalg as sla
-        from wsesparse.accelerate import accelerated
-        with accelerated():  # (callback_type is set wherever a callback is: no warning)
-            return sla.gmres(A, b, x0, rtol=rtol, atol=atol, restart=restart,
-                             maxiter=maxiter, M=M, callback=callback,
+        # (callback_type is set wherever a callback is: scipy gives no second warning)
+        return _scipy_solver("gmres", A, b, x0, M, callback, rtol=rtol, atol=atol,
+                             restart=restart, maxiter=maxiter,
                              callback_type=callback_type or "x")
     b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
     return _gmres(op, b, x, rtol, atol, restart, maxiter, psolve, callback, callback_type,
@@ -489,13 +490,6 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
 
     def norm(u):
         return f64(math.sqrt(_krylov.dot(u, u, nt)))
-
-    def precondition(u, avoid):
-        if psolve is None:
-            return u
-        if isinstance(psolve, _Diagonal):
-            return psolve.fused(u, nt)[0]
-        return _preconditioned(psolve(u), n, dtype, avoid)
 
     bnrm2 = norm(b)
     atol = max(float(atol), float(rtol) * bnrm2)
@@ -524,7 +518,7 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
             r = np.ascontiguousarray(b - op(x, q)) if x.any() else b.copy()
             if norm(r) < atol:
                 return x, 0
-        v[0, :] = precondition(r, (av, q))
+        v[0, :] = _apply_m(psolve, r, n, dtype, (av, q), nt)
         tmp = norm(v[0, :])
         _krylov.scaled(v[0, :], v[0, :], 1 / tmp, nt)
         S = np.zeros(restart + 1, dtype=dtype)
@@ -532,7 +526,7 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
         breakdown = False
         for col in range(restart):
             op(v[col, :], av)
-            w = precondition(av, (q,))
+            w = _apply_m(psolve, av, n, dtype, (q,), nt)
             if w is not av and not w.flags.writeable:
                 w = w.copy()
             # (w . v0, w . w) in one pass: the first Gram-Schmidt product and h0 = |w|
@@ -867,8 +861,7 @@ def _minres(op: _Operator, b: np.ndarray, x: np.ndarray, zero_start: bool, rtol,
 
     def precondition(r):
         # (what it returns is read at the next step's start, after w, x and v are written)
-        return r if psolve is None else _preconditioned(psolve(r), n, dtype,
-                                                        (v, spare, w, w1, w2, x))
+        return _apply_m(psolve, r, n, dtype, (v, spare, w, w1, w2, x), nt)
 
     if zero_start:
         r1 = b.copy()
