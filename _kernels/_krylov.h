@@ -30,16 +30,20 @@
     const ptrdiff_t i0 = (k) * WS_KRY_CHUNK;                                                    \
     const ptrdiff_t m = (n) - i0 < WS_KRY_CHUNK ? (n) - i0 : WS_KRY_CHUNK
 
-/* partial sums of the chunks; each thread writes its own chunks' entries */
-#define WS_KRY_PARTS(R, sfx)                                                                    \
-static void ws_kry_sum_parts_##sfx(const double *part, ptrdiff_t nch, int cx, double *res)     \
-{                                                                                               \
-    ptrdiff_t c;                                                                                \
-    res[0] = 0.0; res[1] = 0.0;                                                                 \
-    for (c = 0; c < nch; c++) {                                                                 \
-        res[0] += part[cx ? 2 * c : c];                                                         \
-        if (cx) res[1] += part[2 * c + 1];                                                      \
-    }                                                                                           \
+/* (a0 + i a1)(b0 + i b1) as numpy writes it, re and im: the caller's vectors hold complex
+ * numbers as (re, im) pairs */
+#define WS_CMUL_RE(a0, a1, b0, b1) ((a0) * (b0) - (a1) * (b1))
+#define WS_CMUL_IM(a0, a1, b0, b1) ((a0) * (b1) + (a1) * (b0))
+
+/* partial sums of the chunks: `width` values per chunk (part[width * c + j]), each added in
+ * chunk order into res[j]; each thread writes its own chunks' entries */
+static void ws_kry_sum_parts(const double *part, ptrdiff_t nch, int width, double *res)
+{
+    ptrdiff_t c;
+    int j;
+    for (j = 0; j < width; j++) res[j] = 0.0;
+    for (c = 0; c < nch; c++)
+        for (j = 0; j < width; j++) res[j] += part[width * c + j];
 }
 
 /* real: sum a_i b_i of one chunk, 8 accumulators in index order */
@@ -85,7 +89,7 @@ static void ws_kry_dot_##sfx(const R *a, const R *b, ptrdiff_t n, int cx, double
         if (cx) ws_kry_cdot_##sfx(a + 2 * i0, b + 2 * i0, m, part + 2 * c, part + 2 * c + 1);  \
         else part[c] = ws_kry_rdot_##sfx(a + i0, b + i0, m);                                    \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), cx, res);                                       \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), cx ? 2 : 1, res);                                     \
 }                                                                                               \
                                                                                                 \
 /* p = z + beta p */                                                                            \
@@ -139,17 +143,16 @@ static double ws_kry_cg_update_##sfx(R *x, R *r, const R *p, const R *q, ptrdiff
             part[c] = ws_kry_rdot_##sfx(rc, rc, 2 * m);                                         \
         }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), 1, res);                                              \
     return res[0];                                                                              \
 }
 
-WS_KRY_PARTS(float, f)
-WS_KRY_PARTS(double, d)
 WS_KRY_REAL(float, f)
 WS_KRY_REAL(double, d)
 
-/* MINRES (real vectors only: scipy's minres takes inner products without conjugation).
- * Each returns a sum of squares or a dot product, chunked as ws_kry_dot. */
+/* MINRES (real vectors: scipy's minres takes inner products without conjugation; minres_b,
+ * which BiCGSTAB calls too, also complex). Each returns a sum of squares or a dot product,
+ * chunked as ws_kry_dot; scaled reads a complex vector as its reals. */
 #define WS_KRY_MINRES(R, sfx)                                                                   \
 /* out = s y */                                                                                 \
 static void ws_kry_scaled_##sfx(R *out, const R *y, ptrdiff_t n, double s, int nth)            \
@@ -177,25 +180,37 @@ static double ws_kry_minres_a_##sfx(R *y, const R *v, const R *r1, ptrdiff_t n, 
             for (i = 0; i < m; i++) yc[i] = yc[i] - sh * vc[i];                                 \
         part[k] = ws_kry_rdot_##sfx(vc, yc, m);                                                 \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), 1, res);                                              \
     return res[0];                                                                              \
 }                                                                                               \
                                                                                                 \
-/* y = y - c2 r2; returns y . y */                                                              \
-static double ws_kry_minres_b_##sfx(R *y, const R *r2, ptrdiff_t n, double c2, double *part,   \
-                                    int nth)                                                    \
+/* y = y - c2 r2 (complex: c2 = cr + i ci); returns sum |y_i|^2 of the new y (also BiCGSTAB's \
+   r -= alpha v) */                                                                             \
+static double ws_kry_minres_b_##sfx(R *y, const R *r2, ptrdiff_t n, int cx, double cr,         \
+                                    double ci, double *part, int nth)                           \
 {                                                                                               \
-    const R c = (R)c2;                                                                          \
-    double res[2];                                                                              \
+    const R c = (R)cr, c1 = (R)ci;                                                              \
+    double res[1];                                                                              \
     WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
         WS_KRY_CHUNK_AT(n, k);                                                                  \
-        R *yc = y + i0;                                                                         \
-        const R *rc = r2 + i0;                                                                  \
         ptrdiff_t i;                                                                            \
-        for (i = 0; i < m; i++) yc[i] = yc[i] - c * rc[i];                                      \
-        part[k] = ws_kry_rdot_##sfx(yc, yc, m);                                                 \
+        if (!cx) {                                                                              \
+            R *yc = y + i0;                                                                     \
+            const R *rc = r2 + i0;                                                              \
+            for (i = 0; i < m; i++) yc[i] = yc[i] - c * rc[i];                                  \
+            part[k] = ws_kry_rdot_##sfx(yc, yc, m);                                             \
+        } else {                                                                                \
+            R *yc = y + 2 * i0;                                                                 \
+            const R *rc = r2 + 2 * i0;                                                          \
+            for (i = 0; i < m; i++) {                                                           \
+                const R rr = rc[2 * i], ri = rc[2 * i + 1];                                     \
+                yc[2 * i] -= WS_CMUL_RE(c, c1, rr, ri);                                         \
+                yc[2 * i + 1] -= WS_CMUL_IM(c, c1, rr, ri);                                     \
+            }                                                                                   \
+            part[k] = ws_kry_rdot_##sfx(yc, yc, 2 * m);                                         \
+        }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), 1, res);                                              \
     return res[0];                                                                              \
 }                                                                                               \
                                                                                                 \
@@ -219,7 +234,7 @@ static double ws_kry_minres_c_##sfx(R *w, const R *w1, const R *w2, const R *v, 
         }                                                                                       \
         part[k] = ws_kry_rdot_##sfx(xo, xo, m);                                                 \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), 1, res);                                              \
     return res[0];                                                                              \
 }
 
@@ -251,84 +266,135 @@ static void ws_kry_diag_##sfx(R *z, const R *d, const R *r, ptrdiff_t n, int cx,
             ws_kry_cdot_##sfx(rc, zc, m, part + 2 * k, part + 2 * k + 1);                       \
         }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), cx, res);                                       \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), cx ? 2 : 1, res);                                     \
 }
 
 WS_KRY_DIAG(float, f)
 WS_KRY_DIAG(double, d)
 
-/* BiCGSTAB (real vectors; scipy's bicgstab with vdot for complex ones runs as it is). */
+/* BiCGSTAB, real and complex (cx; complex scalars as (re, im) doubles, the order of numpy's
+ * in-place steps kept: each step rounds to the vectors' dtype). */
 #define WS_KRY_BICG(R, sfx)                                                                     \
 /* p = ((p - omega v) beta) + r, scipy's three in-place steps in one pass */                    \
-static void ws_kry_bicg_p_##sfx(R *p, const R *r, const R *v, ptrdiff_t n, double beta,        \
-                                double omega, int nth)                                          \
+static void ws_kry_bicg_p_##sfx(R *p, const R *r, const R *v, ptrdiff_t n, int cx, double br,  \
+                                double bi, double omr, double omi, int nth)                     \
 {                                                                                               \
-    const R be = (R)beta, om = (R)omega;                                                        \
+    const R be = (R)br, be1 = (R)bi, om = (R)omr, om1 = (R)omi;                                 \
     ptrdiff_t i;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (i = 0; i < n; i++) p[i] = ((p[i] - om * v[i]) * be) + r[i];                            \
+    if (!cx) {                                                                                  \
+        _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")               \
+        for (i = 0; i < n; i++) p[i] = ((p[i] - om * v[i]) * be) + r[i];                        \
+    } else {                                                                                    \
+        _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")               \
+        for (i = 0; i < n; i++) {                                                               \
+            const R vr = v[2 * i], vi = v[2 * i + 1];                                           \
+            const R tr = p[2 * i] - WS_CMUL_RE(om, om1, vr, vi);                                \
+            const R ti = p[2 * i + 1] - WS_CMUL_IM(om, om1, vr, vi);                            \
+            p[2 * i] = WS_CMUL_RE(tr, ti, be, be1) + r[2 * i];                                  \
+            p[2 * i + 1] = WS_CMUL_IM(tr, ti, be, be1) + r[2 * i + 1];                          \
+        }                                                                                       \
+    }                                                                                           \
 }                                                                                               \
                                                                                                 \
 /* x = (x + alpha phat) + omega shat */                                                         \
-static void ws_kry_bicg_x_##sfx(R *x, const R *ph, const R *sh, ptrdiff_t n, double alpha,     \
-                                double omega, int nth)                                          \
+static void ws_kry_bicg_x_##sfx(R *x, const R *ph, const R *sh, ptrdiff_t n, int cx,           \
+                                double alr, double ali, double omr, double omi, int nth)        \
 {                                                                                               \
-    const R al = (R)alpha, om = (R)omega;                                                       \
+    const R al = (R)alr, al1 = (R)ali, om = (R)omr, om1 = (R)omi;                               \
     ptrdiff_t i;                                                                                \
-    _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")                   \
-    for (i = 0; i < n; i++) x[i] = (x[i] + al * ph[i]) + om * sh[i];                            \
-}                                                                                               \
-                                                                                                \
-/* res = (a . b, a . a) */                                                                      \
-static void ws_kry_dot2_##sfx(const R *a, const R *b, ptrdiff_t n, double *part, double *res,  \
-                              int nth)                                                          \
-{                                                                                               \
-    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
-        WS_KRY_CHUNK_AT(n, k);                                                                  \
-        part[2 * k] = ws_kry_rdot_##sfx(a + i0, b + i0, m);                                     \
-        part[2 * k + 1] = ws_kry_rdot_##sfx(a + i0, a + i0, m);                                 \
+    if (!cx) {                                                                                  \
+        _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")               \
+        for (i = 0; i < n; i++) x[i] = (x[i] + al * ph[i]) + om * sh[i];                        \
+    } else {                                                                                    \
+        _Pragma("omp parallel for schedule(static) num_threads(nth) if(nth > 1)")               \
+        for (i = 0; i < n; i++) {                                                               \
+            const R pr = ph[2 * i], pi = ph[2 * i + 1], sr = sh[2 * i], si = sh[2 * i + 1];     \
+            x[2 * i] = (x[2 * i] + WS_CMUL_RE(al, al1, pr, pi)) + WS_CMUL_RE(om, om1, sr, si);  \
+            x[2 * i + 1] = (x[2 * i + 1] + WS_CMUL_IM(al, al1, pr, pi))                         \
+                           + WS_CMUL_IM(om, om1, sr, si);                                       \
+        }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 1, res);                                        \
 }                                                                                               \
                                                                                                 \
-/* r -= omega t; res = (r . r, rt . r) of the new r */                                          \
-static void ws_kry_bicg_r_##sfx(R *r, const R *t, const R *rt, ptrdiff_t n, double omega,      \
-                                double *part, double *res, int nth)                             \
+/* res = (a . b, a . a): real res[0], res[1]; complex vdot(a, b) = res[0] + i res[1] and       \
+   |a|^2 = res[2] */                                                                            \
+static void ws_kry_dot2_##sfx(const R *a, const R *b, ptrdiff_t n, int cx, double *part,       \
+                              double *res, int nth)                                             \
 {                                                                                               \
-    const R om = (R)omega;                                                                      \
     WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
         WS_KRY_CHUNK_AT(n, k);                                                                  \
-        R *rc = r + i0;                                                                         \
-        const R *tc = t + i0;                                                                   \
+        if (!cx) {                                                                              \
+            part[2 * k] = ws_kry_rdot_##sfx(a + i0, b + i0, m);                                 \
+            part[2 * k + 1] = ws_kry_rdot_##sfx(a + i0, a + i0, m);                             \
+        } else {                                                                                \
+            ws_kry_cdot_##sfx(a + 2 * i0, b + 2 * i0, m, part + 3 * k, part + 3 * k + 1);       \
+            part[3 * k + 2] = ws_kry_rdot_##sfx(a + 2 * i0, a + 2 * i0, 2 * m);                 \
+        }                                                                                       \
+    }                                                                                           \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), cx ? 3 : 2, res);                                     \
+}                                                                                               \
+                                                                                                \
+/* r -= omega t; res = (r . r, rt . r) of the new r: real res[0], res[1]; complex |r|^2 =       \
+   res[0] and vdot(rt, r) = res[1] + i res[2] */                                                \
+static void ws_kry_bicg_r_##sfx(R *r, const R *t, const R *rt, ptrdiff_t n, int cx,            \
+                                double omr, double omi, double *part, double *res, int nth)     \
+{                                                                                               \
+    const R om = (R)omr, om1 = (R)omi;                                                          \
+    WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
+        WS_KRY_CHUNK_AT(n, k);                                                                  \
         ptrdiff_t i;                                                                            \
-        for (i = 0; i < m; i++) rc[i] = rc[i] - om * tc[i];                                     \
-        part[2 * k] = ws_kry_rdot_##sfx(rc, rc, m);                                             \
-        part[2 * k + 1] = ws_kry_rdot_##sfx(rt + i0, rc, m);                                    \
+        if (!cx) {                                                                              \
+            R *rc = r + i0;                                                                     \
+            const R *tc = t + i0;                                                               \
+            for (i = 0; i < m; i++) rc[i] = rc[i] - om * tc[i];                                 \
+            part[2 * k] = ws_kry_rdot_##sfx(rc, rc, m);                                         \
+            part[2 * k + 1] = ws_kry_rdot_##sfx(rt + i0, rc, m);                                \
+        } else {                                                                                \
+            R *rc = r + 2 * i0;                                                                 \
+            const R *tc = t + 2 * i0;                                                           \
+            for (i = 0; i < m; i++) {                                                           \
+                const R tr = tc[2 * i], ti = tc[2 * i + 1];                                     \
+                rc[2 * i] -= WS_CMUL_RE(om, om1, tr, ti);                                       \
+                rc[2 * i + 1] -= WS_CMUL_IM(om, om1, tr, ti);                                   \
+            }                                                                                   \
+            part[3 * k] = ws_kry_rdot_##sfx(rc, rc, 2 * m);                                     \
+            ws_kry_cdot_##sfx(rt + 2 * i0, rc, m, part + 3 * k + 1, part + 3 * k + 2);          \
+        }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 1, res);                                        \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), cx ? 3 : 2, res);                                     \
 }
 
 WS_KRY_BICG(float, f)
 WS_KRY_BICG(double, d)
 
-/* GMRES's modified Gram-Schmidt, one step a pass (real vectors): w -= h vk, then u . w of
- * the new w (u: the next basis vector, or w itself for |w|^2 after the last step). */
+/* GMRES's modified Gram-Schmidt, one step a pass: w -= h vk (complex h = hr + i hi), then
+ * vdot(u, w) of the new w (u: the next basis vector, or w itself for |w|^2 after the last
+ * step); res[0] (+ i res[1], complex). */
 #define WS_KRY_MGS(R, sfx)                                                                      \
-static double ws_kry_mgs_##sfx(R *w, const R *vk, const R *u, ptrdiff_t n, double h,           \
-                               double *part, int nth)                                           \
+static void ws_kry_mgs_##sfx(R *w, const R *vk, const R *u, ptrdiff_t n, int cx, double hr,    \
+                             double hi, double *part, double *res, int nth)                     \
 {                                                                                               \
-    const R hh = (R)h;                                                                          \
-    double res[2];                                                                              \
+    const R hh = (R)hr, h1 = (R)hi;                                                             \
     WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
         WS_KRY_CHUNK_AT(n, k);                                                                  \
-        R *wc = w + i0;                                                                         \
-        const R *vc = vk + i0;                                                                  \
         ptrdiff_t i;                                                                            \
-        for (i = 0; i < m; i++) wc[i] = wc[i] - hh * vc[i];                                     \
-        part[k] = ws_kry_rdot_##sfx(u + i0, wc, m);                                             \
+        if (!cx) {                                                                              \
+            R *wc = w + i0;                                                                     \
+            const R *vc = vk + i0;                                                              \
+            for (i = 0; i < m; i++) wc[i] = wc[i] - hh * vc[i];                                 \
+            part[k] = ws_kry_rdot_##sfx(u + i0, wc, m);                                         \
+        } else {                                                                                \
+            R *wc = w + 2 * i0;                                                                 \
+            const R *vc = vk + 2 * i0;                                                          \
+            for (i = 0; i < m; i++) {                                                           \
+                const R vr = vc[2 * i], vi = vc[2 * i + 1];                                     \
+                wc[2 * i] -= WS_CMUL_RE(hh, h1, vr, vi);                                        \
+                wc[2 * i + 1] -= WS_CMUL_IM(hh, h1, vr, vi);                                    \
+            }                                                                                   \
+            ws_kry_cdot_##sfx(u + 2 * i0, wc, m, part + 2 * k, part + 2 * k + 1);               \
+        }                                                                                       \
     }                                                                                           \
-    ws_kry_sum_parts_##sfx(part, WS_KRY_NCH(n), 0, res);                                        \
-    return res[0];                                                                              \
+    ws_kry_sum_parts(part, WS_KRY_NCH(n), cx ? 2 : 1, res);                                     \
 }
 
 WS_KRY_MGS(float, f)

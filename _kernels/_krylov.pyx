@@ -40,10 +40,10 @@ cdef extern from "_krylov.h" nogil:
                              double shift, double c1, int use_r1, double *part, int nth)
     double ws_kry_minres_a_d(double *y, const double *v, const double *r1, Py_ssize_t n,
                              double shift, double c1, int use_r1, double *part, int nth)
-    double ws_kry_minres_b_f(float *y, const float *r2, Py_ssize_t n, double c2, double *part,
-                             int nth)
-    double ws_kry_minres_b_d(double *y, const double *r2, Py_ssize_t n, double c2,
-                             double *part, int nth)
+    double ws_kry_minres_b_f(float *y, const float *r2, Py_ssize_t n, int cx, double cr,
+                             double ci, double *part, int nth)
+    double ws_kry_minres_b_d(double *y, const double *r2, Py_ssize_t n, int cx, double cr,
+                             double ci, double *part, int nth)
     double ws_kry_minres_c_f(float *w, const float *w1, const float *w2, const float *v,
                              const float *x, float *x_out, Py_ssize_t n, double oldeps,
                              double delta, double denom, double phi, double *part, int nth)
@@ -54,26 +54,26 @@ cdef extern from "_krylov.h" nogil:
                        double *part, double *res, int nth)
     void ws_kry_diag_d(double *z, const double *d, const double *r, Py_ssize_t n, int cx,
                        double *part, double *res, int nth)
-    void ws_kry_bicg_p_f(float *p, const float *r, const float *v, Py_ssize_t n, double beta,
-                         double omega, int nth)
-    void ws_kry_bicg_p_d(double *p, const double *r, const double *v, Py_ssize_t n,
-                         double beta, double omega, int nth)
-    void ws_kry_bicg_x_f(float *x, const float *ph, const float *sh, Py_ssize_t n,
-                         double alpha, double omega, int nth)
-    void ws_kry_bicg_x_d(double *x, const double *ph, const double *sh, Py_ssize_t n,
-                         double alpha, double omega, int nth)
-    void ws_kry_dot2_f(const float *a, const float *b, Py_ssize_t n, double *part,
+    void ws_kry_bicg_p_f(float *p, const float *r, const float *v, Py_ssize_t n, int cx,
+                         double br, double bi, double omr, double omi, int nth)
+    void ws_kry_bicg_p_d(double *p, const double *r, const double *v, Py_ssize_t n, int cx,
+                         double br, double bi, double omr, double omi, int nth)
+    void ws_kry_bicg_x_f(float *x, const float *ph, const float *sh, Py_ssize_t n, int cx,
+                         double alr, double ali, double omr, double omi, int nth)
+    void ws_kry_bicg_x_d(double *x, const double *ph, const double *sh, Py_ssize_t n, int cx,
+                         double alr, double ali, double omr, double omi, int nth)
+    void ws_kry_dot2_f(const float *a, const float *b, Py_ssize_t n, int cx, double *part,
                        double *res, int nth)
-    void ws_kry_dot2_d(const double *a, const double *b, Py_ssize_t n, double *part,
+    void ws_kry_dot2_d(const double *a, const double *b, Py_ssize_t n, int cx, double *part,
                        double *res, int nth)
-    void ws_kry_bicg_r_f(float *r, const float *t, const float *rt, Py_ssize_t n,
-                         double omega, double *part, double *res, int nth)
-    void ws_kry_bicg_r_d(double *r, const double *t, const double *rt, Py_ssize_t n,
-                         double omega, double *part, double *res, int nth)
-    double ws_kry_mgs_f(float *w, const float *vk, const float *u, Py_ssize_t n, double h,
-                        double *part, int nth)
-    double ws_kry_mgs_d(double *w, const double *vk, const double *u, Py_ssize_t n, double h,
-                        double *part, int nth)
+    void ws_kry_bicg_r_f(float *r, const float *t, const float *rt, Py_ssize_t n, int cx,
+                         double omr, double omi, double *part, double *res, int nth)
+    void ws_kry_bicg_r_d(double *r, const double *t, const double *rt, Py_ssize_t n, int cx,
+                         double omr, double omi, double *part, double *res, int nth)
+    void ws_kry_mgs_f(float *w, const float *vk, const float *u, Py_ssize_t n, int cx,
+                      double hr, double hi, double *part, double *res, int nth)
+    void ws_kry_mgs_d(double *w, const double *vk, const double *u, Py_ssize_t n, int cx,
+                      double hr, double hi, double *part, double *res, int nth)
 
 # Elements per partial sum (fixed: the sums do not depend on the thread count).
 CHUNK = WS_KRY_CHUNK
@@ -116,7 +116,8 @@ cdef void _writeable(cnp.ndarray a, str name) except *:
 
 
 cdef double *_parts(Py_ssize_t n) except NULL:
-    cdef double *part = <double *>malloc((2 * ((n + WS_KRY_CHUNK - 1) // WS_KRY_CHUNK) + 1)
+    # (at most three sums a chunk: dot2 and bicg_r of complex vectors)
+    cdef double *part = <double *>malloc((3 * ((n + WS_KRY_CHUNK - 1) // WS_KRY_CHUNK) + 1)
                                          * sizeof(double))
     if part == NULL:
         raise MemoryError()
@@ -200,16 +201,17 @@ cdef int _real(cnp.ndarray a, str name, cnp.ndarray like=None) except -1:
 
 
 def scaled(cnp.ndarray out not None, cnp.ndarray y not None, double s, int n_threads=1):
-    """``out = s * y`` (real vectors; ``out`` may be ``y``)."""
-    cdef int k = _real(out, "out")
-    _real(y, "y", out)
+    """``out = s * y`` for a real ``s`` (complex vectors scaled as their reals; ``out`` may
+    be ``y``)."""
+    cdef int k = _kind(out, "out")
+    _kind(y, "y", out)
     _writeable(out, "out")
-    cdef Py_ssize_t n = out.shape[0]
-    cdef int nth = _team(n_threads, n)
+    cdef Py_ssize_t n = out.shape[0] * (2 if k >= 2 else 1)
+    cdef int nth = _team(n_threads, out.shape[0])
     cdef void *po = cnp.PyArray_DATA(out)
     cdef const void *py = cnp.PyArray_DATA(y)
     with nogil:
-        if k == 0:
+        if k % 2 == 0:
             ws_kry_scaled_f(<float *>po, <const float *>py, n, s, nth)
         else:
             ws_kry_scaled_d(<double *>po, <const double *>py, n, s, nth)
@@ -241,11 +243,14 @@ def minres_a(cnp.ndarray y not None, cnp.ndarray v not None, cnp.ndarray r1 not 
     return res
 
 
-def minres_b(cnp.ndarray y not None, cnp.ndarray r2 not None, double c2, int n_threads=1):
-    """``y = y - c2 * r2`` in place; returns ``y . y`` of the new ``y`` (real vectors)."""
-    cdef int k = _real(y, "y")
-    _real(r2, "r2", y)
+def minres_b(cnp.ndarray y not None, cnp.ndarray r2 not None, c2, int n_threads=1):
+    """``y = y - c2 * r2`` in place (``c2`` complex only for complex vectors); returns sum
+    |y_i|^2 of the new ``y`` (a float)."""
+    cdef int k = _kind(y, "y")
+    _kind(r2, "r2", y)
     _writeable(y, "y")
+    cdef int cx = k >= 2
+    cdef double complex c = _scalar(c2, cx, "c2")
     cdef Py_ssize_t n = y.shape[0]
     cdef int nth = _team(n_threads, n)
     cdef double res
@@ -253,10 +258,12 @@ def minres_b(cnp.ndarray y not None, cnp.ndarray r2 not None, double c2, int n_t
     cdef void *pyy = cnp.PyArray_DATA(y)
     cdef const void *pr = cnp.PyArray_DATA(r2)
     with nogil:
-        if k == 0:
-            res = ws_kry_minres_b_f(<float *>pyy, <const float *>pr, n, c2, part, nth)
+        if k % 2 == 0:
+            res = ws_kry_minres_b_f(<float *>pyy, <const float *>pr, n, cx, c.real, c.imag,
+                                    part, nth)
         else:
-            res = ws_kry_minres_b_d(<double *>pyy, <const double *>pr, n, c2, part, nth)
+            res = ws_kry_minres_b_d(<double *>pyy, <const double *>pr, n, cx, c.real, c.imag,
+                                    part, nth)
     free(part)
     return res
 
@@ -321,116 +328,136 @@ def diag_apply(cnp.ndarray z not None, cnp.ndarray d not None, cnp.ndarray r not
     return complex(res[0], res[1]) if cx else res[0]
 
 
-# -- BiCGSTAB (real vectors) -------------------------------------------------------------
+cdef double complex _scalar(value, int cx, str name) except *:
+    """A kernel's scalar as a complex number; real vectors take only real ones."""
+    cdef double complex z = complex(value)
+    if not cx and z.imag != 0:
+        raise ValueError(f"{name} must be real for real vectors, got {value!r}")
+    return z
 
-def bicg_p(cnp.ndarray p not None, cnp.ndarray r not None, cnp.ndarray v not None,
-           double beta, double omega, int n_threads=1):
-    """``p = ((p - omega * v) * beta) + r`` in place (real vectors)."""
-    cdef int k = _real(p, "p")
-    _real(r, "r", p)
-    _real(v, "v", p)
+
+# -- BiCGSTAB ------------------------------------------------------------------------------
+
+def bicg_p(cnp.ndarray p not None, cnp.ndarray r not None, cnp.ndarray v not None, beta,
+           omega, int n_threads=1):
+    """``p = ((p - omega * v) * beta) + r`` in place (complex scalars for complex
+    vectors)."""
+    cdef int k = _kind(p, "p")
+    _kind(r, "r", p)
+    _kind(v, "v", p)
     _writeable(p, "p")
+    cdef int cx = k >= 2
+    cdef double complex be = _scalar(beta, cx, "beta"), om = _scalar(omega, cx, "omega")
     cdef Py_ssize_t n = p.shape[0]
     cdef int nth = _team(n_threads, n)
     cdef void *pp = cnp.PyArray_DATA(p)
     cdef const void *pr = cnp.PyArray_DATA(r)
     cdef const void *pv = cnp.PyArray_DATA(v)
     with nogil:
-        if k == 0:
-            ws_kry_bicg_p_f(<float *>pp, <const float *>pr, <const float *>pv, n, beta, omega,
-                            nth)
+        if k % 2 == 0:
+            ws_kry_bicg_p_f(<float *>pp, <const float *>pr, <const float *>pv, n, cx, be.real,
+                            be.imag, om.real, om.imag, nth)
         else:
-            ws_kry_bicg_p_d(<double *>pp, <const double *>pr, <const double *>pv, n, beta,
-                            omega, nth)
+            ws_kry_bicg_p_d(<double *>pp, <const double *>pr, <const double *>pv, n, cx,
+                            be.real, be.imag, om.real, om.imag, nth)
 
 
 def bicg_x(cnp.ndarray x not None, cnp.ndarray phat not None, cnp.ndarray shat not None,
-           double alpha, double omega, int n_threads=1):
-    """``x = (x + alpha * phat) + omega * shat`` in place (real vectors)."""
-    cdef int k = _real(x, "x")
-    _real(phat, "phat", x)
-    _real(shat, "shat", x)
+           alpha, omega, int n_threads=1):
+    """``x = (x + alpha * phat) + omega * shat`` in place (complex scalars for complex
+    vectors)."""
+    cdef int k = _kind(x, "x")
+    _kind(phat, "phat", x)
+    _kind(shat, "shat", x)
     _writeable(x, "x")
+    cdef int cx = k >= 2
+    cdef double complex al = _scalar(alpha, cx, "alpha"), om = _scalar(omega, cx, "omega")
     cdef Py_ssize_t n = x.shape[0]
     cdef int nth = _team(n_threads, n)
     cdef void *px = cnp.PyArray_DATA(x)
     cdef const void *pph = cnp.PyArray_DATA(phat)
     cdef const void *psh = cnp.PyArray_DATA(shat)
     with nogil:
-        if k == 0:
-            ws_kry_bicg_x_f(<float *>px, <const float *>pph, <const float *>psh, n, alpha,
-                            omega, nth)
+        if k % 2 == 0:
+            ws_kry_bicg_x_f(<float *>px, <const float *>pph, <const float *>psh, n, cx,
+                            al.real, al.imag, om.real, om.imag, nth)
         else:
-            ws_kry_bicg_x_d(<double *>px, <const double *>pph, <const double *>psh, n, alpha,
-                            omega, nth)
+            ws_kry_bicg_x_d(<double *>px, <const double *>pph, <const double *>psh, n, cx,
+                            al.real, al.imag, om.real, om.imag, nth)
 
 
 def dot2(cnp.ndarray a not None, cnp.ndarray b not None, int n_threads=1):
-    """``(a . b, a . a)`` in one pass (real vectors; each summed as :func:`dot`)."""
-    cdef int k = _real(a, "a")
-    _real(b, "b", a)
+    """``(numpy.vdot(a, b), sum |a_i|^2)`` in one pass (a float or complex, and a float;
+    each summed as :func:`dot`)."""
+    cdef int k = _kind(a, "a")
+    _kind(b, "b", a)
+    cdef int cx = k >= 2
     cdef Py_ssize_t n = a.shape[0]
     cdef int nth = _team(n_threads, n)
-    cdef double res[2]
+    cdef double res[3]
     cdef double *part = _parts(n)
     cdef const void *pa = cnp.PyArray_DATA(a)
     cdef const void *pb = cnp.PyArray_DATA(b)
     with nogil:
-        if k == 0:
-            ws_kry_dot2_f(<const float *>pa, <const float *>pb, n, part, res, nth)
+        if k % 2 == 0:
+            ws_kry_dot2_f(<const float *>pa, <const float *>pb, n, cx, part, res, nth)
         else:
-            ws_kry_dot2_d(<const double *>pa, <const double *>pb, n, part, res, nth)
+            ws_kry_dot2_d(<const double *>pa, <const double *>pb, n, cx, part, res, nth)
     free(part)
-    return res[0], res[1]
+    return (complex(res[0], res[1]), res[2]) if cx else (res[0], res[1])
 
 
 def bicg_r(cnp.ndarray r not None, cnp.ndarray t not None, cnp.ndarray rtilde not None,
-           double omega, int n_threads=1):
-    """``r -= omega * t`` in place; returns ``(r . r, rtilde . r)`` of the new ``r`` (real
-    vectors)."""
-    cdef int k = _real(r, "r")
-    _real(t, "t", r)
-    _real(rtilde, "rtilde", r)
+           omega, int n_threads=1):
+    """``r -= omega * t`` in place; returns ``(sum |r_i|^2, numpy.vdot(rtilde, r))`` of the
+    new ``r`` (a float, and a float or complex)."""
+    cdef int k = _kind(r, "r")
+    _kind(t, "t", r)
+    _kind(rtilde, "rtilde", r)
     _writeable(r, "r")
+    cdef int cx = k >= 2
+    cdef double complex om = _scalar(omega, cx, "omega")
     cdef Py_ssize_t n = r.shape[0]
     cdef int nth = _team(n_threads, n)
-    cdef double res[2]
+    cdef double res[3]
     cdef double *part = _parts(n)
     cdef void *pr = cnp.PyArray_DATA(r)
     cdef const void *pt = cnp.PyArray_DATA(t)
     cdef const void *prt = cnp.PyArray_DATA(rtilde)
     with nogil:
-        if k == 0:
-            ws_kry_bicg_r_f(<float *>pr, <const float *>pt, <const float *>prt, n, omega, part,
-                            res, nth)
+        if k % 2 == 0:
+            ws_kry_bicg_r_f(<float *>pr, <const float *>pt, <const float *>prt, n, cx, om.real,
+                            om.imag, part, res, nth)
         else:
-            ws_kry_bicg_r_d(<double *>pr, <const double *>pt, <const double *>prt, n, omega,
-                            part, res, nth)
+            ws_kry_bicg_r_d(<double *>pr, <const double *>pt, <const double *>prt, n, cx,
+                            om.real, om.imag, part, res, nth)
     free(part)
-    return res[0], res[1]
+    return (res[0], complex(res[1], res[2])) if cx else (res[0], res[1])
 
 
-def mgs(cnp.ndarray w not None, cnp.ndarray vk not None, cnp.ndarray u not None, double h,
+def mgs(cnp.ndarray w not None, cnp.ndarray vk not None, cnp.ndarray u not None, h,
         int n_threads=1):
-    """``w -= h * vk`` in place; returns ``u . w`` of the new ``w`` (``u`` may be ``w``:
-    then ``|w|^2``; real vectors)."""
-    cdef int k = _real(w, "w")
-    _real(vk, "vk", w)
-    _real(u, "u", w)
+    """``w -= h * vk`` in place; returns ``numpy.vdot(u, w)`` of the new ``w`` (a float or
+    complex; ``u`` may be ``w``: then ``|w|^2``)."""
+    cdef int k = _kind(w, "w")
+    _kind(vk, "vk", w)
+    _kind(u, "u", w)
     _writeable(w, "w")
+    cdef int cx = k >= 2
+    cdef double complex hh = _scalar(h, cx, "h")
     cdef Py_ssize_t n = w.shape[0]
     cdef int nth = _team(n_threads, n)
-    cdef double res
+    cdef double res[2]
     cdef double *part = _parts(n)
     cdef void *pw = cnp.PyArray_DATA(w)
     cdef const void *pv = cnp.PyArray_DATA(vk)
     cdef const void *pu = cnp.PyArray_DATA(u)
     with nogil:
-        if k == 0:
-            res = ws_kry_mgs_f(<float *>pw, <const float *>pv, <const float *>pu, n, h, part,
-                               nth)
+        if k % 2 == 0:
+            ws_kry_mgs_f(<float *>pw, <const float *>pv, <const float *>pu, n, cx, hh.real,
+                         hh.imag, part, res, nth)
         else:
-            res = ws_kry_mgs_d(<double *>pw, <const double *>pv, <const double *>pu, n, h,
-                               part, nth)
+            ws_kry_mgs_d(<double *>pw, <const double *>pv, <const double *>pu, n, cx, hh.real,
+                         hh.imag, part, res, nth)
     free(part)
-    return res
+    return complex(res[0], res[1]) if cx else res[0]

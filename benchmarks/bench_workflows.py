@@ -7,7 +7,8 @@ made in the first timed call, lives as long as the block, from setup to teardown
 prepared ``wsesparse.CSR`` handed to the routine as its
 LinearOperator inside the same block (``op="csr"``), as ``wsesparse bench --workflows``
 does; ``Krylov`` also times ``wsesparse.linalg``'s cg, minres, bicgstab and gmres on the
-scipy matrix (``op="linalg"``, no block). Sizes are a quarter of ``wsesparse bench
+scipy matrix (``op="linalg"``, no block), and ``KrylovComplex`` its bicgstab and gmres on a
+complex one. Sizes are a quarter of ``wsesparse bench
 --workflows``' defaults (Poisson 500x500, a 50,000-node graph of degree 20, lsqr 50,000 x
 12,500, logreg 12,500 documents) so that every setup and call takes about a second at most.
 """
@@ -18,6 +19,7 @@ import os
 import sys
 
 import numpy as np
+import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 try:
@@ -68,6 +70,29 @@ class Krylov(_Block):
 
     def time_minres(self, op):
         self.solvers.minres(self.A, self.b, rtol=1e-30, maxiter=100)
+
+    def time_bicgstab(self, op):
+        self.solvers.bicgstab(self.A, self.b, rtol=1e-30, maxiter=50)
+
+    def time_gmres(self, op):
+        self.solvers.gmres(self.A, self.b, rtol=1e-30, restart=20, maxiter=3)
+
+
+class KrylovComplex(_Block):
+    """bicgstab, 50 iterations, and gmres, 3 cycles of 20, on a complex128 Helmholtz-like
+    matrix: the Poisson matrix of ``Krylov`` minus 0.5 (1 + 0.3i) I (a damped wave
+    equation in the frequency domain: complex symmetric, not Hermitian)."""
+
+    params = [["scipy", "accelerated", "linalg"]]
+    param_names = ["op"]
+
+    def setup(self, op):
+        super().setup(op if op != "linalg" else "scipy")
+        P = poisson_2d(500)
+        shift = sp.diags_array(np.full(P.shape[0], 0.5 * (1 + 0.3j)))
+        self.A = sp.csr_array(P - shift)
+        self.b = np.ones(P.shape[0], dtype=np.complex128)
+        self.solvers = wsesparse.linalg if op == "linalg" else sla
 
     def time_bicgstab(self, op):
         self.solvers.bicgstab(self.A, self.b, rtol=1e-30, maxiter=50)

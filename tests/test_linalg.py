@@ -528,19 +528,24 @@ def _nonsymmetric(n, seed=0, density=0.05, scale=0.15, dtype=np.float64):
     rng = np.random.default_rng(seed)
     R = sp.random(n, n, density=density, format="csr", random_state=rng,
                   data_rvs=rng.standard_normal)
+    if np.dtype(dtype).kind == "c":  # (complex entries off the diagonal, on its pattern)
+        Im = R.copy()
+        Im.data = rng.standard_normal(R.nnz)
+        R = R + 1j * Im
     return sp.csr_array(R * scale + sp.diags_array(np.full(n, 4.0))).astype(dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_bicgstab_same_iterations_and_iterates_as_scipy(dtype):
     A = _nonsymmetric(300, dtype=dtype)
     b = _vector(300, dtype)
-    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    single = dtype in (np.float32, np.complex64)
+    rtol = 1e-5 if single else 1e-12
     x0, i0, seen0 = _counted(sla.bicgstab, A, b, rtol=rtol)
     x1, i1, seen1 = _counted(bicgstab, A, b, rtol=rtol)
     assert (i1, len(seen1)) == (i0, len(seen0)) and len(seen1) >= 3
     assert x1.dtype == x0.dtype == dtype
-    tol = 1e-5 if dtype == np.float32 else 1e-12
+    tol = 1e-5 if single else 1e-12
     for a, c in zip(seen0, seen1):
         np.testing.assert_allclose(c, a, rtol=tol, atol=tol * np.abs(a).max())
 
@@ -632,18 +637,37 @@ def test_a_corrupt_preconditioner_is_named():
             solver(_spd(20, np.float64), np.ones(20), M=M)
 
 
-def test_bicgstab_complex_runs_scipys():
-    A = (_nonsymmetric(60, seed=3) * (1 + 0.5j)).astype(np.complex128)
-    b = _vector(60, np.complex128)
-    x0, i0 = sla.bicgstab(A, b, rtol=1e-10)
-    x1, i1 = bicgstab(A, b, rtol=1e-10)
-    assert i1 == i0 == 0 and x1.dtype == np.complex128
-    np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12)
+@pytest.mark.parametrize("solver", ["bicgstab", "gmres"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_systems_run_here(solver, dtype, monkeypatch):
+    """Complex systems run on the library's kernels, not through scipy's solver (as before
+    session 45), with scipy's iterations and results to rounding; a complex preconditioner
+    too."""
+    import wsesparse.linalg as wl
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("handed to scipy")
+
+    monkeypatch.setattr(wl, "_scipy_solver", refuse)
+    n = 120
+    A = _nonsymmetric(n, seed=3, scale=0.3, dtype=dtype)
+    b = _vector(n, dtype)
+    M = sp.diags_array((1 / A.diagonal()).astype(dtype))
+    tol = 1e-4 if dtype == np.complex64 else 1e-9
+    for kw in ({}, dict(M=M), dict(x0=_vector(n, dtype, seed=4)), dict(M=M, x0="Mb")):
+        kw = dict(kw, rtol=1e-5 if dtype == np.complex64 else 1e-10)
+        if solver == "gmres":
+            kw["callback_type"] = "x"
+        x0, i0, s0 = _counted(getattr(sla, solver), A, b, **kw)
+        x1, i1, s1 = _counted(getattr(wl, solver), A, b, **kw)
+        assert i1 == i0 == 0 and len(s1) == len(s0) and x1.dtype == x0.dtype == dtype, kw
+        np.testing.assert_allclose(x1, x0, rtol=tol, atol=tol * np.abs(x0).max())
 
 
-def test_bicgstab_the_same_bits_with_any_thread_count():
-    A = _nonsymmetric(150_000, density=5 / 150_000, seed=4)
-    b = _vector(A.shape[0], np.float64)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_bicgstab_the_same_bits_with_any_thread_count(dtype):
+    A = _nonsymmetric(150_000, density=5 / 150_000, seed=4, dtype=dtype)
+    b = _vector(A.shape[0], dtype)
     runs = [bicgstab(A, b, maxiter=8, rtol=1e-30, n_threads=t)[0] for t in (1, 2, 3)]
     assert all(np.array_equal(runs[0], r) for r in runs[1:])
 
@@ -664,11 +688,12 @@ def test_bicgstab_errors():
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(1, 40), seed=st.integers(0, 2 ** 16), start=st.booleans())
-def test_bicgstab_random_systems_match_scipy(n, seed, start):
-    A = _nonsymmetric(n, seed=seed, density=0.3, scale=0.3)
-    b = _vector(n, np.float64, seed=seed + 1)
-    kw = dict(x0=_vector(n, np.float64, seed=seed + 2)) if start else {}
+@given(n=st.integers(1, 40), seed=st.integers(0, 2 ** 16), start=st.booleans(),
+       dtype=st.sampled_from([np.float64, np.complex128]))
+def test_bicgstab_random_systems_match_scipy(n, seed, start, dtype):
+    A = _nonsymmetric(n, seed=seed, density=0.3, scale=0.3, dtype=dtype)
+    b = _vector(n, dtype, seed=seed + 1)
+    kw = dict(x0=_vector(n, dtype, seed=seed + 2)) if start else {}
     x0, i0, s0 = _counted(sla.bicgstab, A, b, rtol=1e-10, **kw)
     x1, i1, s1 = _counted(bicgstab, A, b, rtol=1e-10, **kw)
     assert i1 == i0 and len(s1) == len(s0)
@@ -680,18 +705,19 @@ def test_bicgstab_random_systems_match_scipy(n, seed, start):
 from wsesparse.linalg import gmres  # noqa: E402
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("callback_type", ["x", "pr_norm", "legacy"])
 def test_gmres_same_steps_as_scipy(dtype, callback_type):
     A = _nonsymmetric(300, scale=0.3, dtype=dtype)
     b = _vector(300, dtype)
-    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    single = dtype in (np.float32, np.complex64)
+    rtol = 1e-5 if single else 1e-12
     kw = dict(rtol=rtol, restart=5, callback_type=callback_type)
     x0, i0, seen0 = _counted(sla.gmres, A, b, **kw)
     x1, i1, seen1 = _counted(gmres, A, b, **kw)
     assert (i1, len(seen1)) == (i0, len(seen0)) and len(seen1) >= 2
     assert x1.dtype == x0.dtype == dtype
-    tol = 1e-5 if dtype == np.float32 else 1e-12
+    tol = 1e-5 if single else 1e-12
     scale = max(float(np.abs(a).max()) for a in seen0)  # (residual norms fall to 1e-12 of it)
     for a, c in zip(seen0, seen1):  # (iterates, or the residual norms of each step)
         np.testing.assert_allclose(c, a, rtol=tol, atol=tol * scale)
@@ -751,8 +777,9 @@ def test_gmres_breakdown_zero_and_complex_as_scipy():
 
 
 def test_gmres_complex_passes_the_callback_s_warnings_on():
-    """Complex systems run scipy's gmres; warnings raised inside the solve (here by the
-    callback) reach the caller (a first version filtered DeprecationWarnings out there)."""
+    """Warnings raised inside a complex solve (here by the callback) reach the caller (a
+    first version, which handed complex systems to scipy's gmres, filtered
+    DeprecationWarnings out there)."""
     A = (_nonsymmetric(20, seed=3) * (1 + 0.5j)).astype(np.complex128)
 
     def callback(xk):
@@ -773,9 +800,10 @@ def test_gmres_callback_type_rules_as_scipy():
         gmres(A, b)  # (no callback: no warning)
 
 
-def test_gmres_the_same_bits_with_any_thread_count():
-    A = _nonsymmetric(150_000, density=5 / 150_000, seed=4)
-    b = _vector(A.shape[0], np.float64)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_gmres_the_same_bits_with_any_thread_count(dtype):
+    A = _nonsymmetric(150_000, density=5 / 150_000, seed=4, dtype=dtype)
+    b = _vector(A.shape[0], dtype)
     runs = [gmres(A, b, maxiter=2, restart=6, rtol=1e-30, n_threads=t)[0] for t in (1, 2, 3)]
     assert all(np.array_equal(runs[0], r) for r in runs[1:])
 
@@ -797,11 +825,12 @@ def test_gmres_errors():
 
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(1, 40), seed=st.integers(0, 2 ** 16), start=st.booleans(),
-       restart=st.sampled_from([None, 1, 3, 7]))
-def test_gmres_random_systems_match_scipy(n, seed, start, restart):
-    A = _nonsymmetric(n, seed=seed, density=0.3, scale=0.3)
-    b = _vector(n, np.float64, seed=seed + 1)
-    kw = dict(x0=_vector(n, np.float64, seed=seed + 2)) if start else {}
+       restart=st.sampled_from([None, 1, 3, 7]),
+       dtype=st.sampled_from([np.float64, np.complex128]))
+def test_gmres_random_systems_match_scipy(n, seed, start, restart, dtype):
+    A = _nonsymmetric(n, seed=seed, density=0.3, scale=0.3, dtype=dtype)
+    b = _vector(n, dtype, seed=seed + 1)
+    kw = dict(x0=_vector(n, dtype, seed=seed + 2)) if start else {}
     x0, i0, s0 = _counted(sla.gmres, A, b, rtol=1e-10, restart=restart, callback_type="x",
                           **kw)
     x1, i1, s1 = _counted(gmres, A, b, rtol=1e-10, restart=restart, callback_type="x", **kw)

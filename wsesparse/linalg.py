@@ -309,7 +309,8 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
 
     Notes
     -----
-    Real systems run here; complex ones (and a longdouble solve, see :func:`cg`) run
+    float32, float64, complex64 and complex128 systems run here (complex ones with
+    scipy's ``vdot``: conjugated inner products); a longdouble solve (see :func:`cg`) runs
     ``scipy.sparse.linalg.bicgstab`` itself, with its products routed through
     :func:`wsesparse.accelerated` (``n_threads`` is then only checked).
 
@@ -326,27 +327,29 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     """
     _check_atol(atol, "bicgstab")
     op, b, dtype, start = _system(A, b, x0, M, n_threads)
-    if dtype.char not in "fd":
+    if dtype.char not in _FLOATING:
         return _scipy_solver("bicgstab", A, b, x0, M, callback, rtol=rtol, atol=atol,
                              maxiter=maxiter)
     b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
     n = op.shape[0]
 
     nt = _threads(n_threads, n)
-    bnrm2 = math.sqrt(_krylov.dot(b, b, nt))
+    bnrm2 = math.sqrt(_krylov.dot(b, b, nt).real)
     atol = max(float(atol), float(rtol) * bnrm2)
     if bnrm2 == 0:
         return b, 0
     if maxiter is None:
         maxiter = n * 10
     f64 = np.float64
+    scalar = np.complex128 if dtype.kind == "c" else f64  # (scipy's vdot for complex)
     rhotol = f64(np.finfo(dtype).eps) ** 2
     omegatol = rhotol
 
     v, t = np.empty(n, dtype), np.empty(n, dtype)
     r = np.ascontiguousarray(b - op(x, v)) if x.any() else b.copy()
     rtilde = r.copy()
-    rr = rho = f64(_krylov.dot(r, r, nt))  # (rtilde is r: rtilde . r is r . r, bit for bit)
+    rr = f64(_krylov.dot(r, r, nt).real)
+    rho = scalar(rr)  # (rtilde is r: vdot(rtilde, r) is |r|^2, bit for bit)
     p = None
     rho_prev = omega = alpha = None
 
@@ -365,7 +368,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
             p = r.copy()
         phat = _apply_m(psolve, p, n, dtype, (v, t), nt)
         op(phat, v)
-        rv = f64(_krylov.dot(rtilde, v, nt))
+        rv = scalar(_krylov.dot(rtilde, v, nt))
         if rv == 0:
             return x, -11
         alpha = rho / rv
@@ -376,11 +379,11 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         shat = _apply_m(psolve, r, n, dtype, (v, t, x), nt)
         op(shat, t)
         ts, tt = _krylov.dot2(t, r, nt)
-        omega = f64(ts) / f64(tt)
+        omega = scalar(ts) / scalar(tt)
         _krylov.bicg_x(x, phat, shat, alpha, omega, nt)
         rr, rho_next = _krylov.bicg_r(r, t, rtilde, omega, nt)
         rr = f64(rr)
-        rho_prev, rho = rho, f64(rho_next)
+        rho_prev, rho = rho, scalar(rho_next)
         if callback:
             callback(x)
     return x, maxiter
@@ -438,7 +441,8 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
 
     Notes
     -----
-    Real systems run here; complex ones (and a longdouble solve, see :func:`cg`) run
+    float32, float64, complex64 and complex128 systems run here (complex ones with
+    scipy's ``vdot``: conjugated inner products); a longdouble solve (see :func:`cg`) runs
     ``scipy.sparse.linalg.gmres`` itself, with its products routed through
     :func:`wsesparse.accelerated` (``n_threads`` is then only checked).
 
@@ -468,7 +472,7 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         callback_type = None
     _check_atol(atol, "gmres")
     op, b, dtype, start = _system(A, b, x0, M, n_threads)
-    if dtype.char not in "fd":
+    if dtype.char not in _FLOATING:
         # (callback_type is set wherever a callback is: scipy gives no second warning)
         return _scipy_solver("gmres", A, b, x0, M, callback, rtol=rtol, atol=atol,
                              restart=restart, maxiter=maxiter,
@@ -486,10 +490,11 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
     n = op.shape[0]
     dtype = x.dtype
     f64 = np.float64
+    scalar = np.complex128 if dtype.kind == "c" else f64  # (scipy's vdot for complex)
     nt = _threads(n_threads, n)
 
     def norm(u):
-        return f64(math.sqrt(_krylov.dot(u, u, nt)))
+        return f64(math.sqrt(_krylov.dot(u, u, nt).real))
 
     bnrm2 = norm(b)
     atol = max(float(atol), float(rtol) * bnrm2)
@@ -529,16 +534,18 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
             w = _apply_m(psolve, av, n, dtype, (q,), nt)
             if w is not av and not w.flags.writeable:
                 w = w.copy()
-            # (w . v0, w . w) in one pass: the first Gram-Schmidt product and h0 = |w|
+            # vdot(w, v0) and |w|^2 in one pass: the first Gram-Schmidt product (scipy's
+            # vdot(v0, w): its conjugate, bit for bit) and h0 = |w|
             dot0, ww = _krylov.dot2(w, v[0, :], nt)
             h0 = f64(math.sqrt(ww))
-            tmp = f64(dot0)
+            tmp = scalar(dot0).conjugate()
             for k in range(col + 1):
                 h[col, k] = tmp
-                # w -= tmp v_k, and the next product (v_{k+1} . w, or |w|^2 after the last)
+                # w -= tmp v_k, and the next product (vdot(v_{k+1}, w), or |w|^2 after
+                # the last)
                 nxt = v[k + 1, :] if k < col else w
-                tmp = f64(_krylov.mgs(w, v[k, :], nxt, tmp, nt))
-            h1 = f64(math.sqrt(tmp))
+                tmp = scalar(_krylov.mgs(w, v[k, :], nxt, tmp, nt))
+            h1 = f64(math.sqrt(tmp.real))
             h[col, col + 1] = h1
             if h1 <= eps * h0:
                 v[col + 1, :] = w
@@ -734,7 +741,7 @@ def _mb_start(x0, A, M, b, dtype: np.dtype, shape) -> tuple[object, np.dtype]:
 
 def _scipy_solver(name: str, A, b, x0, M, callback, **kwargs):
     """scipy's solver ``name`` itself, products under ``accelerated()``: for what runs
-    only there (complex bicgstab, longdouble solves)."""
+    only there (longdouble solves)."""
     import scipy.sparse.linalg as sla
     from wsesparse.accelerate import accelerated
     with accelerated():

@@ -185,11 +185,23 @@ def test_minres_passes_do_not_depend_on_the_thread_count():
 
 def test_minres_passes_take_real_vectors_only():
     z = np.ones(10, dtype=np.complex128)
-    with pytest.raises(ValueError, match="out must be float32 or float64, got complex128"):
-        _krylov.scaled(z, z, 1.0)
+    with pytest.raises(ValueError, match="y must be float32 or float64, got complex128"):
+        _krylov.minres_a(z, z, z, 0.0, 1.0, True)
     v = np.ones(10)
     with pytest.raises(ValueError, match="x_out must have the first vector's dtype"):
         _krylov.minres_c(v.copy(), v, v, v, v, np.ones(10, dtype=np.float32), 0, 0, 1, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_scaled_complex_vectors_by_a_real(dtype):
+    """gmres's normalisation of a complex basis vector: both parts times s."""
+    rng = np.random.default_rng(9)
+    y = _vec(rng, 2 * CHUNK + 5, dtype)
+    out = np.empty_like(y)
+    _krylov.scaled(out, y, 0.3, 2)
+    real = np.float32 if dtype == np.complex64 else np.float64
+    assert np.array_equal(out.real, y.real * real(0.3))
+    assert np.array_equal(out.imag, y.imag * real(0.3))
 
 
 def test_teams_are_capped_by_chunks_and_max_team():
@@ -211,45 +223,75 @@ def test_none_is_refused_before_any_read():
                          0, 0, 1, 1)
 
 
-# -- the BiCGSTAB passes (real vectors) ---------------------------------------------------
+# -- the BiCGSTAB passes ---------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", REAL)
+def _c128(a):
+    return a.astype(np.complex128)
+
+
+def _scalars(dtype, *values):
+    """The scalars of a pass: complex for complex vectors, their real parts for real ones."""
+    return [v if np.dtype(dtype).kind == "c" else v.real for v in values]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", LENGTHS)
 def test_bicgstab_passes(dtype, n):
     rng = np.random.default_rng(n + 11)
     p, r, v, x, t, rt = (_vec(rng, n, dtype) for _ in range(6))
     tol = _tol(dtype)
+    beta, omega, alpha = _scalars(dtype, 0.7 + 0.4j, -0.3 + 0.2j, 0.4 - 0.9j)
+    be, om, al = (np.asarray(s, dtype=dtype) for s in (beta, omega, alpha))
     pp = p.copy()
-    _krylov.bicg_p(pp, r, v, 0.7, -0.3, 2)
-    np.testing.assert_allclose(pp, ((p - dtype(-0.3) * v) * dtype(0.7)) + r, rtol=tol, atol=tol)
+    _krylov.bicg_p(pp, r, v, beta, omega, 2)
+    np.testing.assert_allclose(pp, ((p - om * v) * be) + r, rtol=tol, atol=tol)
     xx = x.copy()
-    _krylov.bicg_x(xx, p, v, 0.4, 1.5, 2)
-    np.testing.assert_allclose(xx, (x + dtype(0.4) * p) + dtype(1.5) * v, rtol=tol, atol=tol)
+    _krylov.bicg_x(xx, p, v, alpha, omega, 2)
+    np.testing.assert_allclose(xx, (x + al * p) + om * v, rtol=tol, atol=tol)
     ab, aa = _krylov.dot2(t, r, 2)
-    t64, r64 = t.astype(np.float64), r.astype(np.float64)
-    assert ab == pytest.approx(float(t64 @ r64), rel=1e-12, abs=1e-12)
-    assert aa == pytest.approx(float(t64 @ t64), rel=1e-12, abs=1e-300)
+    assert isinstance(ab, complex if np.dtype(dtype).kind == "c" else float)
+    assert isinstance(aa, float)
+    assert ab == pytest.approx(np.vdot(_c128(t), _c128(r)), rel=1e-12, abs=1e-12)
+    assert aa == pytest.approx(np.vdot(_c128(t), _c128(t)).real, rel=1e-12, abs=1e-300)
     rr_ = r.copy()
-    sq, rho = _krylov.bicg_r(rr_, t, rt, 0.25, 2)
-    np.testing.assert_allclose(rr_, r - dtype(0.25) * t, rtol=tol, atol=tol)
-    new = rr_.astype(np.float64)
-    assert sq == pytest.approx(float(new @ new), rel=1e-12, abs=1e-300)
-    assert rho == pytest.approx(float(rt.astype(np.float64) @ new), rel=1e-12, abs=1e-12)
+    sq, rho = _krylov.bicg_r(rr_, t, rt, omega, 2)
+    np.testing.assert_allclose(rr_, r - om * t, rtol=tol, atol=tol)
+    new = _c128(rr_)
+    assert sq == pytest.approx(np.vdot(new, new).real, rel=1e-12, abs=1e-300)
+    assert rho == pytest.approx(np.vdot(_c128(rt), new), rel=1e-12, abs=1e-12)
+    yy = r.copy()  # (minres_b is BiCGSTAB's r -= alpha v too)
+    sq = _krylov.minres_b(yy, v, alpha, 2)
+    np.testing.assert_allclose(yy, r - al * v, rtol=tol, atol=tol)
+    assert sq == pytest.approx(np.vdot(_c128(yy), _c128(yy)).real, rel=1e-12, abs=1e-300)
 
 
-def test_bicgstab_passes_do_not_depend_on_the_thread_count():
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.complex64])
+def test_bicgstab_passes_do_not_depend_on_the_thread_count(dtype):
     rng = np.random.default_rng(12)
     n = 5 * CHUNK + 31
-    vecs = [rng.standard_normal(n) for _ in range(4)]
+    vecs = [_vec(rng, n, dtype) for _ in range(4)]
+    beta, alpha, omega = _scalars(dtype, 0.7 - 0.1j, 0.1 + 0.6j, 0.5 - 0.5j)
     results = []
     for threads in (1, 2, 4):
         p, r, v, rt = (a.copy() for a in vecs)
-        _krylov.bicg_p(p, r, v, 0.7, 0.2, threads)
-        _krylov.bicg_x(r, p, v, 0.1, 0.3, threads)
+        _krylov.bicg_p(p, r, v, beta, 0.2, threads)
+        _krylov.bicg_x(r, p, v, alpha, 0.3, threads)
         d = _krylov.dot2(p, r, threads)
-        e = _krylov.bicg_r(r, v, rt, 0.5, threads)
-        results.append((d, e, p.tobytes(), r.tobytes()))
+        e = _krylov.bicg_r(r, v, rt, omega, threads)
+        f = _krylov.minres_b(v, p, alpha, threads)
+        results.append((d, e, f, p.tobytes(), r.tobytes(), v.tobytes()))
     assert all(res == results[0] for res in results[1:])
+
+
+def test_real_vectors_take_real_scalars_only():
+    v = np.ones(10)
+    with pytest.raises(ValueError, match=r"omega must be real for real vectors, got 1j"):
+        _krylov.bicg_p(v.copy(), v, v, 0.5, 1j)
+    with pytest.raises(ValueError, match=r"h must be real for real vectors"):
+        _krylov.mgs(v.copy(), v, v, 0.5 + 0.5j)
+    with pytest.raises(ValueError, match=r"c2 must be real for real vectors"):
+        _krylov.minres_b(v.copy(), v, 2j)
+    _krylov.bicg_x(v, v, v, 0.5 + 0j, 1.0)  # (a complex number with no imaginary part)
 
 
 @pytest.mark.parametrize("dtype", REAL)
@@ -271,30 +313,33 @@ def test_updates_round_as_numpy_s_steps(dtype):
     assert np.array_equal(y, a - dtype(0.45) * b)
 
 
-@pytest.mark.parametrize("dtype", REAL)
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", LENGTHS)
 def test_mgs(dtype, n):
     rng = np.random.default_rng(n + 17)
     w, vk, u = (_vec(rng, n, dtype) for _ in range(3))
     tol = _tol(dtype)
+    (h,) = _scalars(dtype, 0.35 - 0.8j)
+    hh = np.asarray(h, dtype=dtype)
     ww = w.copy()
-    got = _krylov.mgs(ww, vk, u, 0.35, 2)
-    np.testing.assert_allclose(ww, w - dtype(0.35) * vk, rtol=tol, atol=tol)
-    assert np.array_equal(ww, w - dtype(0.35) * vk)  # (numpy's rounding, no contraction)
-    assert got == pytest.approx(float(u.astype(np.float64) @ ww.astype(np.float64)),
-                                rel=1e-12, abs=1e-12)
+    got = _krylov.mgs(ww, vk, u, h, 2)
+    np.testing.assert_allclose(ww, w - hh * vk, rtol=tol, atol=tol)
+    if np.dtype(dtype).kind == "f":
+        assert np.array_equal(ww, w - hh * vk)  # (numpy's rounding, no contraction)
+    assert got == pytest.approx(np.vdot(_c128(u), _c128(ww)), rel=1e-12, abs=1e-12)
     w2 = w.copy()
-    sq = _krylov.mgs(w2, vk, w2, 0.35, 2)  # (u = w: |w|^2 of the new w)
-    assert sq == pytest.approx(float(ww.astype(np.float64) @ ww.astype(np.float64)),
-                               rel=1e-12, abs=1e-300)
+    sq = _krylov.mgs(w2, vk, w2, h, 2)  # (u = w: |w|^2 of the new w)
+    assert sq == pytest.approx(np.vdot(_c128(ww), _c128(ww)), rel=1e-12, abs=1e-300)
 
 
-def test_mgs_does_not_depend_on_the_thread_count():
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_mgs_does_not_depend_on_the_thread_count(dtype):
     rng = np.random.default_rng(18)
     n = 5 * CHUNK + 9
-    w, vk, u = (rng.standard_normal(n) for _ in range(3))
+    w, vk, u = (_vec(rng, n, dtype) for _ in range(3))
+    (h,) = _scalars(dtype, 0.2 + 0.3j)
     runs = []
     for threads in (1, 2, 5):
         ww = w.copy()
-        runs.append((_krylov.mgs(ww, vk, u, 0.2, threads), ww.tobytes()))
+        runs.append((_krylov.mgs(ww, vk, u, h, threads), ww.tobytes()))
     assert all(r == runs[0] for r in runs[1:])
