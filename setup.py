@@ -16,6 +16,7 @@ Environment switches (read at build time):
 from __future__ import annotations
 
 import os
+import platform
 import re
 import sys
 from glob import glob
@@ -24,6 +25,8 @@ from pathlib import Path
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+
+_X86 = ("x86_64", "amd64", "i386", "i686")
 
 HERE = Path(__file__).resolve().parent
 
@@ -95,6 +98,13 @@ def _extensions() -> list[Extension]:
             # not in another, so one row could sum to different bits. _krylov.h's updates
             # round as numpy's two steps do (alpha * p, then the sum), which GCC fused.
             extra = ["-ffp-contract=off"]
+            if name == "_krylov" and platform.machine().lower() in _X86:
+                # GCC 12 still fuses complex products into vfmaddsub (its VEC_FMADDSUB
+                # pattern ignores -ffp-contract=off) in the vectorised body but not in a
+                # loop's scalar remainder, so an element's bits depended on where a thread's
+                # range began (complex64 bicgstab, a review). These memory-bound passes
+                # need no FMA; AVX-512F has its own, so it goes too.
+                extra += ["-mno-fma", "-mno-avx512f"]
         exts.append(
             Extension(
                 f"wsesparse._kernels.{name}",

@@ -9,6 +9,10 @@
  * in chunk order after the parallel loop. Which thread computes a chunk does not change it, so
  * the bits do not depend on the thread count. Single-precision sums accumulate in double.
  *
+ * No FMA: setup.py builds this module with -ffp-contract=off (and on x86 -mno-fma
+ * -mno-avx512f, as GCC 12 fused complex products into vfmaddsub despite it), so every
+ * product and sum rounds on its own, in a loop's vector body and its remainder alike.
+ *
  * Complex vectors are passed as their real views (re, im pairs); n counts elements of the
  * dtype (complex numbers for complex ones). Scalars arrive as (re, im) doubles. _krylov.pyx
  * checks lengths, dtypes and contiguity; the callers (wsesparse.linalg) pass vectors that do

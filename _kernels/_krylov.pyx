@@ -124,6 +124,17 @@ cdef double *_parts(Py_ssize_t n) except NULL:
     return part
 
 
+cdef double complex _scalar(value, int cx, str name) except *:
+    """A kernel's scalar as a complex number (a Python or numpy number: a string is a
+    TypeError); real vectors take only real ones."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    cdef double complex z = value
+    if not cx and z.imag != 0:
+        raise ValueError(f"{name} must be real for real vectors, got {value!r}")
+    return z
+
+
 def dot(cnp.ndarray a not None, cnp.ndarray b not None, int n_threads=1):
     """``numpy.vdot(a, b)``: sum of conj(a_i) b_i (a Python float or complex), summed in
     fixed chunks (single precision in double)."""
@@ -145,14 +156,14 @@ def dot(cnp.ndarray a not None, cnp.ndarray b not None, int n_threads=1):
 
 
 def xpby(cnp.ndarray p not None, cnp.ndarray z not None, beta, int n_threads=1):
-    """``p = z + beta * p`` in place (beta a real or complex number; only its real part
-    for real vectors)."""
+    """``p = z + beta * p`` in place (``beta`` complex only for complex vectors)."""
     cdef int k = _kind(p, "p")
     _kind(z, "z", p)
     _writeable(p, "p")
-    cdef double complex bc = complex(beta)
+    cdef int cx = k >= 2
+    cdef double complex bc = _scalar(beta, cx, "beta")
     cdef Py_ssize_t n = p.shape[0]
-    cdef int cx = k >= 2, nth = _team(n_threads, n)
+    cdef int nth = _team(n_threads, n)
     cdef void *pp = cnp.PyArray_DATA(p)
     cdef const void *pz = cnp.PyArray_DATA(z)
     with nogil:
@@ -164,17 +175,19 @@ def xpby(cnp.ndarray p not None, cnp.ndarray z not None, beta, int n_threads=1):
 
 def cg_update(cnp.ndarray x not None, cnp.ndarray r not None, cnp.ndarray p not None,
               cnp.ndarray q not None, alpha, int n_threads=1):
-    """``x += alpha * p; r -= alpha * q`` in place, one pass; returns sum |r_i|^2 of the
-    new ``r`` (a float, summed in the chunks of :func:`dot`)."""
+    """``x += alpha * p; r -= alpha * q`` in place, one pass (``alpha`` complex only for
+    complex vectors); returns sum |r_i|^2 of the new ``r`` (a float, summed in the chunks
+    of :func:`dot`)."""
     cdef int k = _kind(x, "x")
     _kind(r, "r", x)
     _kind(p, "p", x)
     _kind(q, "q", x)
     _writeable(x, "x")
     _writeable(r, "r")
-    cdef double complex ac = complex(alpha)
+    cdef int cx = k >= 2
+    cdef double complex ac = _scalar(alpha, cx, "alpha")
     cdef Py_ssize_t n = x.shape[0]
-    cdef int cx = k >= 2, nth = _team(n_threads, n)
+    cdef int nth = _team(n_threads, n)
     cdef double rr
     cdef double *part = _parts(n)
     cdef void *px = cnp.PyArray_DATA(x)
@@ -326,14 +339,6 @@ def diag_apply(cnp.ndarray z not None, cnp.ndarray d not None, cnp.ndarray r not
                           res, nth)
     free(part)
     return complex(res[0], res[1]) if cx else res[0]
-
-
-cdef double complex _scalar(value, int cx, str name) except *:
-    """A kernel's scalar as a complex number; real vectors take only real ones."""
-    cdef double complex z = complex(value)
-    if not cx and z.imag != 0:
-        raise ValueError(f"{name} must be real for real vectors, got {value!r}")
-    return z
 
 
 # -- BiCGSTAB ------------------------------------------------------------------------------
