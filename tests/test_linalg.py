@@ -839,3 +839,114 @@ def test_gmres_random_systems_match_scipy(n, seed, start, restart, dtype):
     x1, i1, s1 = _counted(gmres, A, b, rtol=1e-10, restart=restart, callback_type="x", **kw)
     assert i1 == i0 and len(s1) == len(s0)
     np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(x0).max()))
+
+
+# -- eigsh ------------------------------------------------------------------------------
+
+from wsesparse.linalg import eigsh  # noqa: E402
+
+
+def _laplacian(n, seed=0, dtype=np.float64):
+    """A sparse symmetric (Hermitian, complex) matrix with well separated extreme
+    eigenvalues: a path's Laplacian plus random symmetric entries and a random diagonal."""
+    rng = np.random.default_rng(seed)
+    H = _spd(n, dtype, seed=seed, density=0.02) - 0.5 * sp.eye_array(n)
+    return sp.csr_array(H + sp.diags_array(rng.uniform(0, 3, n))).astype(dtype)
+
+
+def _products(monkeypatch):
+    """A counter of the products eigsh runs on its prepared operand."""
+    import wsesparse.linalg as wl
+    calls = []
+    original = wl._Operator.__call__
+
+    def counted(self, p, q):
+        calls.append(1)
+        return original(self, p, q)
+
+    monkeypatch.setattr(wl._Operator, "__call__", counted)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("which", ["LM", "LA", "SA"])
+def test_eigsh_as_scipy(dtype, which, monkeypatch):
+    calls = _products(monkeypatch)
+    A = _laplacian(300, dtype=dtype)
+    v0 = _vector(300, dtype, seed=5)
+    kw = dict(k=4, which=which, v0=v0, tol=1e-8 if dtype in (np.float64, np.complex128)
+              else 1e-4)
+    w0, V0 = sla.eigsh(A, **kw)
+    w1, V1 = eigsh(A, **kw)
+    assert w1.dtype == w0.dtype and V1.dtype == V0.dtype and V1.shape == V0.shape
+    tol = 1e-8 if dtype in (np.float64, np.complex128) else 1e-3
+    np.testing.assert_allclose(np.sort(w1), np.sort(w0), rtol=tol, atol=tol)
+    # (eigenvectors up to a unit factor: A V = V diag(w))
+    np.testing.assert_allclose(A @ V1, V1 * w1, atol=tol * 10 * np.abs(w1).max())
+    assert len(calls) > 4  # (the products ran on the prepared operand)
+
+
+@pytest.mark.parametrize("kind", ["csr", "csc", "coo", "CSR", "dense", "operator", "csr64"])
+def test_eigsh_operand_types(kind, monkeypatch):
+    calls = _products(monkeypatch)
+    A = _laplacian(200, seed=2)
+    op = {"csr": A, "csc": A.tocsc(), "coo": A.tocoo(), "CSR": wsesparse.CSR(A),
+          "dense": A.toarray(), "operator": sla.aslinearoperator(A),
+          "csr64": sp.csr_array((A.data, A.indices.astype(np.int64),
+                                 A.indptr.astype(np.int64)), shape=A.shape)}[kind]
+    v0 = _vector(200, np.float64, seed=3)
+    w0 = sla.eigsh(A, k=3, which="LA", v0=v0, return_eigenvectors=False)
+    w1 = eigsh(op, k=3, which="LA", v0=v0, return_eigenvectors=False)
+    np.testing.assert_allclose(np.sort(w1), np.sort(w0), rtol=1e-10)
+    assert (len(calls) > 0) == (kind != "operator")  # (a LinearOperator: scipy's products)
+
+
+def test_eigsh_other_modes_run_scipys(monkeypatch):
+    """Shift-invert, a generalized problem and buckling run scipy's eigsh as it is (a CSR
+    given as its scipy matrix, which scipy factorizes), under accelerated()."""
+    calls = _products(monkeypatch)
+    A = _laplacian(150, seed=4)
+    M = sp.diags_array(np.linspace(1, 2, 150)).tocsr()
+    v0 = _vector(150, np.float64, seed=6)
+    for kw in (dict(sigma=0.7), dict(M=M), dict(sigma=1.1, M=M, mode="cayley"),
+               dict(sigma=0.7, which="LM", return_eigenvectors=False)):
+        for op in (A, wsesparse.CSR(A)):
+            r0 = sla.eigsh(A, k=3, v0=v0, **kw)
+            r1 = eigsh(op, k=3, v0=v0, **kw)
+            w0, w1 = (r[0] if isinstance(r, tuple) else r for r in (r0, r1))
+            np.testing.assert_allclose(np.sort(w1), np.sort(w0), rtol=1e-9, err_msg=str(kw))
+    assert not calls
+
+
+def test_eigsh_errors_as_scipy():
+    A = _laplacian(20)
+    for kw, exc, match in ((dict(k=0), ValueError, "k must be greater than 0"),
+                           (dict(k=3, which="XX"), ValueError, "which must be one of"),
+                           (dict(k=25), TypeError, "Cannot use scipy.linalg.eigh for sparse A"),
+                           (dict(k=3, OPinv=A), ValueError, "OPinv should not be specified")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # (k >= N, before the error)
+            with pytest.raises(exc, match=match):
+                sla.eigsh(A, **kw)
+            with pytest.raises(exc, match=match):
+                eigsh(A, **kw)
+    with pytest.raises(TypeError, match="Cannot use scipy.linalg.eigh for sparse A"):
+        with pytest.warns(RuntimeWarning, match="k >= N"):
+            eigsh(wsesparse.CSR(A), k=25)
+    with pytest.raises(ValueError, match="n_threads"):
+        eigsh(A, k=2, n_threads=0)
+    with pytest.raises(ValueError, match="expected square matrix"):
+        eigsh(sp.csr_array((3, 4)), k=1)
+
+
+def test_eigsh_the_same_eigenvalues_with_any_thread_count():
+    n = 72_900  # (the products take several threads)
+    bump = np.zeros(n)
+    bump[:3] = [20.0, 15.0, 12.0]  # (three eigenvalues well above the rest: ARPACK is quick)
+    A = sp.csr_array(poisson_2d(270) + sp.diags_array(bump))
+    v0 = _vector(n, np.float64, seed=8)
+    runs = [eigsh(A, k=2, which="LA", v0=v0, ncv=8, tol=1e-10, n_threads=t)
+            for t in (1, 2, 3)]
+    assert runs[0][0].min() > 15
+    assert all(np.array_equal(runs[0][0], w) and np.array_equal(runs[0][1], V)
+               for w, V in runs[1:])

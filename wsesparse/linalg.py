@@ -9,7 +9,8 @@ cores, and on 16 cores it kept cg near 2x scipy whatever the product cost
 (docs/solvers.md). :func:`cg`, :func:`minres`, :func:`bicgstab` and :func:`gmres` here are
 scipy's algorithms, step for step, with the products on a prepared
 :class:`~wsesparse.CSR` and the vector work in OpenMP kernels (``_kernels/_krylov.h``) that
-read and write each vector once a step.
+read and write each vector once a step. :func:`eigsh` is scipy's ARPACK driver with the
+prepared product.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
 from wsesparse.matmul import sparse_matmul
 
-__all__ = ["bicgstab", "cg", "gmres", "minres"]
+__all__ = ["bicgstab", "cg", "eigsh", "gmres", "minres"]
 
 # scipy.sparse.linalg's rule for the dtype of the solution (make_system's coerce): the
 # matrix's and b's kinds, anything not floating taken as float64.
@@ -1018,3 +1019,89 @@ def _check_symmetric(op: _Operator, precondition, r1, y, eps, n, dtype) -> None:
     s, t = np.inner(y, y), np.inner(r1, r2)
     if abs(s - t) > (s + eps) * eps ** (1.0 / 3.0):
         raise ValueError("non-symmetric preconditioner")
+
+
+class _ProductOperator(LinearOperator):
+    """A LinearOperator whose matvec is ``_Operator``'s product into one buffer, returned
+    as it is: for ARPACK, whose scipy driver copies each product into its work array at
+    once."""
+
+    def __init__(self, op: _Operator, dtype: np.dtype):
+        super().__init__(dtype, op.shape)
+        self._op = op
+        self._out = np.empty(op.shape[0], dtype)
+
+    def _matvec(self, x):
+        x = np.ascontiguousarray(np.asarray(x).reshape(-1), dtype=self.dtype)
+        return self._op(x, self._out)
+
+
+def eigsh(A, k: int = 6, M=None, sigma=None, which: str = "LM", v0=None, ncv=None,
+          maxiter=None, tol: float = 0, return_eigenvectors: bool = True, Minv=None,
+          OPinv=None, mode: str = "normal", *, n_threads: int | None = None, **kwargs):
+    """Eigenvalues of a symmetric or Hermitian matrix by ARPACK, as
+    ``scipy.sparse.linalg.eigsh`` finds them, with the library's products.
+
+    scipy's ``eigsh`` itself (its arguments, checks, errors and results) runs with two
+    changes. A sparse or ndarray ``A`` of a floating dtype, in the standard mode (no
+    ``sigma``, ``M``, ``Minv`` or ``OPinv``) with ``0 < k < n``, is wrapped once in a
+    :class:`~wsesparse.CSR` (checked, narrowed, value codes from its third product) and
+    multiplied into a buffer the call keeps; and the call runs inside
+    :func:`wsesparse.accelerated`, so ARPACK's own BLAS calls (its reorthogonalization)
+    share the kernels' threads, and the products of any other mode run on the kernels too
+    (a ``CSR`` there is handed to scipy as its scipy matrix, ``CSR.to_scipy()``: shift-invert
+    factorizes it). ARPACK's vector work stays ARPACK's.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix or array, CSR, ndarray or LinearOperator
+        The n x n real symmetric or complex Hermitian matrix. Do not change it while the
+        call runs.
+    k, M, sigma, which, v0, ncv, maxiter, tol, return_eigenvectors, Minv, OPinv, mode
+        As ``scipy.sparse.linalg.eigsh``'s.
+    n_threads : int, optional
+        Threads of the products (default: as :func:`~wsesparse.sparse_matmul` chooses).
+    **kwargs
+        Passed to scipy's ``eigsh`` as they are (``rng`` in scipy 1.17).
+
+    Returns
+    -------
+    w : ndarray
+        The ``k`` eigenvalues.
+    v : ndarray
+        Their eigenvectors, one a column (only with ``return_eigenvectors``).
+
+    See Also
+    --------
+    scipy.sparse.linalg.eigsh : the reference.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from wsesparse.linalg import eigsh
+    >>> n = 100
+    >>> A = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(n, n)).tocsr()
+    >>> w = eigsh(A, k=2, which="LA", return_eigenvectors=False)
+    >>> want = 2 - 2 * np.cos(np.pi * np.arange(n - 1, n + 1) / (n + 1))
+    >>> bool(np.allclose(np.sort(w), want))
+    True
+    """
+    import scipy.sparse.linalg as sla
+    from wsesparse.accelerate import accelerated
+    if n_threads is not None:
+        resolve_n_threads(n_threads)
+    operand = A
+    if isinstance(A, CSR) or sp.issparse(A) or type(A) is np.ndarray:
+        standard = sigma is None and M is None and Minv is None and OPinv is None
+        shape = A.shape
+        if (standard and len(shape) == 2 and shape[0] == shape[1]
+                and isinstance(k, (int, np.integer)) and 0 < k < shape[0]
+                and A.dtype.char in _FLOATING):
+            op = _Operator(A, n_threads)
+            op.settle(A.dtype)
+            operand = _ProductOperator(op, A.dtype)
+        elif isinstance(A, CSR):  # (the matrix itself: shift-invert factorizes it, as
+            operand = A.to_scipy()  # scipy's eigsh does a scipy matrix)
+    with accelerated():
+        return sla.eigsh(operand, k, M, sigma, which, v0, ncv, maxiter, tol,
+                         return_eigenvectors, Minv, OPinv, mode, **kwargs)

@@ -415,7 +415,8 @@ def _run_workflows(args: argparse.Namespace) -> int:
     print("accelerated: the unmodified call inside wsesparse.accelerated(); reuse: the same "
           "inside accelerated(reuse=True); CSR: a prepared "
           "wsesparse.CSR in accelerated(); linalg: wsesparse.linalg's solver of the same name "
-          "(its vector work on the kernels' threads too); 1-BLAS: plain scipy with BLAS on one "
+          "(cg, minres: their vector work on the kernels' threads too; eigsh: ARPACK's, beside "
+          "a prepared product); 1-BLAS: plain scipy with BLAS on one "
           "thread (nothing routed); speedups over plain scipy")
     # (--threads: BLAS and the kernels' OpenMP runtime alike)
     with threadpool_limits(limits=args.threads) if given else contextlib.nullcontext():
