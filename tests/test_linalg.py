@@ -950,3 +950,32 @@ def test_eigsh_the_same_eigenvalues_with_any_thread_count():
     assert runs[0][0].min() > 15
     assert all(np.array_equal(runs[0][0], w) and np.array_equal(runs[0][1], V)
                for w, V in runs[1:])
+
+
+def test_eigsh_review_cases():
+    """A review's cases: a complex A at k = n - 1 (scipy's eigs goes dense there: an
+    ndarray's eigenvalues, a sparse A's TypeError; the prepared path gave a LinearOperator's
+    TypeError), M given as a CSR (handed over as its scipy matrix, which shift-invert
+    factorizes; as a LinearOperator scipy's iterative inverse did not converge), and rng
+    as scipy's 14th positional argument."""
+    Ac = _laplacian(6, seed=1, dtype=np.complex128)
+    with pytest.warns(RuntimeWarning, match="k >= N - 1"):
+        w0 = sla.eigsh(Ac.toarray(), k=5, return_eigenvectors=False)
+    with pytest.warns(RuntimeWarning, match="k >= N - 1"):
+        w1 = eigsh(Ac.toarray(), k=5, return_eigenvectors=False)
+    np.testing.assert_allclose(np.sort(w1), np.sort(w0), rtol=1e-12)
+    for op in (Ac, wsesparse.CSR(Ac)):
+        with pytest.raises(TypeError, match="for sparse A with k >= N - 1"):
+            with pytest.warns(RuntimeWarning, match="k >= N - 1"):
+                eigsh(op, k=5)
+    A = _laplacian(120, seed=2)
+    M = sp.diags_array(np.linspace(1, 2, 120)).tocsr()
+    v0 = _vector(120, np.float64, seed=3)
+    w0 = sla.eigsh(A, k=3, M=M, sigma=0.5, v0=v0, return_eigenvectors=False)
+    w1 = eigsh(A, k=3, M=wsesparse.CSR(M), sigma=0.5, v0=v0, return_eigenvectors=False)
+    np.testing.assert_allclose(np.sort(w1), np.sort(w0), rtol=1e-12)
+    if "rng" in __import__("inspect").signature(sla.eigsh).parameters:  # (scipy >= 1.15)
+        args = (A, 3, None, None, "LA", None, None, None, 0, False, None, None, "normal")
+        w0 = sla.eigsh(*args, np.random.default_rng(4))
+        w1 = eigsh(*args, np.random.default_rng(4))
+        np.testing.assert_allclose(np.sort(w1), np.sort(w0), rtol=1e-12)

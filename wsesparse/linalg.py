@@ -1038,19 +1038,23 @@ class _ProductOperator(LinearOperator):
 
 def eigsh(A, k: int = 6, M=None, sigma=None, which: str = "LM", v0=None, ncv=None,
           maxiter=None, tol: float = 0, return_eigenvectors: bool = True, Minv=None,
-          OPinv=None, mode: str = "normal", *, n_threads: int | None = None, **kwargs):
+          OPinv=None, mode: str = "normal", rng=None, *, n_threads: int | None = None,
+          **kwargs):
     """Eigenvalues of a symmetric or Hermitian matrix by ARPACK, as
     ``scipy.sparse.linalg.eigsh`` finds them, with the library's products.
 
     scipy's ``eigsh`` itself (its arguments, checks, errors and results) runs with two
     changes. A sparse or ndarray ``A`` of a floating dtype, in the standard mode (no
-    ``sigma``, ``M``, ``Minv`` or ``OPinv``) with ``0 < k < n``, is wrapped once in a
-    :class:`~wsesparse.CSR` (checked, narrowed, value codes from its third product) and
-    multiplied into a buffer the call keeps; and the call runs inside
+    ``sigma``, ``M``, ``Minv`` or ``OPinv``) with ``0 < k < n`` (``k < n - 1`` for a
+    complex ``A``, which scipy's ``eigs`` takes to a dense ``eig`` from there on), is
+    wrapped once in a :class:`~wsesparse.CSR` (checked, narrowed, value codes from its
+    third product) and multiplied into a buffer the call keeps; and the call runs inside
     :func:`wsesparse.accelerated`, so ARPACK's own BLAS calls (its reorthogonalization)
     share the kernels' threads, and the products of any other mode run on the kernels too
-    (a ``CSR`` there is handed to scipy as its scipy matrix, ``CSR.to_scipy()``: shift-invert
-    factorizes it). ARPACK's vector work stays ARPACK's.
+    (a ``CSR`` given as ``A`` or ``M`` there is handed to scipy as its scipy matrix,
+    ``CSR.to_scipy()``, which shift-invert factorizes). ARPACK's vector work stays
+    ARPACK's. scipy's warnings (``k >= N``, ``M``'s precision) point at this function's
+    call of scipy's, not at the caller's line.
 
     Parameters
     ----------
@@ -1059,10 +1063,15 @@ def eigsh(A, k: int = 6, M=None, sigma=None, which: str = "LM", v0=None, ncv=Non
         call runs.
     k, M, sigma, which, v0, ncv, maxiter, tol, return_eigenvectors, Minv, OPinv, mode
         As ``scipy.sparse.linalg.eigsh``'s.
+    rng : optional
+        scipy's (1.15 and later), passed on where given.
     n_threads : int, optional
-        Threads of the products (default: as :func:`~wsesparse.sparse_matmul` chooses).
+        Threads of the prepared sparse operand's products in the standard mode (default:
+        as :func:`~wsesparse.sparse_matmul` chooses). An ndarray ``A`` multiplies through
+        numpy's ``matmul`` (BLAS threads), and the other modes' products take the threads
+        ``accelerated()`` gives them.
     **kwargs
-        Passed to scipy's ``eigsh`` as they are (``rng`` in scipy 1.17).
+        Passed to scipy's ``eigsh`` as they are.
 
     Returns
     -------
@@ -1090,18 +1099,24 @@ def eigsh(A, k: int = 6, M=None, sigma=None, which: str = "LM", v0=None, ncv=Non
     from wsesparse.accelerate import accelerated
     if n_threads is not None:
         resolve_n_threads(n_threads)
+    if rng is not None:
+        kwargs["rng"] = rng
     operand = A
     if isinstance(A, CSR) or sp.issparse(A) or type(A) is np.ndarray:
         standard = sigma is None and M is None and Minv is None and OPinv is None
         shape = A.shape
+        # (scipy's eigsh takes a complex A to eigs, which goes dense from k = n - 1 on)
+        k_max = shape[0] - 1 if A.dtype.kind == "c" else shape[0]
         if (standard and len(shape) == 2 and shape[0] == shape[1]
-                and isinstance(k, (int, np.integer)) and 0 < k < shape[0]
+                and isinstance(k, (int, np.integer)) and 0 < k < k_max
                 and A.dtype.char in _FLOATING):
             op = _Operator(A, n_threads)
             op.settle(A.dtype)
             operand = _ProductOperator(op, A.dtype)
         elif isinstance(A, CSR):  # (the matrix itself: shift-invert factorizes it, as
             operand = A.to_scipy()  # scipy's eigsh does a scipy matrix)
+    if isinstance(M, CSR):
+        M = M.to_scipy()
     with accelerated():
         return sla.eigsh(operand, k, M, sigma, which, v0, ncv, maxiter, tol,
                          return_eigenvectors, Minv, OPinv, mode, **kwargs)

@@ -136,7 +136,8 @@ class WorkflowResult:
     prepared_s: float = float("nan")  # ``CSR(A)`` handed to the routine, in the same block
     blas1_s: float = float("nan")  # plain scipy, BLAS limited to one thread, nothing routed
     reuse_s: float = float("nan")  # the scipy call inside ``accelerated(reuse=True)``
-    linalg_s: float = float("nan")  # ``wsesparse.linalg``'s solver (cg, minres), no block
+    linalg_s: float = float("nan")  # ``wsesparse.linalg``'s solver (``LINALG``): no block
+    # (eigsh opens accelerated() itself)
 
     @property
     def speedup(self) -> float:
