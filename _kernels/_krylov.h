@@ -34,8 +34,8 @@
     const ptrdiff_t i0 = (k) * WS_KRY_CHUNK;                                                    \
     const ptrdiff_t m = (n) - i0 < WS_KRY_CHUNK ? (n) - i0 : WS_KRY_CHUNK
 
-/* (a0 + i a1)(b0 + i b1) as numpy writes it, re and im: the caller's vectors hold complex
- * numbers as (re, im) pairs */
+/* (a0 + i a1)(b0 + i b1), re and im, each product and sum rounded on its own (numpy's own
+ * complex loops fuse some: agreement with them to rounding only) */
 #define WS_CMUL_RE(a0, a1, b0, b1) ((a0) * (b0) - (a1) * (b1))
 #define WS_CMUL_IM(a0, a1, b0, b1) ((a0) * (b1) + (a1) * (b0))
 
