@@ -16,7 +16,8 @@ def test_curve_writes_csv_and_png(tmp_path):
                "0.5,0.9,0.99", "--engines", "1,4", "--csv", str(out), "--plot", str(png),
                "--quiet"])
     assert rc == 0
-    rows = list(csv.DictReader(out.open()))
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
     assert [(r["sparsity"], r["engines"]) for r in rows] == [
         ("0.5", "1"), ("0.5", "4"), ("0.9", "1"), ("0.9", "4"), ("0.99", "1"), ("0.99", "4")]
     sp1 = [float(r["speedup"]) for r in rows if r["engines"] == "1"]

@@ -37,7 +37,8 @@ def test_bench_tiny_run_prints_checked_rows_and_missing_peers(no_peers, capsys, 
         assert tail.split()[0] in ("scipy", "dense")  # the best peer
     assert "Summary (ratio = wsesparse GFLOP/s" in out and f"wrote {path}" in out
     assert err == ""                                  # stderr is not a terminal: no bar
-    points = list(csv.DictReader(path.open()))
+    with path.open() as f:  # (closed: an open one was a ResourceWarning under -W error)
+        points = list(csv.DictReader(f))
     assert [(p["dtype"], p["density"], p["N"]) for p in points] == [
         (d, r, n) for d in ("float32", "float64") for r in ("0.1", "0.01") for n in ("1", "8")]
     assert all(float(p["wsesparse"]) > 0 and float(p["wsesparse_t"]) > 0 for p in points)
@@ -56,7 +57,8 @@ def test_bench_left_times_dense_at_sparse_checked(no_peers, capsys, tmp_path, mo
     for lead, rates, tail in rows:
         # Every column a rate, none FAIL ("0.000" when a call lost its core for a while).
         assert all(float(v) >= 0 for v in rates.split()), rates
-    assert {p["side"] for p in csv.DictReader(path.open())} == {"left"}
+    with path.open() as f:
+        assert {p["side"] for p in csv.DictReader(f)} == {"left"}
     # The check is real: a wrong dense @ sparse result is reported as FAIL.
     import wsesparse
     real = wsesparse.sparse_matmul
