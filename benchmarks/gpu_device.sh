@@ -11,7 +11,8 @@
 #   kernel_ab.py, B / A > 1 where the rule helps), tlr_ab (the TLR forward rows in zmm
 #   against 32 bytes: kernel_ab.py --set tlr, B / A > 1 where zmm helps), blas (the
 #   workflows under accelerated() with BLAS on one thread against BLAS on the kernels'
-#   threads: blas_modes.py), or 1 for the first five; CPU_TIMEOUT
+#   threads: blas_modes.py), cgbound (how far routing products can take scipy's cg, #28:
+#   cg_bound.py), or 1 for the first five; CPU_TIMEOUT
 #   bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on any machine, e.g. as a
 #   second call on a warm device.
 #   PY names the interpreter (default python3: on the lent machines the one with cupy, torch,
@@ -75,6 +76,7 @@ for part in $parts; do
         tlr_ab) cmd=(benchmarks/kernel_ab.py --set tlr --cflags=-DTLR_NO_ZMM
                      --threads "1,$(nproc)" --rounds 5) ;;
         blas) cmd=(benchmarks/blas_modes.py --rounds 3) ;;
+        cgbound) cmd=(benchmarks/cg_bound.py) ;;
         *) echo "unknown CPU part $part"; continue ;;
     esac
     echo "== cpu $part: ${cmd[*]}" >> "$OUT/cpu.log"
