@@ -62,6 +62,22 @@ static inline double ws_kry_rdot_##sfx(const R *a, const R *b, ptrdiff_t n)     
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));                   \
 }                                                                                               \
                                                                                                 \
+/* y -= a x over n elements (complex, cx: a = a0 + i a1, interleaved vectors): the update of  \
+   minres_b, bicg_r and mgs, each product and difference rounded on its own */                \
+static inline void ws_kry_sub_scaled_##sfx(R *y, const R *x, ptrdiff_t n, int cx, R a0, R a1) \
+{                                                                                               \
+    ptrdiff_t i;                                                                                \
+    if (!cx) {                                                                                  \
+        for (i = 0; i < n; i++) y[i] = y[i] - a0 * x[i];                                        \
+        return;                                                                                 \
+    }                                                                                           \
+    for (i = 0; i < n; i++) {                                                                   \
+        const R xr = x[2 * i], xi = x[2 * i + 1];                                               \
+        y[2 * i] -= WS_CMUL_RE(a0, a1, xr, xi);                                                 \
+        y[2 * i + 1] -= WS_CMUL_IM(a0, a1, xr, xi);                                             \
+    }                                                                                           \
+}                                                                                               \
+                                                                                                \
 /* complex (interleaved): sum conj(a_i) b_i of one chunk of n complex, 4 accumulators each */  \
 static inline void ws_kry_cdot_##sfx(const R *a, const R *b, ptrdiff_t n, double *re,          \
                                      double *im)                                                \
@@ -197,22 +213,9 @@ static double ws_kry_minres_b_##sfx(R *y, const R *r2, ptrdiff_t n, int cx, doub
     double res[1];                                                                              \
     WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
         WS_KRY_CHUNK_AT(n, k);                                                                  \
-        ptrdiff_t i;                                                                            \
-        if (!cx) {                                                                              \
-            R *yc = y + i0;                                                                     \
-            const R *rc = r2 + i0;                                                              \
-            for (i = 0; i < m; i++) yc[i] = yc[i] - c * rc[i];                                  \
-            part[k] = ws_kry_rdot_##sfx(yc, yc, m);                                             \
-        } else {                                                                                \
-            R *yc = y + 2 * i0;                                                                 \
-            const R *rc = r2 + 2 * i0;                                                          \
-            for (i = 0; i < m; i++) {                                                           \
-                const R rr = rc[2 * i], ri = rc[2 * i + 1];                                     \
-                yc[2 * i] -= WS_CMUL_RE(c, c1, rr, ri);                                         \
-                yc[2 * i + 1] -= WS_CMUL_IM(c, c1, rr, ri);                                     \
-            }                                                                                   \
-            part[k] = ws_kry_rdot_##sfx(yc, yc, 2 * m);                                         \
-        }                                                                                       \
+        const ptrdiff_t f = cx ? 2 : 1;                                                         \
+        ws_kry_sub_scaled_##sfx(y + f * i0, r2 + f * i0, m, cx, c, c1);                         \
+        part[k] = ws_kry_rdot_##sfx(y + f * i0, y + f * i0, f * m);                             \
     }                                                                                           \
     ws_kry_sum_parts(part, WS_KRY_NCH(n), 1, res);                                              \
     return res[0];                                                                              \
@@ -346,21 +349,13 @@ static void ws_kry_bicg_r_##sfx(R *r, const R *t, const R *rt, ptrdiff_t n, int 
     const R om = (R)omr, om1 = (R)omi;                                                          \
     WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
         WS_KRY_CHUNK_AT(n, k);                                                                  \
-        ptrdiff_t i;                                                                            \
+        const ptrdiff_t f = cx ? 2 : 1;                                                         \
+        R *rc = r + f * i0;                                                                     \
+        ws_kry_sub_scaled_##sfx(rc, t + f * i0, m, cx, om, om1);                                \
         if (!cx) {                                                                              \
-            R *rc = r + i0;                                                                     \
-            const R *tc = t + i0;                                                               \
-            for (i = 0; i < m; i++) rc[i] = rc[i] - om * tc[i];                                 \
             part[2 * k] = ws_kry_rdot_##sfx(rc, rc, m);                                         \
             part[2 * k + 1] = ws_kry_rdot_##sfx(rt + i0, rc, m);                                \
         } else {                                                                                \
-            R *rc = r + 2 * i0;                                                                 \
-            const R *tc = t + 2 * i0;                                                           \
-            for (i = 0; i < m; i++) {                                                           \
-                const R tr = tc[2 * i], ti = tc[2 * i + 1];                                     \
-                rc[2 * i] -= WS_CMUL_RE(om, om1, tr, ti);                                       \
-                rc[2 * i + 1] -= WS_CMUL_IM(om, om1, tr, ti);                                   \
-            }                                                                                   \
             part[3 * k] = ws_kry_rdot_##sfx(rc, rc, 2 * m);                                     \
             ws_kry_cdot_##sfx(rt + 2 * i0, rc, m, part + 3 * k + 1, part + 3 * k + 2);          \
         }                                                                                       \
@@ -381,22 +376,11 @@ static void ws_kry_mgs_##sfx(R *w, const R *vk, const R *u, ptrdiff_t n, int cx,
     const R hh = (R)hr, h1 = (R)hi;                                                             \
     WS_KRY_FOR_CHUNKS(n, nth, k) {                                                              \
         WS_KRY_CHUNK_AT(n, k);                                                                  \
-        ptrdiff_t i;                                                                            \
-        if (!cx) {                                                                              \
-            R *wc = w + i0;                                                                     \
-            const R *vc = vk + i0;                                                              \
-            for (i = 0; i < m; i++) wc[i] = wc[i] - hh * vc[i];                                 \
-            part[k] = ws_kry_rdot_##sfx(u + i0, wc, m);                                         \
-        } else {                                                                                \
-            R *wc = w + 2 * i0;                                                                 \
-            const R *vc = vk + 2 * i0;                                                          \
-            for (i = 0; i < m; i++) {                                                           \
-                const R vr = vc[2 * i], vi = vc[2 * i + 1];                                     \
-                wc[2 * i] -= WS_CMUL_RE(hh, h1, vr, vi);                                        \
-                wc[2 * i + 1] -= WS_CMUL_IM(hh, h1, vr, vi);                                    \
-            }                                                                                   \
-            ws_kry_cdot_##sfx(u + 2 * i0, wc, m, part + 2 * k, part + 2 * k + 1);               \
-        }                                                                                       \
+        const ptrdiff_t f = cx ? 2 : 1;                                                         \
+        R *wc = w + f * i0;                                                                     \
+        ws_kry_sub_scaled_##sfx(wc, vk + f * i0, m, cx, hh, h1);                                \
+        if (!cx) part[k] = ws_kry_rdot_##sfx(u + i0, wc, m);                                    \
+        else ws_kry_cdot_##sfx(u + 2 * i0, wc, m, part + 2 * k, part + 2 * k + 1);              \
     }                                                                                           \
     ws_kry_sum_parts(part, WS_KRY_NCH(n), cx ? 2 : 1, res);                                     \
 }
