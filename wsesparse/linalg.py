@@ -55,7 +55,7 @@ class _Operator:
         self.sparse: CSR | None = None
         self.dense: np.ndarray | None = None
         self.op: LinearOperator | None = None
-        if isinstance(A, CSR) or sp.issparse(A) or type(A) is np.ndarray:
+        if self.holds(A):
             self._held = A
         else:
             self._held = self.op = aslinearoperator(A)
@@ -63,6 +63,12 @@ class _Operator:
         if len(self.shape) != 2 or self.shape[0] != self.shape[1]:
             raise ValueError(f"expected square matrix, but got shape={(self.shape,)}")
         self.dtype = self._held.dtype
+
+    @staticmethod
+    def holds(A) -> bool:
+        """Whether ``A`` is multiplied as it is (a sparse matrix or array, CSR or ndarray),
+        not through ``aslinearoperator(A)``."""
+        return isinstance(A, CSR) or sp.issparse(A) or type(A) is np.ndarray
 
     def settle(self, dtype: np.dtype) -> None:
         """Products of a sparse or ndarray operand whose values ``dtype`` holds run on our
@@ -94,6 +100,12 @@ class _Operator:
             return q
         q[...] = _matvec_result(self.op.matvec(p), q.shape[0], q.dtype, self.name)
         return q
+
+
+def _scalar_type(dtype: np.dtype) -> type:
+    """The type a solve's scalars take: complex128 for a complex solve (scipy's ``vdot``
+    inner products), float64 for a real one, of any precision."""
+    return np.complex128 if dtype.kind == "c" else np.float64
 
 
 def _matvec_result(y, n: int, dtype: np.dtype, name: str) -> np.ndarray:
@@ -200,7 +212,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     if maxiter is None:
         maxiter = n * 10
 
-    scalar = np.complex128 if dtype.kind == "c" else np.float64
+    scalar = _scalar_type(dtype)
     q = np.empty(n, dtype=dtype)
     if x.any():
         r = np.ascontiguousarray(b - op(x, q))
@@ -342,7 +354,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     if maxiter is None:
         maxiter = n * 10
     f64 = np.float64
-    scalar = np.complex128 if dtype.kind == "c" else f64  # (scipy's vdot for complex)
+    scalar = _scalar_type(dtype)
     rhotol = f64(np.finfo(dtype).eps) ** 2
     omegatol = rhotol
 
@@ -491,7 +503,7 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
     n = op.shape[0]
     dtype = x.dtype
     f64 = np.float64
-    scalar = np.complex128 if dtype.kind == "c" else f64  # (scipy's vdot for complex)
+    scalar = _scalar_type(dtype)
     nt = _threads(n_threads, n)
 
     def norm(u):
@@ -1102,7 +1114,7 @@ def eigsh(A, k: int = 6, M=None, sigma=None, which: str = "LM", v0=None, ncv=Non
     if rng is not None:
         kwargs["rng"] = rng
     operand = A
-    if isinstance(A, CSR) or sp.issparse(A) or type(A) is np.ndarray:
+    if _Operator.holds(A):
         standard = sigma is None and M is None and Minv is None and OPinv is None
         shape = A.shape
         # (scipy's eigsh takes a complex A to eigs, which goes dense from k = n - 1 on)
