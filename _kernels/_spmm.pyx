@@ -102,6 +102,11 @@ SPMV_GATHER_LONG_X_BYTES = ({"float32": _SPMV_GATHER_LONG_X_BYTES_float,
 SPMV_GATHER_NEAR_ROW_MIN = ({"float32": _SPMV_GATHER_NEAR_ROW_MIN_float,
                              "float64": _SPMV_GATHER_NEAR_ROW_MIN_double}
                             if SPMV_GATHER_LONG else {"float32": 0, "float64": 0})
+# Where x has at most SPMV_GATHER_LONG_X_BYTES, whether the rule of SPMV_GATHER_NEAR_ROW_MIN
+# holds whatever the matrix (True) or only where it stays in cache (False: csr_spmv's
+# far_matrix then gathers from SPMV_GATHER_ROW_MIN).
+SPMV_GATHER_NEAR_ANY_MATRIX = {"float32": bool(_SPMV_GATHER_NEAR_ANY_MATRIX_float),
+                               "float64": bool(_SPMV_GATHER_NEAR_ANY_MATRIX_double)}
 SPMV_GATHER_ROW_MIN = ({"float32": _SPMV_GATHER_ROW_MIN_float,
                         "float64": _SPMV_GATHER_ROW_MIN_double}
                        if SPMV_GATHER or SPMV_GATHER_LONG else None)
@@ -481,6 +486,7 @@ cdef inline void _complex_dots(const index_t* indptr, const index_t* indices,
 cdef enum:  # _spmv_rows's mode bits
     _CHECKED = 1
     _HINT = 2  # unchecked: short rows in blocks; checked: the matrix streams from DRAM
+    _FAR_MATRIX = 4  # the matrix does not stay in cache (ws_spmv_rows' far_matrix)
 
 
 cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
@@ -491,37 +497,39 @@ cdef inline int _spmv_rows(const index_t* indptr, const index_t* indices,
     the column indices are checked against ``n_cols`` on the way (returns 1 on
     the first one out of range, leaving later rows undone); bit _HINT, ws_spmv_rows'
     ``blocks`` (unchecked: short rows in blocks; checked: a matrix streamed from DRAM,
-    WS_CHK_IN_LOOPS and WS_SPMV_CHK_LOOP_ROWS_MIN; real values only); 0 plain.
+    WS_CHK_IN_LOOPS and WS_SPMV_CHK_LOOP_ROWS_MIN; real values only); bit _FAR_MATRIX,
+    its ``far_matrix`` (real values only); 0 plain.
     ``indptr`` must already be valid. (The unchecked kernels get ``n_cols`` too: it
     picks how rows are summed, which must not depend on whether they were checked.)"""
     cdef Py_ssize_t i = r0, j
     cdef bint hint = (check & _HINT) != 0
+    cdef bint far_matrix = (check & _FAR_MATRIX) != 0
     if value_t is float:
         if index_t is int32_t:
             if check & _CHECKED:
                 return ws_spmv_rows_chk_float_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols, hint)
+                                                      n_cols, hint, far_matrix)
             return ws_spmv_rows_float_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                              hint)
+                                              hint, far_matrix)
         else:
             if check & _CHECKED:
                 return ws_spmv_rows_chk_float_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                      n_cols, hint)
+                                                      n_cols, hint, far_matrix)
             return ws_spmv_rows_float_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                              hint)
+                                              hint, far_matrix)
     elif value_t is double:
         if index_t is int32_t:
             if check & _CHECKED:
                 return ws_spmv_rows_chk_double_int32_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols, hint)
+                                                       n_cols, hint, far_matrix)
             return ws_spmv_rows_double_int32_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                               hint)
+                                               hint, far_matrix)
         else:
             if check & _CHECKED:
                 return ws_spmv_rows_chk_double_int64_t(indptr, indices, data, x, y, r0, r1,
-                                                       n_cols, hint)
+                                                       n_cols, hint, far_matrix)
             return ws_spmv_rows_double_int64_t(indptr, indices, data, x, y, r0, r1, n_cols,
-                                               hint)
+                                               hint, far_matrix)
     else:
         if not check & _CHECKED:
             _complex_dots(indptr, indices, data, x, y, r0, r1)
@@ -573,7 +581,7 @@ cdef int _spmv_typed(const index_t* ip, const index_t* ix, int vt, void* d, void
 
 def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndarray x,
              cnp.ndarray y, object row_bounds, int n_threads, *, Py_ssize_t check_cols=0,
-             bint blocks=False, bint streamed=False):
+             bint blocks=False, bint streamed=False, bint far_matrix=False):
     """y = A @ x for CSR ``A`` (n_rows x n_cols); x has n_cols, y n_rows entries.
 
     ``row_bounds``, ``check_cols`` and the return value as in ``csr_spmm``.
@@ -583,6 +591,10 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     AVX-512 check int64 indices of short rows in the row loops (``WS_CHK_IN_LOOPS``), and
     AVX-512 builds on AMD those of rows averaging ``SPMV_CHK_LOOP_ROWS_MIN`` to ``_MAX``
     nonzeros, or fewer that read x at random (the same sums, the same errors).
+    ``far_matrix``: the whole matrix does not stay in cache between products, so AVX-512
+    builds on AMD gather the float64 rows of ``SPMV_GATHER_ROW_MIN`` nonzeros or more even
+    where x has at most ``SPMV_GATHER_LONG_X_BYTES`` (``SPMV_GATHER_NEAR_ANY_MATRIX``):
+    other sums, so a caller passes the same for every part of one matrix's product.
     """
     if cnp.PyArray_NDIM(x) != 1 or cnp.PyArray_NDIM(y) != 1:
         raise ValueError("x and y must be 1-D")
@@ -599,8 +611,8 @@ def csr_spmv(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     cdef Py_ssize_t n_x = cnp.PyArray_DIM(x, 0)
     if check_cols > 0 and n_x != check_cols:
         raise ValueError("check_cols must be the length of x")
-    cdef int mode = (_CHECKED | (_HINT if streamed else 0) if check_cols > 0
-                     else (_HINT if blocks else 0))
+    cdef int mode = ((_CHECKED | (_HINT if streamed else 0) if check_cols > 0
+                      else (_HINT if blocks else 0)) | (_FAR_MATRIX if far_matrix else 0))
     cdef int64_t* owned = NULL
     cdef Py_ssize_t n_parts
     cdef const int64_t* b = _parts(row_bounds, it, ip, cnp.PyArray_DIM(y, 0), &n_parts, &owned)

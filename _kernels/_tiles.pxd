@@ -46,23 +46,23 @@ cdef extern from "_axpy_tiles.h" nogil:
                                         const double*, Py_ssize_t, double*, Py_ssize_t,
                                         Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
     int ws_spmv_rows_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
-                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int, int)
     int ws_spmv_rows_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
-                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int, int)
     int ws_spmv_rows_double_int32_t(const int32_t*, const int32_t*, const double*, const double*,
-                                    double*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+                                    double*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int, int)
     int ws_spmv_rows_double_int64_t(const int64_t*, const int64_t*, const double*, const double*,
-                                    double*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+                                    double*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int, int)
     int ws_spmv_rows_chk_float_int32_t(const int32_t*, const int32_t*, const float*, const float*,
-                                       float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+                                       float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int, int)
     int ws_spmv_rows_chk_float_int64_t(const int64_t*, const int64_t*, const float*, const float*,
-                                       float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int)
+                                       float*, Py_ssize_t, Py_ssize_t, Py_ssize_t, int, int)
     int ws_spmv_rows_chk_double_int32_t(const int32_t*, const int32_t*, const double*,
                                         const double*, double*, Py_ssize_t, Py_ssize_t,
-                                        Py_ssize_t, int)
+                                        Py_ssize_t, int, int)
     int ws_spmv_rows_chk_double_int64_t(const int64_t*, const int64_t*, const double*,
                                         const double*, double*, Py_ssize_t, Py_ssize_t,
-                                        Py_ssize_t, int)
+                                        Py_ssize_t, int, int)
 
     void ws_spmv_coded_rows_float_int32_t(const int32_t*, const int32_t*, const uint8_t*,
                                           const float*, const float*, float*, Py_ssize_t,
@@ -164,6 +164,8 @@ cdef extern from "_axpy_tiles.h" nogil:
     enum: _SPMV_GATHER_LONG_X_BYTES_double "WS_SPMV_GATHER_LONG_X_BYTES_double"
     enum: _SPMV_GATHER_NEAR_ROW_MIN_float "WS_SPMV_GATHER_NEAR_ROW_MIN_float"
     enum: _SPMV_GATHER_NEAR_ROW_MIN_double "WS_SPMV_GATHER_NEAR_ROW_MIN_double"
+    enum: _SPMV_GATHER_NEAR_ANY_MATRIX_float "WS_SPMV_GATHER_NEAR_ANY_MATRIX_float"
+    enum: _SPMV_GATHER_NEAR_ANY_MATRIX_double "WS_SPMV_GATHER_NEAR_ANY_MATRIX_double"
     enum: _SPMV_RUN_SCALAR "WS_SPMV_RUN_SCALAR"
     enum: _SPMV_VEC_NNZ_float "WS_SPMV_VEC_NNZ_float"
     enum: _SPMV_VEC_NNZ_double "WS_SPMV_VEC_NNZ_double"

@@ -14,16 +14,19 @@
 
 
 /*
- * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols, blocks):
+ * ws_spmv_rows[_chk]_<T>_<I>(indptr, indices, data, x, y, r0, r1, n_cols, blocks,
+ *                            far_matrix):
  *     y[i] = sum over the nonzeros p of row i of data[p] * x[indices[p]]
  * for rows r0 <= i < r1; returns 0, or (_chk only) 1 when an index is out of
  * range, y then being partly written. blocks: see below (plain) and
  * WS_CHK_IN_LOOPS, WS_SPMV_CHK_LOOP_ROWS_MIN (_chk: the matrix streams from
  * DRAM); the same sums either
- * way. Rows of at least WS_SPMV_VEC_NNZ_<T> nonzeros (three float32 vectors'
- * worth) take VL of them per step: their values loaded as one vector, the
- * x[indices[p]] put together lane by lane (scalar
- * loads inserted into a vector, not a gather instruction: gathers are slower
+ * way. far_matrix: the caller says the whole matrix does not stay in cache between
+ * products (WS_SPMV_GATHER_NEAR_ANY_MATRIX_<T>, _tiles_spmv_lanes.h: which rows
+ * gather, so other sums; the same for every part of a product). Rows of at least
+ * WS_SPMV_VEC_NNZ_<T> nonzeros (three float32 vectors' worth) take VL of them per
+ * step: their values loaded as one vector, the x[indices[p]] put together lane by
+ * lane (scalar loads inserted into a vector, not a gather instruction: gathers are slower
  * on Zen), one vector FMA into one of two accumulators; about 2 loads per
  * nonzero instead of 3 (K = 4096, density 0.1, float32: 1.3x the scalar loop
  * on one thread). The lanes are summed as a tree, the last (< VL) nonzeros in
@@ -302,7 +305,7 @@ WS_DEFINE_SPMV_ROWS_FN(T, I, U, ws_spmv_far_vector_rows##SFX##_##T##_##I,       
                        ws_spmv_grow##SFX##_##T##_##I)                             \
 WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                         \
     const I *indptr, const I *indices, const T *data, const T *x, T *y,           \
-    ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n_cols, int blocks)                     \
+    ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n_cols, int blocks, int far_matrix)     \
 {                                                                                 \
     const U lim = ws_col_limit_##I(n_cols);                                       \
     const ptrdiff_t x_bytes = n_cols * (ptrdiff_t)sizeof(T);                      \
@@ -311,6 +314,7 @@ WS_MAYBE_UNUSED static int ws_spmv_rows##SFX##_##T##_##I(                       
         ? WS_SPMV_GATHER_NNZ : far ? WS_SPMV_FAR_VEC_NNZ : WS_SPMV_VEC_NNZ_##T;   \
     /* (rows that gather in builds that gather long rows only) */                 \
     const ptrdiff_t gmin = x_bytes > WS_SPMV_GATHER_LONG_X_BYTES_##T              \
+            || (!WS_SPMV_GATHER_NEAR_ANY_MATRIX_##T && far_matrix)                \
         ? WS_SPMV_GATHER_ROW_MIN_##T : WS_SPMV_GATHER_NEAR_ROW_MIN_##T;           \
     const ptrdiff_t nnz = indptr[r1] - indptr[r0];                                \
     const int vec = nnz >= vmin * (r1 - r0);                                      \

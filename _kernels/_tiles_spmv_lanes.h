@@ -166,19 +166,30 @@ static inline double WS_HSUM_double(ws_vd a)
  * density 0.1 (410 a row) 440 / 224 us against 596 / 303 on 1 / 2 threads, from DRAM too.
  * Longer rows (4096 columns, density 0.22) kept that lead only while the matrix stayed in
  * cache (1.2-1.3x faster at 11 MB, 1.2-1.3x slower at 29 MB), so they keep their gathers.
- * float64 keeps its gathers (0): its element loads lost from DRAM (docs/tuning.md, "Long
- * float32 rows with x in L1", session 31). */
+ * float64 rows do so only where the whole matrix stays in cache as well
+ * (WS_SPMV_GATHER_NEAR_ANY_MATRIX_double 0: not where the caller passes far_matrix):
+ * with x of 32 KiB, rows of 100-410 took 0.70-0.90x the time of their gathers at 8-12 MB of
+ * matrix, 0.86-0.96x at 16 MB, but 1.01-1.66x beyond 24 MB; rows of 900 lost from 8 MB
+ * on (1.00-1.05x). float32 rows take their way whatever the matrix (1: they won from
+ * DRAM too). (docs/tuning.md, "Long float32 rows with x in L1", session 31, and "float64
+ * rows with x in L1", session 46.) */
 #ifndef WS_SPMV_GATHER_LONG_X_BYTES_float
 #define WS_SPMV_GATHER_LONG_X_BYTES_float 16384
 #endif
 #ifndef WS_SPMV_GATHER_LONG_X_BYTES_double
-#define WS_SPMV_GATHER_LONG_X_BYTES_double 0
+#define WS_SPMV_GATHER_LONG_X_BYTES_double 32768
 #endif
 #ifndef WS_SPMV_GATHER_NEAR_ROW_MIN_float
 #define WS_SPMV_GATHER_NEAR_ROW_MIN_float 512
 #endif
 #ifndef WS_SPMV_GATHER_NEAR_ROW_MIN_double
-#define WS_SPMV_GATHER_NEAR_ROW_MIN_double WS_SPMV_GATHER_ROW_MIN_double
+#define WS_SPMV_GATHER_NEAR_ROW_MIN_double 512
+#endif
+#ifndef WS_SPMV_GATHER_NEAR_ANY_MATRIX_float
+#define WS_SPMV_GATHER_NEAR_ANY_MATRIX_float 1
+#endif
+#ifndef WS_SPMV_GATHER_NEAR_ANY_MATRIX_double
+#define WS_SPMV_GATHER_NEAR_ANY_MATRIX_double 0
 #endif
 #if WS_SPMV_GATHER_NEAR_ROW_MIN_float < WS_SPMV_GATHER_ROW_MIN_float \
     || WS_SPMV_GATHER_NEAR_ROW_MIN_double < WS_SPMV_GATHER_ROW_MIN_double
@@ -189,6 +200,8 @@ static inline double WS_HSUM_double(ws_vd a)
 #define WS_SPMV_GATHER_LONG_X_BYTES_double 0
 #define WS_SPMV_GATHER_NEAR_ROW_MIN_float 0
 #define WS_SPMV_GATHER_NEAR_ROW_MIN_double 0
+#define WS_SPMV_GATHER_NEAR_ANY_MATRIX_float 1
+#define WS_SPMV_GATHER_NEAR_ANY_MATRIX_double 1
 #define WS_SPMV_GATHER_ROW_MIN_float 0
 #define WS_SPMV_GATHER_ROW_MIN_double 0
 #endif

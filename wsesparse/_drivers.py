@@ -266,8 +266,11 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     if X.ndim == 1:
         threads = resolve_n_threads(n_threads, th.SPMV_WORK * (nnz + n_rows), idle_rule=True)
         blocks = streamed = False
-        streams = (nnz * (X.itemsize + indices.itemsize)
-                   >= (hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES))
+        l3 = hw.l3_bytes or th.STREAM_DEFAULT_L3_BYTES
+        streams = nnz * (X.itemsize + indices.itemsize) >= l3
+        # (4-byte indices whatever the width, so that a one-shot product of int64 indices
+        # and its prepared CSR, narrowed to int32, sum the same way)
+        far_matrix = nnz * (X.itemsize + 4) > th.SPMV_CACHED_L3_SHARE * l3
         if bounds is not None:
             # (the L3 condition of spmv_coded first: 0.7 us a call for the rest, a fifth
             # of a small product's time)
@@ -286,7 +289,8 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
             # check those indices in the row loops (_spmm.csr_spmv's streamed).
             streamed = streams
         code = _spmm.csr_spmv(indptr, indices, data, X, Y, row_bounds(indptr, threads, bounds),
-                              threads, check_cols=check_cols, blocks=blocks, streamed=streamed)
+                              threads, check_cols=check_cols, blocks=blocks, streamed=streamed,
+                              far_matrix=far_matrix)
     else:
         N = X.shape[1]
         itemsize = X.dtype.itemsize

@@ -44,6 +44,8 @@ STREAM_DEFAULT_L3_BYTES = 32 << 20  # the L3 assumed for that where none is repo
 SPMV_BLOCK_X_LINES = 0.5       # a prepared SpMV streamed from DRAM takes short rows in blocks
 #                                where 64-row blocks read x in runs: distinct 64-byte lines of
 #                                x per distinct column at most this (stencils ~0.15, random ~1)
+SPMV_CACHED_L3_SHARE = 0.5     # a SpMV matrix of at most this share of L3 (values and 4-byte
+#                                indices) stays in cache: csr_spmv's far_matrix otherwise
 SPMV_CODED_AFTER = 2           # a prepared SpMV that may take value codes (_drivers.spmv_coded)
 #                                makes them on its call after this many (they cost 2-3 SpMVs)
 

@@ -1097,6 +1097,80 @@ def test_spmv_long_float32_rows_gather_only_where_x_is_past_the_limit(where, nea
             assert (got == 2.0 ** 24 + (2 if gathers else 0)).all(), (op, threads, got)
 
 
+@pytest.mark.skipif(_spmm.SPMV_GATHER_ROW_MIN is None, reason="the build never gathers")
+@pytest.mark.parametrize("where", ["at", "past"])
+@pytest.mark.parametrize("near_min", [False, True])
+def test_spmv_long_float64_rows_gather_only_where_x_or_the_matrix_is_far(where, near_min):
+    """Which way a long float64 row is summed, told by its bits as in the float32 test
+    above: 2^53 at position 0, 1 at 8 and 24, x all ones; gathers give 2^53 + 2, element
+    loads 2^53. Builds that gather long rows only (SPMV_GATHER_LONG) gather float64 rows
+    past SPMV_GATHER_ROW_MIN where x has more than SPMV_GATHER_LONG_X_BYTES, where the row
+    has at least SPMV_GATHER_NEAR_ROW_MIN nonzeros, or where ``csr_spmv`` is told that the
+    matrix does not stay in cache (``far_matrix``, unless SPMV_GATHER_NEAR_ANY_MATRIX).
+    ``sparse_matmul`` of this small matrix, one-shot and prepared, takes the cached way."""
+    n_cols = _x_columns(where, np.float64)
+    shortest = (_spmm.SPMV_GATHER_NEAR_ROW_MIN if near_min else _spmm.SPMV_GATHER_ROW_MIN)
+    length = 32 * (max(shortest["float64"], 64) // 32 + 1)
+    assert length <= n_cols
+    row = np.zeros(length)
+    row[[0, 8, 24]] = 2.0 ** 53, 1, 1
+    rows = 4
+    A = sp.csr_array((np.tile(row, rows), np.tile(np.arange(length, dtype=np.int32), rows),
+                      np.arange(rows + 1, dtype=np.int32) * length), shape=(rows, n_cols))
+    x = np.ones(n_cols)
+
+    def gathers(far_matrix):
+        return _spmm.SPMV_GATHER or (
+            _spmm.SPMV_GATHER_LONG
+            and (8 * n_cols > _spmm.SPMV_GATHER_LONG_X_BYTES["float64"]
+                 or length >= _spmm.SPMV_GATHER_NEAR_ROW_MIN["float64"]
+                 or (far_matrix and not _spmm.SPMV_GATHER_NEAR_ANY_MATRIX["float64"])))
+
+    for threads in (1, 2):
+        for op in (A, CSR(A)):
+            got = sparse_matmul(op, x, n_threads=threads)
+            assert (got == 2.0 ** 53 + (2 if gathers(False) else 0)).all(), (op, threads, got)
+        for far_matrix in (False, True):
+            for check in (0, n_cols):
+                y = np.empty(rows)
+                assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, 2, threads,
+                                      check_cols=check, far_matrix=far_matrix) == 0
+                want = 2.0 ** 53 + (2 if gathers(far_matrix) else 0)
+                assert (y == want).all(), (far_matrix, check, threads, y)
+
+
+def test_spmv_far_matrix_from_the_matrix_size(monkeypatch):
+    """``product_into`` tells ``csr_spmv`` that a matrix is far where its values and 4-byte
+    indices exceed SPMV_CACHED_L3_SHARE of L3, whatever the index width and thread count
+    (one-shot and prepared products of one matrix then sum the same way)."""
+    from wsesparse import _drivers, _thresholds as th
+    from wsesparse._hardware import HardwareProfile
+
+    A = sp.random_array((300, 4000), density=0.05, format="csr", rng=3)
+    x = np.random.default_rng(1).standard_normal(4000)
+    seen = []
+    real = _spmm.csr_spmv
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["far_matrix"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_spmm, "csr_spmv", spy)
+    limit = int(A.nnz * 12 / th.SPMV_CACHED_L3_SHARE)
+    for l3, far in ((limit, False), (limit - 1, True)):
+        hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=l3, vector_bytes=64)
+        for index_type in (np.int32, np.int64):
+            for bounds in (None, {}):
+                for threads in (1, 2):
+                    seen.clear()
+                    y = np.empty(A.shape[0])
+                    _drivers.product_into(A.indptr.astype(index_type),
+                                          A.indices.astype(index_type), A.data, A.shape,
+                                          A.nnz, x, y, threads, bounds, hw)
+                    assert seen == [far], (l3, index_type, bounds, threads)
+                    np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_spmv_rows_in_runs_of_one_length(dtype):
     """Runs of rows of one length beside rows of varying length, x beyond
