@@ -177,13 +177,17 @@ def test_bench_gives_the_peers_their_thread_counts_back(capsys):
         torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("gather, long_rows, runs, says", [
-    (False, True, False, "(SpMV gathers only rows of 160+ nonzeros in float32 with x over "
-                         "16 KiB (512+ with less), 64+ nonzeros in float64)"),
-    (False, False, False, "(SpMV without gathers)"),
-    (True, False, True, "(SpMV gathers, but not for rows in runs of one length)"),
+@pytest.mark.parametrize("gather, long_rows, runs, x64, says", [
+    (False, True, False, 0, "(SpMV gathers only rows of 160+ nonzeros in float32 with x over "
+                            "16 KiB (512+ with less), 64+ nonzeros in float64)"),
+    (False, True, False, 32768,
+     "(SpMV gathers only rows of 160+ nonzeros in float32 with x over 16 KiB (512+ with "
+     "less), 64+ nonzeros in float64 with x over 32 KiB (512+ with less in a matrix within "
+     "half of L3))"),
+    (False, False, False, 0, "(SpMV without gathers)"),
+    (True, False, True, 0, "(SpMV gathers, but not for rows in runs of one length)"),
 ])
-def test_build_line_names_the_spmv_rule_of_avx512_builds(gather, long_rows, runs, says,
+def test_build_line_names_the_spmv_rule_of_avx512_builds(gather, long_rows, runs, x64, says,
                                                          monkeypatch, capsys):
     from wsesparse.bench import cli
     from wsesparse._kernels import _spmm
@@ -192,8 +196,10 @@ def test_build_line_names_the_spmv_rule_of_avx512_builds(gather, long_rows, runs
     monkeypatch.setattr(_spmm, "SPMV_GATHER_LONG", long_rows)
     monkeypatch.setattr(_spmm, "SPMV_RUN_SCALAR", runs)
     monkeypatch.setattr(_spmm, "SPMV_GATHER_ROW_MIN", {"float32": 160, "float64": 64})
-    monkeypatch.setattr(_spmm, "SPMV_GATHER_LONG_X_BYTES", {"float32": 16384, "float64": 0})
-    monkeypatch.setattr(_spmm, "SPMV_GATHER_NEAR_ROW_MIN", {"float32": 512, "float64": 64})
+    monkeypatch.setattr(_spmm, "SPMV_GATHER_LONG_X_BYTES", {"float32": 16384, "float64": x64})
+    monkeypatch.setattr(_spmm, "SPMV_GATHER_NEAR_ROW_MIN",
+                        {"float32": 512, "float64": 512 if x64 else 64})
+    monkeypatch.setattr(_spmm, "SPMV_GATHER_NEAR_ANY_MATRIX", {"float32": True, "float64": False})
     cli.print_load_average()
     line = next(x for x in capsys.readouterr().out.splitlines() if "kernels built for" in x)
     assert line.split("; numpy")[0].endswith(f"avx512f {says}")

@@ -33,9 +33,10 @@ def print_load_average() -> None:
     build = kernel_build()
     if "avx512" in build and not _spmm.SPMV_GATHER:   # (AMD Zen: docs/tuning.md)
         mins, xb = _spmm.SPMV_GATHER_ROW_MIN, _spmm.SPMV_GATHER_LONG_X_BYTES
-        near = _spmm.SPMV_GATHER_NEAR_ROW_MIN
+        near, anywhere = _spmm.SPMV_GATHER_NEAR_ROW_MIN, _spmm.SPMV_GATHER_NEAR_ANY_MATRIX
         rules = [f"{mins[t]}+ nonzeros in {t}" + (
-            f" with x over {xb[t] // 1024} KiB ({near[t]}+ with less)" if xb[t] else "")
+            f" with x over {xb[t] // 1024} KiB ({near[t]}+ with less"
+            f"{'' if anywhere[t] else ' in a matrix within half of L3'})" if xb[t] else "")
                  for t in ("float32", "float64")]
         build += (f" (SpMV gathers only rows of {', '.join(rules)})"
                   if _spmm.SPMV_GATHER_LONG else " (SpMV without gathers)")
