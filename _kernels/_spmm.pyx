@@ -105,8 +105,9 @@ SPMV_GATHER_NEAR_ROW_MIN = ({"float32": _SPMV_GATHER_NEAR_ROW_MIN_float,
 # Where x has at most SPMV_GATHER_LONG_X_BYTES, whether the rule of SPMV_GATHER_NEAR_ROW_MIN
 # holds whatever the matrix (True) or only where it stays in cache (False: csr_spmv's
 # far_matrix then gathers from SPMV_GATHER_ROW_MIN).
-SPMV_GATHER_NEAR_ANY_MATRIX = {"float32": bool(_SPMV_GATHER_NEAR_ANY_MATRIX_float),
-                               "float64": bool(_SPMV_GATHER_NEAR_ANY_MATRIX_double)}
+SPMV_GATHER_NEAR_ANY_MATRIX = ({"float32": bool(_SPMV_GATHER_NEAR_ANY_MATRIX_float),
+                                "float64": bool(_SPMV_GATHER_NEAR_ANY_MATRIX_double)}
+                               if SPMV_GATHER_LONG else {"float32": True, "float64": True})
 SPMV_GATHER_ROW_MIN = ({"float32": _SPMV_GATHER_ROW_MIN_float,
                         "float64": _SPMV_GATHER_ROW_MIN_double}
                        if SPMV_GATHER or SPMV_GATHER_LONG else None)

@@ -168,11 +168,11 @@ static inline double WS_HSUM_double(ws_vd a)
  * cache (1.2-1.3x faster at 11 MB, 1.2-1.3x slower at 29 MB), so they keep their gathers.
  * float64 rows do so only where the whole matrix stays in cache as well
  * (WS_SPMV_GATHER_NEAR_ANY_MATRIX_double 0: not where the caller passes far_matrix):
- * with x of 32 KiB, rows of 100-410 took 0.70-0.90x the time of their gathers at 8-12 MB of
- * matrix, 0.86-0.96x at 16 MB, but 1.01-1.66x beyond 24 MB; rows of 900 lost from 8 MB
- * on (1.00-1.05x). float32 rows take their way whatever the matrix (1: they won from
- * DRAM too). (docs/tuning.md, "Long float32 rows with x in L1", session 31, and "float64
- * rows with x in L1", session 46.) */
+ * with x of 32 KiB, rows of 100-410 took 0.70-0.93x the time of their gathers at 5-12 MB
+ * of matrix, 0.86-0.96x at 16 MB, 0.88-1.07x at 20 MB and mostly more than 1 (up to
+ * 1.66x) at 24-40 MB; rows of 900 took 1.00-1.05x at 5-12 MB. float32 rows take their
+ * way whatever the matrix (1: they won from DRAM too). (docs/tuning.md, "Long float32
+ * rows with x in L1", session 31, and "float64 rows with x in L1", session 46.) */
 #ifndef WS_SPMV_GATHER_LONG_X_BYTES_float
 #define WS_SPMV_GATHER_LONG_X_BYTES_float 16384
 #endif

@@ -254,6 +254,9 @@ def product_into(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     ``("coded", dtype.char)`` its :func:`spmv_coded` (a SpMV by value codes); ``None``
     means a one-shot product: the kernel cuts the rows itself (no array to make) and
     checks the column indices as it goes, raising ValueError for one out of range.
+    A SpMV tells the kernel whether the matrix stays in cache (``csr_spmv``'s
+    ``far_matrix``: values and 4-byte indices beyond ``SPMV_CACHED_L3_SHARE`` of L3), which
+    decides how some long rows are summed on AMD AVX-512 builds.
     """
     n_rows, n_cols = shape
     check_cols = n_cols if bounds is None else 0

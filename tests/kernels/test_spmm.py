@@ -19,6 +19,7 @@ from wsesparse import CSR, sparse_matmul
 from wsesparse._kernels import _spmm
 from wsesparse._kernels._csr_tools import CSR_BAD_INDEX, CSR_OK
 from wsesparse import _hardware
+from wsesparse import _thresholds as th
 from wsesparse._drivers import balanced_row_bounds, k_block, panel_width, row_bounds
 from wsesparse._hardware import HardwareProfile
 
@@ -343,7 +344,6 @@ def test_prepared_spmv_takes_blocks_for_banded_rows_from_dram(monkeypatch):
     permuted), in builds that do not gather x; the decision is kept per value size and
     reaches the kernel, and the product is scipy's."""
     from wsesparse import _drivers
-    from wsesparse._hardware import HardwareProfile
     n = _spmm.SPMV_FAR_X_BYTES // 2   # x beyond the threshold in float32 too
     band = sp.diags([1.0, -2.0, 1.0, 0.5], [-3, 0, 1, 40], shape=(n, n), format="csr")
     spread = band[:, np.random.default_rng(0).permutation(n)].tocsr()
@@ -1011,7 +1011,11 @@ def test_checked_spmv_finds_a_bad_index_in_every_block(itype, dtype, far, stream
 def _assert_the_same_bits_everywhere(A, x, got, parts=(), paths=({},)):
     """``A @ x`` gives ``got``'s bits one-shot and prepared, with int32 and int64 indices, on
     1 and 2 threads, and from ``csr_spmv`` on each number of row parts in ``parts``, called
-    with each set of keyword arguments in ``paths`` (e.g. ``blocks=True``)."""
+    with each set of keyword arguments in ``paths`` (e.g. ``blocks=True``). For matrices
+    that stay in cache (``csr_spmv`` without ``far_matrix``, as ``sparse_matmul`` calls it
+    for them)."""
+    l3 = _hardware.current().l3_bytes or th.STREAM_DEFAULT_L3_BYTES
+    assert A.nnz * (x.itemsize + 4) <= th.SPMV_CACHED_L3_SHARE * l3
     A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
                        shape=A.shape)
     for B in (A, A64):
@@ -1139,12 +1143,45 @@ def test_spmv_long_float64_rows_gather_only_where_x_or_the_matrix_is_far(where, 
                 assert (y == want).all(), (far_matrix, check, threads, y)
 
 
+def test_spmv_of_a_far_matrix_keeps_its_bits(monkeypatch):
+    """A matrix beyond SPMV_CACHED_L3_SHARE of L3 (a small L3 here): one-shot with int32
+    and int64 indices and prepared (narrowed to int32), on 1 and 2 threads, all give the
+    bits of ``csr_spmv(far_matrix=True)``; on builds where float64 rows of 64-511 with a
+    small x take element loads only in cached matrices, other bits than ``far_matrix=False``
+    (which the same products give with the real L3)."""
+    rng = np.random.default_rng(4)
+    n_rows, n_cols = 300, 4096
+    lengths = rng.integers(70, 500, n_rows)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    indices = np.concatenate([np.sort(rng.choice(n_cols, k, replace=False))
+                              for k in lengths]).astype(np.int32)
+    A = sp.csr_array((rng.standard_normal(indices.size), indices, indptr),
+                     shape=(n_rows, n_cols))
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)),
+                       shape=A.shape)
+    x = rng.standard_normal(n_cols)
+    ways = {}
+    for far in (False, True):
+        ways[far] = np.empty(n_rows)
+        assert _spmm.csr_spmv(A.indptr, A.indices, A.data, x, ways[far], 1, 1,
+                              far_matrix=far) == 0
+        np.testing.assert_allclose(ways[far], A @ x, rtol=1e-12, atol=1e-12)
+    if _spmm.SPMV_GATHER_LONG and not _spmm.SPMV_GATHER_NEAR_ANY_MATRIX["float64"]:
+        assert ways[True].tobytes() != ways[False].tobytes()
+    l3 = int(A.nnz * 12 / th.SPMV_CACHED_L3_SHARE)
+    for small_l3, far in ((l3 - 1, True), (l3, False)):
+        monkeypatch.setattr(_hardware, "_current", _profile(l3_bytes=small_l3))
+        for op in (A, A64, CSR(A), CSR(A64)):
+            for threads in (1, 2):
+                got = sparse_matmul(op, x, n_threads=threads)
+                assert got.tobytes() == ways[far].tobytes(), (small_l3, op, threads)
+
+
 def test_spmv_far_matrix_from_the_matrix_size(monkeypatch):
     """``product_into`` tells ``csr_spmv`` that a matrix is far where its values and 4-byte
     indices exceed SPMV_CACHED_L3_SHARE of L3, whatever the index width and thread count
     (one-shot and prepared products of one matrix then sum the same way)."""
-    from wsesparse import _drivers, _thresholds as th
-    from wsesparse._hardware import HardwareProfile
+    from wsesparse import _drivers
 
     A = sp.random_array((300, 4000), density=0.05, format="csr", rng=3)
     x = np.random.default_rng(1).standard_normal(4000)
@@ -1156,7 +1193,7 @@ def test_spmv_far_matrix_from_the_matrix_size(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_spmm, "csr_spmv", spy)
-    limit = int(A.nnz * 12 / th.SPMV_CACHED_L3_SHARE)
+    limit = int(A.nnz * 12 / th.SPMV_CACHED_L3_SHARE)  # (exact: A.nnz * 24)
     for l3, far in ((limit, False), (limit - 1, True)):
         hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=l3, vector_bytes=64)
         for index_type in (np.int32, np.int64):
