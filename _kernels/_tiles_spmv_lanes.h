@@ -278,9 +278,15 @@ static inline int ws_gx_bad_int64_t(__m512i imax, uint64_t lim)
  * read (and the indices as many elements ahead); 0: no prefetch. 2-core Zen 4, rows of
  * 410-4900 from DRAM (59-322 MB), one-shot and prepared, 1 and 2 threads: 0.81-0.96x the
  * time at 512-4096 bytes; rows of 164 0.97-0.99x at 512, 1.05-1.08x at 2048-4096; from
- * cache 0.99-1.01x (docs/tuning.md, "Prefetch in the gathered rows", session 46). */
+ * cache 0.99-1.01x (docs/tuning.md, "Prefetch in the gathered rows", session 46). Only
+ * where measured: builds that gather long rows only (AMD); Intel's, which gather short
+ * rows too, keep 0 until timed there. */
 #ifndef WS_GDOT_PF
+#if WS_SLOW_GATHER
 #define WS_GDOT_PF 512
+#else
+#define WS_GDOT_PF 0
+#endif
 #endif
 #define WS_DEFINE_GDOT(T, I)                                                      \
 static inline T ws_gdot_##T##_##I(const I *ix, const T *d, const T *x,            \
