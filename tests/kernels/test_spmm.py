@@ -24,6 +24,20 @@ from wsesparse._drivers import balanced_row_bounds, k_block, panel_width, row_bo
 from wsesparse._hardware import HardwareProfile
 
 
+def _kwarg_spy(monkeypatch, kernel: str, keyword: str) -> list:
+    """The values of ``keyword`` that the drivers pass to ``_spmm.<kernel>``, in call order
+    (the kernel still runs)."""
+    seen = []
+    real = getattr(_spmm, kernel)
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs[keyword])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_spmm, kernel, spy)
+    return seen
+
+
 def _profile(vector_bytes=None, **changes) -> HardwareProfile:
     """This machine's profile with ``changes`` (cache sizes, fast_l3, ...)."""
     from dataclasses import replace
@@ -176,14 +190,7 @@ def test_sparse_matmul_streams_big_results_of_short_rows(monkeypatch):
     X = np.random.default_rng(4).standard_normal((200, 64)).astype(np.float32)
     expected = sparse_matmul(A, X, method="sparse")
     narrower = sparse_matmul(A, X[:, :63], method="sparse")
-    asked = []
-    real = _spmm.csr_spmm
-
-    def spy(*args, **kwargs):
-        asked.append(kwargs["stream"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_spmm, "csr_spmm", spy)
+    asked = _kwarg_spy(monkeypatch, "csr_spmm", "stream")
     monkeypatch.setattr(_hardware, "_current", _profile(l3_bytes=4 * 300 * 64 * 4))
     for S in (A, CSR(A)):
         np.testing.assert_array_equal(sparse_matmul(S, X, method="sparse"), expected)
@@ -206,14 +213,7 @@ def test_one_shot_spmv_says_streamed_beyond_l3(monkeypatch):
                        shape=A.shape)
     x = rng.standard_normal(2000)
     expected = sparse_matmul(A, x)
-    asked = []
-    real = _spmm.csr_spmv
-
-    def spy(*args, **kwargs):
-        asked.append(kwargs["streamed"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_spmm, "csr_spmv", spy)
+    asked = _kwarg_spy(monkeypatch, "csr_spmv", "streamed")
     bytes32, bytes64 = A.nnz * 12, A.nnz * 16  # the indices and values of A, A64
     for l3, want64, want32 in ((bytes32, True, True), (bytes32 + 1, True, False),
                                (bytes64 + 1, False, False)):
@@ -1185,14 +1185,7 @@ def test_spmv_far_matrix_from_the_matrix_size(monkeypatch):
 
     A = sp.random_array((300, 4000), density=0.05, format="csr", rng=3)
     x = np.random.default_rng(1).standard_normal(4000)
-    seen = []
-    real = _spmm.csr_spmv
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs["far_matrix"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_spmm, "csr_spmv", spy)
+    seen = _kwarg_spy(monkeypatch, "csr_spmv", "far_matrix")
     limit = int(A.nnz * 12 / th.SPMV_CACHED_L3_SHARE)  # (exact: A.nnz * 24)
     for l3, far in ((limit, False), (limit - 1, True)):
         hw = HardwareProfile(l2_bytes=1 << 20, l3_bytes=l3, vector_bytes=64)
