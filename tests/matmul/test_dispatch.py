@@ -108,6 +108,27 @@ def test_prepared_csr_goes_dense_at_high_density_even_for_one_token(n_threads, m
     assert len(calls) == 1          # the one-shot call: sparse
 
 
+def test_a_kept_dense_copy_needs_no_memory_check(monkeypatch):
+    """A prepared operand that keeps its dense copy goes on using it without asking how
+    much memory is free (each ask read five /proc and cgroup files); before the copy
+    exists, and for a dtype it has no copy of, the check still decides."""
+    import wsesparse.matmul as mm
+    A = sp.random(200, 150, density=0.9, format="csr", random_state=1, dtype=np.float64)
+    X = np.random.default_rng(0).standard_normal(150)
+    asked = []
+    monkeypatch.setattr(mm, "fits_in_memory", lambda nbytes: asked.append(nbytes) or True)
+    P = CSR(A)
+    np.testing.assert_allclose(P @ X, A @ X, rtol=1e-12, atol=1e-12)
+    assert P._dense is not None and asked    # the first product built the copy: checked
+    asked.clear()
+    dense = []
+    monkeypatch.setattr(mm, "_dense_product", lambda *a, **k: dense.append(1))
+    sparse_matmul(P, X)
+    assert dense and not asked
+    sparse_matmul(P, X + 0j)  # (a complex product: no complex copy kept)
+    assert asked
+
+
 @pytest.mark.parametrize("vector_bytes", BUILDS)
 def test_auto_dispatch_builds_a_big_dense_copy_only_for_wide_products(monkeypatch,
                                                                        vector_bytes):
