@@ -45,6 +45,23 @@
 #ifndef WS_SPMV_VEC_NNZ_double
 #define WS_SPMV_VEC_NNZ_double 16
 #endif
+/* WS_VROW_PF_<T>: the element-load rows (ws_spmv_vrow) prefetch the values that many bytes
+ * ahead of each step of two vectors (the indices as many elements ahead); 0: none. AMD
+ * AVX-512 builds (2-core Zen 4, one-shot and prepared, 1 and 2 threads): float64 rows of
+ * 41-49 from DRAM (35-79 MB) 0.81-0.92x the time, 30 MB 0.97-1.03x, 10 MB 0.85-0.97x,
+ * rows of 40 in 1 MB 1.03-1.04x; float32 lost (1.07-1.25x), so 0 there; other builds
+ * not measured (docs/tuning.md, "Prefetch in the gathered rows", session 46). */
+#if defined(__AVX512F__) && WS_SLOW_GATHER
+#ifndef WS_VROW_PF_double
+#define WS_VROW_PF_double 512
+#endif
+#endif
+#ifndef WS_VROW_PF_float
+#define WS_VROW_PF_float 0
+#endif
+#ifndef WS_VROW_PF_double
+#define WS_VROW_PF_double 0
+#endif
 #if WS_HAVE_VEC
 #include "_tiles_spmv_lanes.h"  /* (in builds with vector types; the #if closes below) */
 /* ws_spmv_vrow[_chk]_<T>_<I>: ws_spmv_row for rows of at least
@@ -73,6 +90,12 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
             }                                                                     \
         }                                                                         \
     for (; p + 2 * VL <= p1; p += 2 * VL) {                                       \
+        if (WS_VROW_PF_##T) {                                                     \
+            const char *pd = (const char *)(data + p) + WS_VROW_PF_##T;           \
+            __builtin_prefetch(pd);                                               \
+            __builtin_prefetch((const char *)(indices + p)                        \
+                               + WS_VROW_PF_##T * (ptrdiff_t)sizeof(I) / (ptrdiff_t)sizeof(T)); \
+        }                                                                         \
         if (WS_OORV2(p)) goto out_of_range;                                       \
         a0 = WS_VFMA_##T(*(const VT *)(data + p), WS_XV_##T(x, indices, p), a0);  \
         a1 = WS_VFMA_##T(*(const VT *)(data + p + VL), WS_XV_##T(x, indices, p + VL), a1); \
