@@ -48,9 +48,9 @@
 /* WS_VROW_PF_<T>: the element-load rows (ws_spmv_vrow) prefetch the values that many bytes
  * ahead of each step of two vectors (the indices as many elements ahead); 0: none. AMD
  * AVX-512 builds (2-core Zen 4, one-shot and prepared, 1 and 2 threads): float64 rows of
- * 41-49 from DRAM (35-79 MB) 0.81-0.92x the time, 30 MB 0.97-1.03x, 10 MB 0.85-0.97x,
- * rows of 40 in 1 MB 1.03-1.04x; float32 lost (1.07-1.25x), so 0 there; other builds
- * not measured (docs/tuning.md, "Prefetch in the gathered rows", session 46). */
+ * 33-49 from DRAM (35-79 MB) 0.81-0.92x the time, 10 MB 0.85-0.97x, rows of 40 in 1 MB
+ * 1.03-1.04x; float32 one-shot 1.01-1.25x and prepared 0.92-1.14x, so 0 there; other
+ * builds not measured (docs/tuning.md, "Prefetch in the gathered rows", session 46). */
 #if defined(__AVX512F__) && WS_SLOW_GATHER
 #ifndef WS_VROW_PF_double
 #define WS_VROW_PF_double 512

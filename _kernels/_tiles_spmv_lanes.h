@@ -275,12 +275,12 @@ static inline int ws_gx_bad_int64_t(__m512i imax, uint64_t lim)
 #define WS_G_REDUCE_float(v) _mm512_reduce_add_ps((__m512)(v))
 #define WS_G_REDUCE_double(v) _mm512_reduce_add_pd((__m512d)(v))
 /* WS_GDOT_PF: the gathered rows prefetch the values WS_GDOT_PF bytes ahead of the ones they
- * read (and the indices as many elements ahead); 0: no prefetch. 2-core Zen 4, rows of
- * 410-4900 from DRAM (59-322 MB), one-shot and prepared, 1 and 2 threads: 0.81-0.96x the
- * time at 512-4096 bytes; rows of 164 0.97-0.99x at 512, 1.05-1.08x at 2048-4096; from
- * cache 0.99-1.01x (docs/tuning.md, "Prefetch in the gathered rows", session 46). Only
- * where measured: builds that gather long rows only (AMD); Intel's, which gather short
- * rows too, keep 0 until timed there. */
+ * read (and the indices as many elements ahead); 0: no prefetch. 2-core Zen 4, one-shot
+ * and prepared, 1 and 2 threads: long rows from DRAM (164-4900 nonzeros, 59-322 MB)
+ * 0.86-0.93x the time at 512 bytes, 0.79-1.03x at 1024-4096; float32 rows of 164 (79 MB)
+ * 0.97-0.99x at 512, 1.05-1.08x at 2048-4096; from cache 0.99-1.01x (docs/tuning.md,
+ * "Prefetch in the gathered rows", session 46). Only where measured: builds that gather
+ * long rows only (AMD); Intel's, which gather short rows too, keep 0 until timed there. */
 #ifndef WS_GDOT_PF
 #if WS_SLOW_GATHER
 #define WS_GDOT_PF 512
