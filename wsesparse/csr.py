@@ -412,7 +412,7 @@ class CSR(LinearOperator):
         ``_dense_keep_bytes()``: a prepared operand that auto-dispatch sends to
         dense BLAS again and again then pays the densify cost once.
         """
-        if self._dense is not None and self._dense.dtype == dtype:
+        if self._keeps_dense(dtype):
             return self._dense
         check_array_allocation(self.shape, dtype, "the densified sparse operand (method='dense')")
         dense = empty_output(self.shape, dtype, array_nbytes(self.shape, dtype))
@@ -426,6 +426,10 @@ class CSR(LinearOperator):
         if keep and dense.nbytes <= self._dense_keep_bytes():
             self._dense = dense
         return dense
+
+    def _keeps_dense(self, dtype: np.dtype) -> bool:
+        """Whether a densified form of ``dtype`` is cached (``_densified`` with ``keep``)."""
+        return self._dense is not None and self._dense.dtype == dtype
 
     def _dense_keep_bytes(self) -> int:
         """The largest densified form kept: ``KEEP_DENSE_BYTES``, or as much as

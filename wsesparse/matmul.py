@@ -194,8 +194,7 @@ def _use_dense(S: CSR, X: np.ndarray, method: str, n_tokens: int, prepared: bool
             # A dense copy of A that does not fit in memory: stay sparse. (A copy the
             # prepared operand keeps needs no check: reading /proc for it cost 0.2 ms a
             # product of a 4096^2 matrix under load.)
-            and ((prepared and S._dense is not None and S._dense.dtype == X.dtype)
-                 or fits_in_memory(dense_bytes)))
+            and ((prepared and S._keeps_dense(X.dtype)) or fits_in_memory(dense_bytes)))
 
 
 def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None = None,
