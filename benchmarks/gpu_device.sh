@@ -64,7 +64,7 @@ grid="--sizes 16384 --tokens 1,8,64,256 --densities 0.1,0.01,0.001 --dtypes floa
 for part in $parts; do
     case $part in
         grid) cmd=(-m wsesparse bench $grid --budget 0.3 --no-progress) ;;
-        scaling) cmd=(benchmarks/scaling.py $grid --budget 0.15) ;;
+        scaling) cmd=(benchmarks/scaling.py $grid --budget 0.15 --references) ;;
         workflows) cmd=(-m wsesparse bench --workflows --no-progress) ;;
         tlr) cmd=(-m wsesparse bench --tlr --cache-grid none --no-progress) ;;
         cold) cmd=(benchmarks/small_products.py --gap 0.1 --rounds 5 --tokens 1,8

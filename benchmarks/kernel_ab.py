@@ -12,9 +12,9 @@ system, at each thread count: medians of ``--rounds`` interleaved rounds
 (``wsesparse.bench.tlr_setup.interleaved``; about 20 ms of calls a sample), microseconds, and
 B / A. ``--set rows`` times prepared SpMV of random rows of one length each and of
 Poisson-distributed lengths instead (``row_cases``); ``--set tlr`` the TLR-MVM kernels
-(``_tlrmvm``: forward and adjoint with one vector, forward with 16) on a cache-resident and a
-DRAM-resident seismic operator (``tlr_cases``). Every B result is compared with A's
-(``allclose``: the two builds may sum in other orders).
+(``_tlrmvm``: forward and adjoint with one vector, forward with 16 and 64) on a
+cache-resident and a DRAM-resident seismic operator (``tlr_cases``). Every B result is
+compared with A's (``allclose``: the two builds may sum in other orders).
 
 Why: Intel AVX-512 builds gather x in SpMV (``WS_SLOW_GATHER`` 0, ``_tiles_base.h``); AMD
 builds load it element by element, since gathers were 1.4-4.1x slower there. Run on the lent
@@ -160,19 +160,20 @@ ROW_LENGTHS = (4, 6, 8, 12, 16, 24, 32)
 
 def tlr_cases(scale: float):
     """``(label, kind, f)``: ``f(n_threads)`` runs ``T @ x``, ``T.H @ y`` or ``T @ X`` (16
-    columns) of complex64 ``seismic_operator`` s: 2499^2 (4.5 MB of bases, from cache) and
-    9801^2 (56 MB, from DRAM) at scale 1."""
+    and 64 columns) of complex64 ``seismic_operator`` s: 2499^2 (4.5 MB of bases, from
+    cache) and 9801^2 (56 MB, from DRAM) at scale 1."""
     rng = np.random.default_rng(0)
     out = []
     for nx, ny in ((49, 51), (99, 99)):
         T = seismic_operator(max(6, round(nx * scale)), max(6, round(ny * scale)))[0]
         m, n = T.shape
         x, y = (np.asarray(rng.standard_normal(k) + 1j, np.complex64) for k in (n, m))
-        X = (rng.standard_normal((n, 16)) + 1j).astype(np.complex64)
+        X = (rng.standard_normal((n, 64)) + 1j).astype(np.complex64)
         label = f"TLR {m}^2 ({T.nbytes / 1e6:.1f} MB)"
         out += [(label, "fwd s=1", lambda t, T=T, x=x: T.matvec(x, n_threads=t)),
-                (label, "adj s=1", lambda t, T=T, y=y: T.rmatvec(y, n_threads=t)),
-                (label, "fwd s=16", lambda t, T=T, X=X: T.matvec(X, n_threads=t))]
+                (label, "adj s=1", lambda t, T=T, y=y: T.rmatvec(y, n_threads=t))]
+        out += [(label, f"fwd s={s}", lambda t, T=T, X=X[:, :s].copy(): T.matvec(X, n_threads=t))
+                for s in (16, 64)]
     return out
 
 

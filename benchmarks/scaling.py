@@ -6,12 +6,19 @@ over one thread, per point of the grid, with ``method="sparse"`` so that the AXP
 are measured (never the dense dispatch), on teams of the size asked for (the library's
 small-product rule, which gives small products fewer threads, is lifted meanwhile). The
 thread counts are timed in turn at each point, round after round, so a load that comes and
-goes on a shared machine hits all of them about equally. The last lines give the median speedup over one thread for each count.
+goes on a shared machine hits all of them about equally. The last lines give the median
+speedup over one thread for each count.
+
+``--references`` adds two rows timed the same way, what the machine itself gives more
+threads: a dense float32 GEMM through numpy's BLAS (compute-bound: its speedup bounds what
+turbo clocks and shared power leave any kernel) and the STREAM-like triad as an OpenMP loop
+(DRAM-bound).
 
 Example::
 
     python benchmarks/scaling.py --sizes 4096 --tokens 1,8,64,256 --densities 0.01,0.001
     python benchmarks/scaling.py --threads 1,16      # two counts only
+    python benchmarks/scaling.py --references        # and the GEMM's and triad's scaling
 """
 
 from __future__ import annotations
@@ -31,7 +38,12 @@ from wsesparse import CSR, sparse_matmul
 from wsesparse import _thresholds as th
 from wsesparse._hardware import available_cores
 from wsesparse._timing import best_time, comma_list, thread_counts
+from wsesparse.bench.bandwidth import triad_kernel_pass
 from wsesparse.datasets import random_csr, random_dense
+
+#: The references' sizes: GEMM (side, side) @ (side, columns) float32, triad arrays of
+#: float64 (3 x 160 MB: beyond the L3 of the machines measured)
+REF_GEMM_SIDE, REF_GEMM_COLUMNS, REF_TRIAD_ELEMS = 2048, 256, 20_000_000
 
 
 def main(argv=None) -> int:
@@ -45,6 +57,8 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=float, default=0.5,
                    help="seconds of timed calls per thread count, per round")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per point")
+    p.add_argument("--references", action="store_true",
+                   help="also time a dense GEMM (BLAS) and the triad (OpenMP) per count")
     args = p.parse_args(argv)
     counts = sorted(set(args.threads or thread_counts(available_cores())))
     if not counts or counts[0] < 1 or args.rounds < 1 or not args.budget > 0:
@@ -99,7 +113,44 @@ def _table(args, counts: list[int], T: int) -> int:
         for n in counts[1:]:
             print(f"median speedup over 1 thread, {n} threads: "
                   f"{float(np.median(speedups[n])):.2f}x")
+    if args.references:
+        _references(args, counts, T)
     return 0
+
+
+def _references(args, counts: list[int], T: int) -> None:
+    """The GEMM's GFLOP/s and the triad's GB/s per thread count, and their T / 1."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    G = rng.standard_normal((REF_GEMM_SIDE, REF_GEMM_SIDE), dtype=np.float32)
+    B = rng.standard_normal((REF_GEMM_SIDE, REF_GEMM_COLUMNS), dtype=np.float32)
+    C = np.empty((REF_GEMM_SIDE, REF_GEMM_COLUMNS), dtype=np.float32)
+
+    def gemm(n: int) -> float:
+        with threadpool_limits(limits=n, user_api="blas"):
+            return best_time(lambda: np.matmul(G, B, out=C), budget=args.budget)[1]
+
+    def triad(n: int) -> float:
+        step, check, _ = triad_kernel_pass(n, REF_TRIAD_ELEMS)   # (arrays of this count)
+        t = best_time(step, repeats=3)[1]
+        check()
+        return t
+
+    rows = [(f"GEMM float32 {REF_GEMM_SIDE}^2 @ {REF_GEMM_COLUMNS} (BLAS), GFLOP/s", gemm,
+             2.0 * G.size * REF_GEMM_COLUMNS)]
+    if triad_kernel_pass(1, 1) is not None:
+        mb = REF_TRIAD_ELEMS * 8 / 1e6
+        rows.append((f"triad float64 3 x {mb:.3g} MB (OpenMP), GB/s", triad,
+                     24.0 * REF_TRIAD_ELEMS))
+    for label, fn, work in rows:
+        best = dict.fromkeys(counts, np.inf)
+        for _ in range(args.rounds):
+            for n in counts:
+                best[n] = min(best[n], fn(n))
+        print(f"reference: {label:44s} | "
+              + " ".join(f"{work / best[n] / 1e9:>8.3g}" for n in counts)
+              + f" | {best[1] / best[T]:>6.2f}x", flush=True)
 
 
 if __name__ == "__main__":

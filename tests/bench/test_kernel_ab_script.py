@@ -44,7 +44,7 @@ def test_row_set_times_prepared_spmv_of_every_row_length(capsys, monkeypatch):
 
 
 def test_tlr_set_times_forward_and_adjoint_through_the_b_module(capsys, monkeypatch):
-    """--set tlr swaps TLRMatrix's _tlrmvm (the B build) and times three calls of each
+    """--set tlr swaps TLRMatrix's _tlrmvm (the B build) and times four calls of each
     operator; the installed module stands in for B."""
     from wsesparse._kernels import _tlrmvm
     from wsesparse.tlr import matrix as tlr_matrix
@@ -60,7 +60,8 @@ def test_tlr_set_times_forward_and_adjoint_through_the_b_module(capsys, monkeypa
     out = capsys.readouterr().out.splitlines()
     assert "modules _tlrmvm" in out[0]
     rows = out[3:]
-    assert [" ".join(r.split()[4:6]) for r in rows] == ["fwd s=1", "adj s=1", "fwd s=16"] * 2
+    assert [" ".join(r.split()[4:6]) for r in rows] == ["fwd s=1", "adj s=1", "fwd s=16",
+                                                        "fwd s=64"] * 2
     assert all(r.startswith("TLR ") for r in rows)
     assert tlr_matrix._tlrmvm is _tlrmvm                               # put back
 

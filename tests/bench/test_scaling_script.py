@@ -31,3 +31,21 @@ def test_bad_options(bad, capsys):
         scaling.main(bad)
     assert exc.value.code == 2
     assert "need --threads >= 1" in capsys.readouterr().err
+
+
+def test_references_rows(capsys, monkeypatch):
+    """--references prints the GEMM's and the triad's rate per count and their speedup."""
+    monkeypatch.setattr(scaling, "REF_GEMM_SIDE", 64)
+    monkeypatch.setattr(scaling, "REF_GEMM_COLUMNS", 8)
+    monkeypatch.setattr(scaling, "REF_TRIAD_ELEMS", 10_000)
+    assert scaling.main(["--sizes", "128", "--tokens", "1", "--densities", "0.05",
+                         "--dtypes", "float64", "--threads", "2", "--budget", "0.01",
+                         "--rounds", "1", "--references"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    refs = [line for line in out if line.startswith("reference:")]
+    assert [r.split()[1] for r in refs] == ["GEMM", "triad"]
+    assert "64^2 @ 8" in refs[0] and "3 x 0.08 MB" in refs[1]
+    for r in refs:
+        rates = r.split("|")[1].split()
+        assert len(rates) == 2 and all(float(x) > 0 for x in rates)
+        assert float(r.split("|")[2].strip().rstrip("x")) > 0
