@@ -653,11 +653,12 @@ def test_complex_systems_run_here(solver, dtype, monkeypatch):
     session 45), with scipy's iterations and results to rounding; a complex preconditioner
     too."""
     import wsesparse.linalg as wl
+    from wsesparse.linalg import _nonsymmetric as solvers
 
     def refuse(*args, **kwargs):
         raise AssertionError("handed to scipy")
 
-    monkeypatch.setattr(wl, "_scipy_solver", refuse)
+    monkeypatch.setattr(solvers, "_scipy_solver", refuse)
     n = 120
     A = _nonsymmetric(n, seed=3, scale=0.3, dtype=dtype)
     b = _vector(n, dtype)
@@ -865,15 +866,15 @@ def _laplacian(n, seed=0, dtype=np.float64):
 
 def _products(monkeypatch):
     """A counter of the products eigsh runs on its prepared operand."""
-    import wsesparse.linalg as wl
+    from wsesparse.linalg._common import _Operator
     calls = []
-    original = wl._Operator.__call__
+    original = _Operator.__call__
 
     def counted(self, p, q):
         calls.append(1)
         return original(self, p, q)
 
-    monkeypatch.setattr(wl._Operator, "__call__", counted)
+    monkeypatch.setattr(_Operator, "__call__", counted)
     return calls
 
 
