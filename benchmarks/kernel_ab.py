@@ -161,7 +161,7 @@ ROW_LENGTHS = (4, 6, 8, 12, 16, 24, 32)
 def tlr_cases(scale: float):
     """``(label, kind, f)``: ``f(n_threads)`` runs ``T @ x``, ``T.H @ y`` or ``T @ X`` (16
     and 64 columns) of complex64 ``seismic_operator`` s: 2499^2 (4.5 MB of bases, from
-    cache) and 9801^2 (56 MB, from DRAM) at scale 1."""
+    cache) and 9801^2 (56 MB, from DRAM, or from the L3 of a large one) at scale 1."""
     rng = np.random.default_rng(0)
     out = []
     for nx, ny in ((49, 51), (99, 99)):

@@ -9,10 +9,11 @@ thread counts are timed in turn at each point, round after round, so a load that
 goes on a shared machine hits all of them about equally. The last lines give the median
 speedup over one thread for each count.
 
-``--references`` adds two rows timed the same way, what the machine itself gives more
-threads: a dense float32 GEMM through numpy's BLAS (compute-bound: its speedup bounds what
-turbo clocks and shared power leave any kernel) and the STREAM-like triad as an OpenMP loop
-(DRAM-bound).
+``--references`` adds two rows, each count in turn in alternating rounds, for what the
+machine itself gives more threads: a dense float32 GEMM through numpy's BLAS (a
+compute-bound kernel, whose rate per core falls with the clocks of a busier chip; at 16
+threads its 2048^2 @ 256 lasts 1.5 ms, short too) and the STREAM-like triad as an OpenMP
+loop (DRAM-bound; arrays of 3 x 160 MB allocated for each count and round, best of 3).
 
 Example::
 

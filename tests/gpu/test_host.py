@@ -609,6 +609,7 @@ def test_auto_dense_only_for_finite_operands_and_in_fortran_order(env, rng, monk
     Wi = W.copy()
     Wi.data[0] = -np.inf
     Yi = np.asarray(sparse_matmul(DeviceCSR(Wi), gpu_helpers.dev(X[:, 1:])))
+    assert env.launches[-1][0].startswith("csr_dense<")     # sparse: an inf in S
     np.testing.assert_array_equal(np.isnan(Yi), np.isnan(Wi @ X[:, 1:]))
     Z = rng.standard_normal((40, 64))
     for method in ("auto", "dense", "sparse"):
@@ -619,8 +620,9 @@ def test_auto_dense_only_for_finite_operands_and_in_fortran_order(env, rng, monk
 
 def test_prepared_values_checked_finite_once(env, rng, monkeypatch):
     """A prepared DeviceCSR reduces its values to 'all finite' once, not at every product
-    that goes dense (0.6 ms a call at density 0.3 on an H200); D is checked every time, and
-    the transpose inherits the answer."""
+    that goes dense (0.55-0.58 ms a call at density 0.3 on an H200); D is checked every
+    time, and the transpose inherits the answer. A False is kept too (D's check is then
+    skipped), and an unchecked (one-shot) matrix keeps nothing: its nnz is an upper bound."""
     import sys
     from wsesparse.gpu import DeviceCSR, csr
     monkeypatch.setattr(csr, "choose", lambda *a: "dense")
@@ -643,6 +645,17 @@ def test_prepared_values_checked_finite_once(env, rng, monkeypatch):
     Y = np.asarray(sparse_matmul(S, gpu_helpers.dev(X)))
     assert env.launches[-1][0].startswith("csr_dense<")
     np.testing.assert_array_equal(np.isnan(Y), np.isnan(W @ X))
+    Wi = W.copy()
+    Wi.data[1] = np.inf
+    Si = DeviceCSR(Wi)
+    X[0, 0] = 1.0
+    del sizes[:]
+    for _ in range(2):
+        sparse_matmul(Si, gpu_helpers.dev(X))
+        assert env.launches[-1][0].startswith("csr_dense<")
+    assert sizes == [Wi.nnz]
+    U = DeviceCSR.unchecked(env.csr_matrix(Wi))
+    assert U._all_finite() is False and U._finite is None
 
 
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])

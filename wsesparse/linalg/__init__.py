@@ -11,10 +11,9 @@ scipy's algorithms, step for step, with the products on a prepared
 :class:`~wsesparse.CSR` and the vector work in OpenMP kernels (``_kernels/_krylov.h``) that
 read and write each vector once a step. :func:`eigsh` is scipy's ARPACK driver with the
 prepared product.
-
-The package's modules: ``_common`` (the prepared operator, the checks, preconditioners),
-``_symmetric`` (cg, minres), ``_nonsymmetric`` (bicgstab, gmres), ``_eigsh``.
 """
+# Modules: _common (the prepared operator, the checks, preconditioners), _symmetric (cg,
+# minres), _nonsymmetric (bicgstab, gmres), _eigsh.
 
 from wsesparse.linalg._eigsh import eigsh
 from wsesparse.linalg._nonsymmetric import bicgstab, gmres
