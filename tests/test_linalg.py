@@ -658,7 +658,7 @@ def test_complex_systems_run_here(solver, dtype, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("handed to scipy")
 
-    monkeypatch.setattr(solvers, "_scipy_solver", refuse)
+    monkeypatch.setattr(solvers, "scipy_solver", refuse)
     n = 120
     A = _nonsymmetric(n, seed=3, scale=0.3, dtype=dtype)
     b = _vector(n, dtype)
@@ -866,15 +866,15 @@ def _laplacian(n, seed=0, dtype=np.float64):
 
 def _products(monkeypatch):
     """A counter of the products eigsh runs on its prepared operand."""
-    from wsesparse.linalg._common import _Operator
+    from wsesparse.linalg._common import Operator
     calls = []
-    original = _Operator.__call__
+    original = Operator.__call__
 
     def counted(self, p, q):
         calls.append(1)
         return original(self, p, q)
 
-    monkeypatch.setattr(_Operator, "__call__", counted)
+    monkeypatch.setattr(Operator, "__call__", counted)
     return calls
 
 

@@ -18,18 +18,18 @@ from wsesparse.matmul import sparse_matmul
 
 # scipy.sparse.linalg's rule for the dtype of the solution (make_system's coerce): the
 # matrix's and b's kinds, anything not floating taken as float64.
-_FLOATING = "fdFD"
+FLOATING = "fdFD"
 
 
 def _solution_char(a: str, b: str) -> str:
-    a = a if a in _FLOATING else "d"
-    b = b if b in _FLOATING else "d"
+    a = a if a in FLOATING else "d"
+    b = b if b in FLOATING else "d"
     cx = a in "FD" or b in "FD"
     double = a in "dD" or b in "dD"
     return ("D" if double else "F") if cx else ("d" if double else "f")
 
 
-class _Operator:
+class Operator:
     """``q = A @ p`` into a buffer, for the operand types the solvers take (``A`` or a
     preconditioner, named by ``name`` in errors). :meth:`settle` picks the route once the
     solve's dtype is known."""
@@ -87,7 +87,7 @@ class _Operator:
         return q
 
 
-def _scalar_type(dtype: np.dtype) -> type:
+def scalar_type(dtype: np.dtype) -> type:
     """The type a solve's scalars take: complex128 for a complex solve (scipy's ``vdot``
     inner products), float64 for a real one, of any precision."""
     return np.complex128 if dtype.kind == "c" else np.float64
@@ -114,13 +114,13 @@ def _vector(v, n: int, name: str, shape_a) -> np.ndarray:
     return v
 
 
-def _threads(n_threads: int | None, n: int) -> int:
+def vector_threads(n_threads: int | None, n: int) -> int:
     """Threads of the vector kernels on vectors of n elements (memory-bound: one thread
     per 2**15 / TEAM_GROWTH elements from 2**16 on, as a product of n multiply-adds)."""
     return resolve_n_threads(n_threads, n)
 
 
-def _preconditioned(z, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...]) -> np.ndarray:
+def preconditioned(z, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...]) -> np.ndarray:
     """The preconditioner's output as a C-contiguous vector of the solve's dtype that
     shares no memory with the buffers in ``avoid`` (which the solve overwrites before it
     is done with ``z``)."""
@@ -130,19 +130,19 @@ def _preconditioned(z, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...]) -
     return z
 
 
-def _apply_m(psolve, u: np.ndarray, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...],
+def apply_m(psolve, u: np.ndarray, n: int, dtype: np.dtype, avoid: tuple[np.ndarray, ...],
              n_threads: int) -> np.ndarray:
     """``M u`` for a solve's step: ``u`` itself without a preconditioner, a diagonal one's
     fused pass (into its two buffers in turn), else the preconditioner's output as
-    :func:`_preconditioned` makes it."""
+    :func:`preconditioned` makes it."""
     if psolve is None:
         return u
-    if isinstance(psolve, _Diagonal):
+    if isinstance(psolve, Diagonal):
         return psolve.fused(u, n_threads)[0]
-    return _preconditioned(psolve(u), n, dtype, avoid)
+    return preconditioned(psolve(u), n, dtype, avoid)
 
 
-def _check_atol(atol, name: str) -> None:
+def check_atol(atol, name: str) -> None:
     """scipy's check of ``atol`` (a NaN, which scipy takes and then runs to maxiter, is
     refused too)."""
     if atol is None or isinstance(atol, str) or not atol >= 0:
@@ -150,15 +150,15 @@ def _check_atol(atol, name: str) -> None:
                          "set, `atol` must be a real, non-negative number.")
 
 
-def _system(A, b, x0, M, n_threads: int | None):
+def system(A, b, x0, M, n_threads: int | None):
     """The solve's operator, ``b``, dtype and start as scipy's make_system settles them
     (``n_threads`` checked first, before any work): ``(op, b, dtype, start)``, ``b`` as
     given or float64, ``start`` the ``x0`` for :func:`_start`."""
     if n_threads is not None:
         resolve_n_threads(n_threads)
-    op = _Operator(A, n_threads)
+    op = Operator(A, n_threads)
     b = _vector(b, op.shape[0], "b", op.shape)
-    if b.dtype.char not in _FLOATING:
+    if b.dtype.char not in FLOATING:
         b = b.astype("d")
     a_char = op.dtype.char if op.dtype is not None else np.asarray(op.op.matvec(b)).dtype.char
     dtype = np.dtype(_solution_char(a_char, b.dtype.char))
@@ -166,7 +166,7 @@ def _system(A, b, x0, M, n_threads: int | None):
     return op, b, dtype, start
 
 
-def _prepared(op: _Operator, A, M, b, start, dtype: np.dtype, n_threads: int | None):
+def prepared(op: Operator, A, M, b, start, dtype: np.dtype, n_threads: int | None):
     """For a solve that runs here: the products' route settled, ``b`` a C-contiguous
     vector of the solve's dtype, the preconditioner and the starting guess:
     ``(b, psolve, x)``."""
@@ -196,7 +196,7 @@ def _mb_start(x0, A, M, b, dtype: np.dtype, shape) -> tuple[object, np.dtype]:
     return mb, np.result_type(mb.dtype, dtype)
 
 
-def _scipy_solver(name: str, A, b, x0, M, callback, **kwargs):
+def scipy_solver(name: str, A, b, x0, M, callback, **kwargs):
     """scipy's solver ``name`` itself, products under ``accelerated()``: for what runs
     only there (longdouble solves)."""
     import scipy.sparse.linalg as sla
@@ -219,8 +219,8 @@ def _psolve(A, M, shape, dtype: np.dtype, n_threads: int | None) -> Callable | N
         raise ValueError("matrix and preconditioner have different shapes")
     d = _diagonal(M, shape[0], dtype)
     if d is not None:
-        return _Diagonal(d)
-    op = _Operator(M, n_threads, "M")
+        return Diagonal(d)
+    op = Operator(M, n_threads, "M")
     op.settle(dtype)
     if op.op is not None:
         return op.op.matvec
@@ -263,7 +263,7 @@ def _diagonal(M, n: int, dtype: np.dtype) -> np.ndarray | None:
     return np.ascontiguousarray(M.data[:n], dtype=dtype)
 
 
-class _Diagonal:
+class Diagonal:
     """A diagonal preconditioner ``z = d * r`` in one OpenMP pass, into two buffers in turn
     (bicgstab keeps two outputs at once): :meth:`fused` also returns ``vdot(r, z)`` from the
     same pass; calling it (``x0="Mb"``, ``check=True``) gives a new array."""

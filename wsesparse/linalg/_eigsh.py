@@ -7,15 +7,15 @@ from scipy.sparse.linalg import LinearOperator
 
 from wsesparse._threads import resolve_n_threads
 from wsesparse.csr import CSR
-from wsesparse.linalg._common import _FLOATING, _Operator
+from wsesparse.linalg._common import FLOATING, Operator
 
 
 class _ProductOperator(LinearOperator):
-    """A LinearOperator whose matvec is ``_Operator``'s product into one buffer, returned
+    """A LinearOperator whose matvec is ``Operator``'s product into one buffer, returned
     as it is: for ARPACK, whose scipy driver copies each product into its work array at
     once."""
 
-    def __init__(self, op: _Operator, dtype: np.dtype):
+    def __init__(self, op: Operator, dtype: np.dtype):
         super().__init__(dtype, op.shape)
         self._op = op
         self._out = np.empty(op.shape[0], dtype)
@@ -91,15 +91,15 @@ def eigsh(A, k: int = 6, M=None, sigma=None, which: str = "LM", v0=None, ncv=Non
     if rng is not None:
         kwargs["rng"] = rng
     operand = A
-    if _Operator.holds(A):
+    if Operator.holds(A):
         standard = sigma is None and M is None and Minv is None and OPinv is None
         shape = A.shape
         # (scipy's eigsh takes a complex A to eigs, which goes dense from k = n - 1 on)
         k_max = shape[0] - 1 if A.dtype.kind == "c" else shape[0]
         if (standard and len(shape) == 2 and shape[0] == shape[1]
                 and isinstance(k, (int, np.integer)) and 0 < k < k_max
-                and A.dtype.char in _FLOATING):
-            op = _Operator(A, n_threads)
+                and A.dtype.char in FLOATING):
+            op = Operator(A, n_threads)
             op.settle(A.dtype)
             operand = _ProductOperator(op, A.dtype)
         elif isinstance(A, CSR):  # (the matrix itself: shift-invert factorizes it, as

@@ -10,8 +10,8 @@ import numpy as np
 
 from wsesparse._kernels import _krylov
 from wsesparse.linalg._common import (
-    _apply_m, _check_atol, _FLOATING, _Operator, _prepared, _scalar_type, _scipy_solver,
-    _system, _threads)
+    apply_m, check_atol, FLOATING, Operator, prepared, scalar_type, scipy_solver,
+    system, vector_threads)
 
 
 def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
@@ -76,15 +76,15 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-10 * np.linalg.norm(b))
     (0, True)
     """
-    _check_atol(atol, "bicgstab")
-    op, b, dtype, start = _system(A, b, x0, M, n_threads)
-    if dtype.char not in _FLOATING:
-        return _scipy_solver("bicgstab", A, b, x0, M, callback, rtol=rtol, atol=atol,
+    check_atol(atol, "bicgstab")
+    op, b, dtype, start = system(A, b, x0, M, n_threads)
+    if dtype.char not in FLOATING:
+        return scipy_solver("bicgstab", A, b, x0, M, callback, rtol=rtol, atol=atol,
                              maxiter=maxiter)
-    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
+    b, psolve, x = prepared(op, A, M, b, start, dtype, n_threads)
     n = op.shape[0]
 
-    nt = _threads(n_threads, n)
+    nt = vector_threads(n_threads, n)
     bnrm2 = math.sqrt(_krylov.dot(b, b, nt).real)
     atol = max(float(atol), float(rtol) * bnrm2)
     if bnrm2 == 0:
@@ -92,7 +92,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     if maxiter is None:
         maxiter = n * 10
     f64 = np.float64
-    scalar = _scalar_type(dtype)
+    scalar = scalar_type(dtype)
     rhotol = f64(np.finfo(dtype).eps) ** 2
     omegatol = rhotol
 
@@ -107,7 +107,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
     for iteration in range(maxiter):
         if math.sqrt(rr) < atol:
             return x, 0
-        nt = _threads(n_threads, n)
+        nt = vector_threads(n_threads, n)
         if abs(rho) < rhotol:  # rho breakdown
             return x, -10
         if iteration > 0:
@@ -117,7 +117,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
             _krylov.bicg_p(p, r, v, beta, omega, nt)
         else:
             p = r.copy()
-        phat = _apply_m(psolve, p, n, dtype, (v, t), nt)
+        phat = apply_m(psolve, p, n, dtype, (v, t), nt)
         op(phat, v)
         rv = scalar(_krylov.dot(rtilde, v, nt))
         if rv == 0:
@@ -127,7 +127,7 @@ def bicgstab(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         if math.sqrt(ss) < atol:
             x += alpha * phat  # (once a solve: numpy's, as scipy's; an inf stays inf)
             return x, 0
-        shat = _apply_m(psolve, r, n, dtype, (v, t, x), nt)
+        shat = apply_m(psolve, r, n, dtype, (v, t, x), nt)
         op(shat, t)
         ts, tt = _krylov.dot2(t, r, nt)
         omega = scalar(ts) / scalar(tt)
@@ -221,19 +221,19 @@ def gmres(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0,
         raise ValueError(f"Unknown callback_type: {callback_type!r}")
     if callback is None:
         callback_type = None
-    _check_atol(atol, "gmres")
-    op, b, dtype, start = _system(A, b, x0, M, n_threads)
-    if dtype.char not in _FLOATING:
+    check_atol(atol, "gmres")
+    op, b, dtype, start = system(A, b, x0, M, n_threads)
+    if dtype.char not in FLOATING:
         # (callback_type is set wherever a callback is: scipy gives no second warning)
-        return _scipy_solver("gmres", A, b, x0, M, callback, rtol=rtol, atol=atol,
+        return scipy_solver("gmres", A, b, x0, M, callback, rtol=rtol, atol=atol,
                              restart=restart, maxiter=maxiter,
                              callback_type=callback_type or "x")
-    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
+    b, psolve, x = prepared(op, A, M, b, start, dtype, n_threads)
     return _gmres(op, b, x, rtol, atol, restart, maxiter, psolve, callback, callback_type,
                   n_threads)
 
 
-def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
+def _gmres(op: Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
            callback_type, n_threads) -> tuple[np.ndarray, int]:
     """scipy's gmres loop (scipy/sparse/linalg/_isolve/iterative.py, BSD-3-Clause), its
     scalar work as written there, its vector work in _krylov's passes."""
@@ -241,8 +241,8 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
     n = op.shape[0]
     dtype = x.dtype
     f64 = np.float64
-    scalar = _scalar_type(dtype)
-    nt = _threads(n_threads, n)
+    scalar = scalar_type(dtype)
+    nt = vector_threads(n_threads, n)
 
     def norm(u):
         return f64(math.sqrt(_krylov.dot(u, u, nt).real))
@@ -269,12 +269,12 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
     q = np.empty(n, dtype)
     inner_iter = 0
     for iteration in range(maxiter):
-        nt = _threads(n_threads, n)
+        nt = vector_threads(n_threads, n)
         if iteration == 0:
             r = np.ascontiguousarray(b - op(x, q)) if x.any() else b.copy()
             if norm(r) < atol:
                 return x, 0
-        v[0, :] = _apply_m(psolve, r, n, dtype, (av, q), nt)
+        v[0, :] = apply_m(psolve, r, n, dtype, (av, q), nt)
         tmp = norm(v[0, :])
         _krylov.scaled(v[0, :], v[0, :], 1 / tmp, nt)
         S = np.zeros(restart + 1, dtype=dtype)
@@ -282,7 +282,7 @@ def _gmres(op: _Operator, b, x, rtol, atol, restart, maxiter, psolve, callback,
         breakdown = False
         for col in range(restart):
             op(v[col, :], av)
-            w = _apply_m(psolve, av, n, dtype, (q,), nt)
+            w = apply_m(psolve, av, n, dtype, (q,), nt)
             if w is not av and not w.flags.writeable:
                 w = w.copy()
             # vdot(w, v0) and |w|^2 in one pass: the first Gram-Schmidt product (scipy's

@@ -11,8 +11,8 @@ from scipy.sparse.linalg import aslinearoperator
 from wsesparse._checks import check_real
 from wsesparse._kernels import _krylov
 from wsesparse.linalg._common import (
-    _apply_m, _check_atol, _Diagonal, _FLOATING, _Operator, _preconditioned, _prepared,
-    _scalar_type, _scipy_solver, _system, _threads)
+    apply_m, check_atol, Diagonal, FLOATING, Operator, preconditioned, prepared,
+    scalar_type, scipy_solver, system, vector_threads)
 
 
 def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | None = None,
@@ -83,43 +83,43 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-10 * np.linalg.norm(b))
     (0, True)
     """
-    _check_atol(atol, "cg")
-    op, b, dtype, start = _system(A, b, x0, M, n_threads)
-    if dtype.char not in _FLOATING:
-        return _scipy_solver("cg", A, b, x0, M, callback, rtol=rtol, atol=atol,
+    check_atol(atol, "cg")
+    op, b, dtype, start = system(A, b, x0, M, n_threads)
+    if dtype.char not in FLOATING:
+        return scipy_solver("cg", A, b, x0, M, callback, rtol=rtol, atol=atol,
                              maxiter=maxiter)
-    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
+    b, psolve, x = prepared(op, A, M, b, start, dtype, n_threads)
     n = op.shape[0]
 
-    bnrm2 = math.sqrt(_krylov.dot(b, b, _threads(n_threads, n)).real)
+    bnrm2 = math.sqrt(_krylov.dot(b, b, vector_threads(n_threads, n)).real)
     atol = max(float(atol), float(rtol) * bnrm2)
     if bnrm2 == 0:
         return b, 0
     if maxiter is None:
         maxiter = n * 10
 
-    scalar = _scalar_type(dtype)
+    scalar = scalar_type(dtype)
     q = np.empty(n, dtype=dtype)
     if x.any():
         r = np.ascontiguousarray(b - op(x, q))
     else:
         r = b.copy()
-    nt = _threads(n_threads, n)
+    nt = vector_threads(n_threads, n)
     rr = _krylov.dot(r, r, nt).real  # |r|^2, from here on returned by each update
     p = np.empty(n, dtype=dtype)
     rho_prev = None
     for iteration in range(maxiter):
         if math.sqrt(rr) < atol:
             return x, 0
-        nt = _threads(n_threads, n)
+        nt = vector_threads(n_threads, n)
         if psolve is None:
             z = r
             rho_cur = scalar(rr)
-        elif isinstance(psolve, _Diagonal):
+        elif isinstance(psolve, Diagonal):
             z, rho = psolve.fused(r, nt)
             rho_cur = scalar(rho)
         else:
-            z = _preconditioned(psolve(r), n, dtype, (p,))
+            z = preconditioned(psolve(r), n, dtype, (p,))
             rho_cur = scalar(_krylov.dot(r, z, nt))
         if iteration > 0:
             _krylov.xpby(p, z, rho_cur / rho_prev, nt)
@@ -209,11 +209,11 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0,
     >>> info, bool(np.linalg.norm(A @ x - b) <= 1e-8 * np.linalg.norm(b))
     (0, True)
     """
-    op, b, dtype, start = _system(A, b, x0, M, n_threads)
+    op, b, dtype, start = system(A, b, x0, M, n_threads)
     shift = np.float64(check_real(shift, "shift", finite=False))
     if show or dtype != np.float64:
         return _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check)
-    b, psolve, x = _prepared(op, A, M, b, start, dtype, n_threads)
+    b, psolve, x = prepared(op, A, M, b, start, dtype, n_threads)
     return _minres(op, b, x, x0 is None, rtol, shift, maxiter, psolve, callback, check,
                    n_threads)
 
@@ -234,7 +234,7 @@ def _scipy_minres(A, b, x0, rtol, shift, maxiter, M, callback, show, check):
                             callback=callback, show=show, check=check)
 
 
-def _minres(op: _Operator, b: np.ndarray, x: np.ndarray, zero_start: bool, rtol, shift,
+def _minres(op: Operator, b: np.ndarray, x: np.ndarray, zero_start: bool, rtol, shift,
             maxiter, psolve, callback, check: bool, n_threads) -> tuple[np.ndarray, int]:
     """scipy's minres loop (scipy/sparse/linalg/_isolve/minres.py, BSD-3-Clause), its
     scalar recurrences as written there, its vector work in _krylov's passes."""
@@ -244,14 +244,14 @@ def _minres(op: _Operator, b: np.ndarray, x: np.ndarray, zero_start: bool, rtol,
         maxiter = 5 * n
     f64 = np.float64
     eps = np.finfo(dtype).eps
-    nt = _threads(n_threads, n)
+    nt = vector_threads(n_threads, n)
 
     def inner(u, v):
         return f64(_krylov.dot(u, v, nt))
 
     def precondition(r):
         # (what it returns is read at the next step's start, after w, x and v are written)
-        return _apply_m(psolve, r, n, dtype, (v, spare, w, w1, w2, x), nt)
+        return apply_m(psolve, r, n, dtype, (v, spare, w, w1, w2, x), nt)
 
     if zero_start:
         r1 = b.copy()
@@ -297,7 +297,7 @@ def _minres(op: _Operator, b: np.ndarray, x: np.ndarray, zero_start: bool, rtol,
     yy = None  # y . y of the new r2 (no preconditioner: its beta^2)
     while itn < maxiter:
         itn += 1
-        nt = _threads(n_threads, n)
+        nt = vector_threads(n_threads, n)
         s = 1.0 / beta
         _krylov.scaled(v, y, s, nt)
         ynew = op(v, spare)
@@ -310,7 +310,7 @@ def _minres(op: _Operator, b: np.ndarray, x: np.ndarray, zero_start: bool, rtol,
         oldb = beta
         if psolve is None:
             y, beta = r2, yy
-        elif isinstance(psolve, _Diagonal):
+        elif isinstance(psolve, Diagonal):
             y, beta = psolve.fused(r2, nt)
             beta = f64(beta)
         else:
@@ -390,7 +390,7 @@ def _norm2(a, b):
     return np.float64(math.sqrt(a * a + b * b))
 
 
-def _check_symmetric(op: _Operator, precondition, r1, y, eps, n, dtype) -> None:
+def _check_symmetric(op: Operator, precondition, r1, y, eps, n, dtype) -> None:
     """scipy's ``check=True`` tests of ``A`` and ``M`` (its own arithmetic)."""
     w = op(y, np.empty(n, dtype))
     r2 = op(w, np.empty(n, dtype))
