@@ -87,21 +87,34 @@ def load_beside(folder: Path, name: str):
     return mod
 
 
+#: The TLRMatrix operators of ``tlr_cases``: ``swapped`` drops their kept plans, which hold
+#: the kernel functions of the build that made them
+_TLR_OPERATORS: list = []
+
+
 @contextlib.contextmanager
 def swapped(modules: dict):
     """The drivers and ``TLRMatrix`` call the given kernel modules (name -> module) inside
-    the block."""
+    the block (the plans of the operators in ``_TLR_OPERATORS`` are dropped on the way in
+    and out: a kept plan would call the build that made it)."""
     saved = []
     for owner in (_drivers, matmul, tlr_matrix):
         for name, mod in modules.items():
             if hasattr(owner, name):
                 saved.append((owner, name, getattr(owner, name)))
                 setattr(owner, name, mod)
+    _forget_tlr_plans()
     try:
         yield
     finally:
         for owner, name, mod in saved:
             setattr(owner, name, mod)
+        _forget_tlr_plans()
+
+
+def _forget_tlr_plans() -> None:
+    for T in _TLR_OPERATORS:
+        T.__dict__.pop("_plan_cache", None)
 
 
 def cases(scale: float):
@@ -170,6 +183,7 @@ def tlr_cases(scale: float):
         x, y = (np.asarray(rng.standard_normal(k) + 1j, np.complex64) for k in (n, m))
         X = (rng.standard_normal((n, 64)) + 1j).astype(np.complex64)
         label = f"TLR {m}^2 ({T.nbytes / 1e6:.1f} MB)"
+        _TLR_OPERATORS.append(T)
         out += [(label, "fwd s=1", lambda t, T=T, x=x: T.matvec(x, n_threads=t)),
                 (label, "adj s=1", lambda t, T=T, y=y: T.rmatvec(y, n_threads=t))]
         out += [(label, f"fwd s={s}", lambda t, T=T, X=X[:, :s].copy(): T.matvec(X, n_threads=t))

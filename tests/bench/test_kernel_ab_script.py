@@ -3,6 +3,7 @@ second build (building one takes a minute; tiny problems)."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import kernel_ab
@@ -64,6 +65,35 @@ def test_tlr_set_times_forward_and_adjoint_through_the_b_module(capsys, monkeypa
                                                         "fwd s=64"] * 2
     assert all(r.startswith("TLR ") for r in rows)
     assert tlr_matrix._tlrmvm is _tlrmvm                               # put back
+
+
+def test_swapped_reaches_tlr_products_planned_before(monkeypatch):
+    """A TLRMatrix keeps its kernel function in a plan: inside swapped() its products call
+    the B module all the same (before session 47 they kept calling the installed build, so
+    every --set tlr A/B compared a build with itself), and after it the installed one."""
+    import types
+    from wsesparse._kernels import _tlrmvm
+    from wsesparse.tlr import TLRMatrix
+    rng = np.random.default_rng(0)
+    T = TLRMatrix.from_dense(rng.standard_normal((300, 300)).astype(np.float32), nb=64,
+                             tol=1e-3)
+    x = np.ones(300, np.float32)
+    calls = []
+
+    def counted(name):
+        real = getattr(_tlrmvm, name)
+        return lambda *a, **k: calls.append(name) or real(*a, **k)
+
+    fake = types.SimpleNamespace(tlr_matmat=counted("tlr_matmat"),
+                                 tlr_rmatmat=counted("tlr_rmatmat"))
+    monkeypatch.setattr(kernel_ab, "_TLR_OPERATORS", [T])
+    want = T.matvec(x), T.rmatvec(x)                     # plans made with the installed build
+    with kernel_ab.swapped({"_tlrmvm": fake}):
+        got = T.matvec(x), T.rmatvec(x)
+    assert calls == ["tlr_matmat", "tlr_rmatmat"]
+    np.testing.assert_array_equal(got[0], want[0])
+    T.matvec(x)
+    assert calls == ["tlr_matmat", "tlr_rmatmat"]        # the installed build again
 
 
 def test_swapped_replaces_only_inside_the_block():
