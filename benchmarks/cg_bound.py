@@ -88,7 +88,7 @@ def report(times: dict[str, list[float]]) -> list[str]:
              "routed": "routed cg iteration", "linalg": "wsesparse.linalg.cg iteration",
              "product_scipy": "scipy's product alone", "product_routed":
              "routed one-shot product alone", "product_csr": "prepared CSR product alone"}
-    lines = [f"{names[k]:32s} " + " ".join(f"{t * 1e3:.2f}" for t in v) + " ms"
+    lines = [f"{names[k]:32s} " + " ".join(f"{t * 1e3:.3g}" for t in v) + " ms"
              for k, v in times.items()]
     m = {k: float(np.median(v)) for k, v in times.items()}
     lines.append(
