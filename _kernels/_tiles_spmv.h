@@ -90,12 +90,8 @@ WS_SCALAR_LOOP WS_ALWAYS_INLINE static inline T ws_spmv_vrow##SFX##_##T##_##I(  
             }                                                                     \
         }                                                                         \
     for (; p + 2 * VL <= p1; p += 2 * VL) {                                       \
-        if (WS_VROW_PF_##T) {                                                     \
-            const char *pd = (const char *)(data + p) + WS_VROW_PF_##T;           \
-            __builtin_prefetch(pd);                                               \
-            __builtin_prefetch((const char *)(indices + p)                        \
-                               + WS_VROW_PF_##T * (ptrdiff_t)sizeof(I) / (ptrdiff_t)sizeof(T)); \
-        }                                                                         \
+        if (WS_VROW_PF_##T) /* (a line of each per step) */                       \
+            WS_PREFETCH_AHEAD(data, indices, p, WS_VROW_PF_##T, T, I, 64, 64);    \
         if (WS_OORV2(p)) goto out_of_range;                                       \
         a0 = WS_VFMA_##T(*(const VT *)(data + p), WS_XV_##T(x, indices, p), a0);  \
         a1 = WS_VFMA_##T(*(const VT *)(data + p + VL), WS_XV_##T(x, indices, p + VL), a1); \

@@ -205,6 +205,20 @@ static inline double WS_HSUM_double(ws_vd a)
 #define WS_SPMV_GATHER_ROW_MIN_float 0
 #define WS_SPMV_GATHER_ROW_MIN_double 0
 #endif
+/* Software prefetch of a row's stream: dbytes of values from AHEAD bytes beyond data + p
+ * and ibytes of indices as many elements beyond indices + p, a line at a time (the
+ * gathered rows, ws_gdot, and the element-load rows, ws_spmv_vrow; WS_GDOT_PF and
+ * WS_VROW_PF_<T> give AHEAD). A hint only: no fault, no change to any sum. */
+#define WS_PREFETCH_AHEAD(data, indices, p, AHEAD, T, I, dbytes, ibytes)          \
+    do {                                                                          \
+        const char *pd_ = (const char *)((data) + (p)) + (AHEAD);                 \
+        const char *pi_ = (const char *)((indices) + (p))                         \
+            + (AHEAD) * (ptrdiff_t)sizeof(I) / (ptrdiff_t)sizeof(T);              \
+        for (int k_ = 0; k_ < (int)(dbytes); k_ += 64)                            \
+            __builtin_prefetch(pd_ + k_);                                         \
+        for (int k_ = 0; k_ < (int)(ibytes); k_ += 64)                            \
+            __builtin_prefetch(pi_ + k_);                                         \
+    } while (0)
 #if WS_HAVE_VEC && defined(__AVX512F__)
 #define WS_SPMV_GATHER (!WS_SLOW_GATHER)
 #define WS_GX_CLAMPS_float_int32_t 1
@@ -301,15 +315,9 @@ static inline T ws_gdot_##T##_##I(const I *ix, const T *d, const T *x,          
     int oor = 0;                                                                  \
     __m512i imax = _mm512_setzero_si512();                                        \
     for (; p + 2 * W <= p1; p += 2 * W) {                                         \
-        if (WS_GDOT_PF) {                                                         \
-            const char *pd = (const char *)(d + p) + WS_GDOT_PF;                  \
-            const char *pi = (const char *)(ix + p)                               \
-                + WS_GDOT_PF * (ptrdiff_t)sizeof(I) / (ptrdiff_t)sizeof(T);       \
-            for (int k = 0; k < 2 * W * (int)sizeof(T); k += 64)                  \
-                __builtin_prefetch(pd + k);                                       \
-            for (int k = 0; k < 2 * W * (int)sizeof(I); k += 64)                  \
-                __builtin_prefetch(pi + k);                                       \
-        }                                                                         \
+        if (WS_GDOT_PF)                                                           \
+            WS_PREFETCH_AHEAD(d, ix, p, WS_GDOT_PF, T, I, 2 * W * sizeof(T),      \
+                              2 * W * sizeof(I));                                 \
         const V g0 = ws_gx_##T##_##I(all, ix + p, x, lim, chk, &oor, &imax);      \
         const V g1 = ws_gx_##T##_##I(all, ix + p + W, x, lim, chk, &oor, &imax);  \
         if (chk && oor) goto out_of_range;                                        \
