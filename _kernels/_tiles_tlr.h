@@ -41,8 +41,34 @@
 #include "_tiles_tlr_nn.h"
 #include "_tiles_tlr_cn.h"
 
-TLR_DEFINE_NN(float, tlr_v8f, 8, f)
-TLR_DEFINE_NN(double, tlr_v4d, 4, d)
+TLR_ZMM_FN(float, 8, f)
+TLR_ZMM_FN(double, 4, d)
+
+TLR_DEFINE_NN(float, tlr_v8f, 8, f, TLR_NN_MRBZ)
+TLR_DEFINE_NN(double, tlr_v4d, 4, d, TLR_NN_MRBZ)
+#if TLR_NN_ZMM_TILES
+TLR_DEFINE_NN(float, tlr_zv_f, 16, fz, TLR_NN_NO_MRBZ)
+TLR_DEFINE_NN(double, tlr_zv_d, 8, dz, TLR_NN_NO_MRBZ)
+#define TLR_NN_SEVERAL(sfx) tlr_nn_##sfx##z
+#else
+#define TLR_NN_SEVERAL(sfx) tlr_nn_##sfx
+#endif
+
+/* The forward block kernel: one right-hand side through tlr_nn_rows of the 32-byte kernels
+ * (which read rows in zmm themselves where that was faster), several through the 64-byte
+ * kernels where TLR_NN_ZMM_TILES (_tiles_tlr_nn.h) has them. */
+#define TLR_DEFINE_FORWARD(R, sfx)                                                             \
+static void tlr_forward_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,     \
+                              const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s,   \
+                              int cx, int pf)                                                  \
+{                                                                                              \
+    if (s > 1)                                                                                 \
+        TLR_NN_SEVERAL(sfx)(B, nrows, ncols, ldb, a, lda, out, ldo, s, cx, pf);                 \
+    else                                                                                       \
+        tlr_nn_##sfx(B, nrows, ncols, ldb, a, lda, out, ldo, s, cx, pf);                       \
+}
+TLR_DEFINE_FORWARD(float, f)
+TLR_DEFINE_FORWARD(double, d)
 TLR_DEFINE_CN(float, tlr_v8f, 8, f)
 TLR_DEFINE_CN(double, tlr_v4d, 4, d)
 

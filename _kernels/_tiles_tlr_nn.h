@@ -16,22 +16,22 @@ TLR_INLINE void tlr_nn_mrbz1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const
        REG */                                                                                 \
     tlr_zv_##sfx b[TLR_NN_BC], p, qq;                                                          \
     int r;                                                                                     \
-    p = PART ? tlr_zldm_##sfx(out, n) : tlr_zld_##sfx(out);                                    \
-    qq = !CX ? p : PART ? tlr_zldm_##sfx(q, n) : tlr_zld_##sfx(q);                             \
+    p = PART ? tlr_ldm_##sfx##z(out, n) : tlr_ld_##sfx##z(out);                                    \
+    qq = !CX ? p : PART ? tlr_ldm_##sfx##z(q, n) : tlr_ld_##sfx##z(q);                             \
     for (r = 0; r < RB; r++) {                                                                 \
-        b[r] = PART ? tlr_zldm_##sfx(B + r * lr, n) : tlr_zld_##sfx(B + r * lr);               \
+        b[r] = PART ? tlr_ldm_##sfx##z(B + r * lr, n) : tlr_ld_##sfx##z(B + r * lr);               \
         TLR_IN_REG(b[r]);                                                                      \
     }                                                                                          \
     for (r = 0; r < RB; r++) {                                                                 \
-        p = tlr_zfma_##sfx(ar[r], b[r], p);                                                    \
-        if (CX) qq = tlr_zfma_##sfx(ai[r], b[r], qq);                                          \
+        p = tlr_fma_##sfx##z(ar[r], b[r], p);                                                    \
+        if (CX) qq = tlr_fma_##sfx##z(ai[r], b[r], qq);                                          \
     }                                                                                          \
     if (PART) {                                                                                \
-        tlr_zstm_##sfx(out, p, n);                                                             \
-        if (CX) tlr_zstm_##sfx(q, qq, n);                                                      \
+        tlr_stm_##sfx##z(out, p, n);                                                             \
+        if (CX) tlr_stm_##sfx##z(q, qq, n);                                                      \
     } else {                                                                                   \
-        tlr_zst_##sfx(out, p);                                                                 \
-        if (CX) tlr_zst_##sfx(q, qq);                                                          \
+        tlr_st_##sfx##z(out, p);                                                                 \
+        if (CX) tlr_st_##sfx##z(q, qq);                                                          \
     }                                                                                          \
 }                                                                                              \
                                                                                                \
@@ -45,19 +45,23 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
     tlr_zv_##sfx ar[TLR_NN_BC], ai[TLR_NN_BC];                                                 \
     ptrdiff_t l; int r;                                                                        \
     for (r = 0; r < RB; r++) {                                                                 \
-        ar[r] = tlr_zbc_##sfx(a[CX ? 2 * r : r]);                                              \
-        ai[r] = CX ? tlr_zbc_##sfx(a[2 * r + 1]) : ar[r];                                      \
+        ar[r] = tlr_bc_##sfx##z(a[CX ? 2 * r : r]);                                              \
+        ai[r] = CX ? tlr_bc_##sfx##z(a[2 * r + 1]) : ar[r];                                      \
     }                                                                                          \
     for (l = 0; l < Lz; l += 2 * W)                                                            \
         tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 0);                   \
     if (Lz < L)                                                                                \
         tlr_nn_mrbz1_##sfx(B + Lz, lr, out + Lz, q + Lz, ar, ai, L - Lz, RB, CX, 1);           \
 }
-#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, RB, CX) tlr_nn_mrbz_##sfx(B, lr, L, out, q, a, RB, CX)
+/* tlr_nn_mrb's shortcut to it: 1 where taken (TLR_DEFINE_NN's ZROWS for the 32-byte kernels;
+ * TLR_NN_NO_MRBZ for the 64-byte ones, whose rows are all zmm already) */
+#define TLR_NN_MRBZ(take, sfx, B, lr, L, out, q, a, RB, CX)                                    \
+    ((take) ? (tlr_nn_mrbz_##sfx(B, lr, L, out, q, a, RB, CX), 1) : 0)
 #else
 #define TLR_ZMM_FN(R, W, sfx)
-#define TLR_NN_MRBZ(sfx, B, lr, L, out, q, a, RB, CX) ((void)0)
+#define TLR_NN_MRBZ(take, sfx, B, lr, L, out, q, a, RB, CX) 0
 #endif
+#define TLR_NN_NO_MRBZ(take, sfx, B, lr, L, out, q, a, RB, CX) 0
 
 /* ------------------------------------------------------------ the kernels
  * Instantiated for (float, 8 lanes) and (double, 4 lanes); CX = 1 for the
@@ -140,6 +144,21 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
 #ifndef TLR_NN_SB_CX
 #define TLR_NN_SB_CX 3
 #endif
+/* Several right-hand sides (register tiles and streamed rows) in 64-byte vectors where AVX-512
+ * gives them and 32 registers (tlr_forward, _tiles_tlr.h), except on AMD Zen (GCC's
+ * __znverN__): each output element is the same chain of FMAs, so the same bits. An Intel
+ * AVX-512 core issues two zmm FMAs a cycle, as many as ymm ones, so 32-byte tiles reach half
+ * of its GEMM rate at most: a 16-core Xeon thread ran 64 complex64 vectors at 44 % of its
+ * float32 GEMM. Zen 4 splits a zmm FMA in two: there the 64-byte tiles took 0.99-1.14x the
+ * time (docs/tuning.md, "Several right-hand sides in zmm"). */
+#ifndef TLR_NN_ZMM_TILES
+#if TLR_ZMM && TLR_WIDE_DEFAULT && !(defined(__znver1__) || defined(__znver2__) \
+    || defined(__znver3__) || defined(__znver4__) || defined(__znver5__))
+#define TLR_NN_ZMM_TILES 1
+#else
+#define TLR_NN_ZMM_TILES 0
+#endif
+#endif
 #ifndef TLR_NN_SB_RE
 #define TLR_NN_SB_RE 6
 #endif
@@ -164,7 +183,7 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
 #error "tlr_nn_rows_m has no case for this shape (TLR_NN_MRB in 1..4, TLR_NN_MROWS_S in 0..3)"
 #endif
 
-#define TLR_DEFINE_NN(R, V, W, sfx)                                                            \
+#define TLR_DEFINE_NN(R, V, W, sfx, ZROWS)                                                     \
 TLR_INLINE void tlr_nn_blk_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ldr,                   \
                                  const R *a, ptrdiff_t ldar, R *out, ptrdiff_t ldor,           \
                                  int first, const char *pf, ptrdiff_t pfn, ptrdiff_t rem,      \
@@ -265,7 +284,6 @@ TLR_INLINE void tlr_nn_mrb1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, ptrdif
     }                                                                                          \
 }                                                                                              \
                                                                                                \
-TLR_ZMM_FN(R, W, sfx)\
 TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff_t rem,        \
                                  const R *a, ptrdiff_t la, R *out, R *q, ptrdiff_t so,         \
                                  const R *pf, const int RB, const int S, const int CX)         \
@@ -275,10 +293,8 @@ TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff
        each row read in address order */                                                       \
     V ar[TLR_NN_BC], ai[TLR_NN_BC];                                                            \
     ptrdiff_t l = 0; int r, c;                                                                 \
-    if (TLR_ZMM && S == 1 && !pf) { /* (all of each row: it leaves nothing to tlr_nn_rtail) */ \
-        TLR_NN_MRBZ(sfx, B, lr, Lv + rem, out, q, a, RB, CX);                                  \
-        return;                                                                                \
-    }                                                                                          \
+    /* (all of each row: it leaves nothing to tlr_nn_rtail) */                                 \
+    if (ZROWS(S == 1 && !pf, sfx, B, lr, Lv + rem, out, q, a, RB, CX)) return;                 \
     for (c = 0; c < S; c++)                                                                    \
         for (r = 0; r < RB; r++) {                                                             \
             ar[c * RB + r] = tlr_bc_##sfx(a[c * la + (CX ? 2 * r : r)]);                       \

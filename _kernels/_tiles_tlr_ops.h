@@ -44,32 +44,52 @@
 #else
 #define TLR_IN_REG(v) ((void)0)
 #endif
-/* 64-byte vectors for tlr_nn_rows's single right-hand side where AVX-512F has them and the
- * rows are not prefetched (2-core Zen 4, docs/tuning.md "One right-hand side in zmm"): the
- * same FMA per element as the 32-byte code, so the same bits. */
+/* 64-byte vectors where AVX-512F has them (the same FMA per element as the 32-byte code, so
+ * the same bits): tlr_nn_rows's single right-hand side where the rows are not prefetched
+ * (2-core Zen 4, docs/tuning.md "One right-hand side in zmm"), and tlr_nn's register tiles
+ * and streamed rows for several right-hand sides (TLR_NN_ZMM_TILES, _tiles_tlr_nn.h). The
+ * operations of the 32-byte vectors under the suffixes fz and dz. */
 #if defined(TLR_X86_FMA) && defined(__AVX512F__) && !defined(TLR_NO_ZMM)
 #define TLR_ZMM 1
 typedef float tlr_zv_f __attribute__((vector_size(64)));
 typedef double tlr_zv_d __attribute__((vector_size(64)));
-TLR_INLINE tlr_zv_f tlr_zld_f(const float *p) { tlr_zv_f v; memcpy(&v, p, sizeof v); return v; }
-TLR_INLINE tlr_zv_d tlr_zld_d(const double *p) { tlr_zv_d v; memcpy(&v, p, sizeof v); return v; }
-TLR_INLINE void tlr_zst_f(float *p, tlr_zv_f v) { memcpy(p, &v, sizeof v); }
-TLR_INLINE void tlr_zst_d(double *p, tlr_zv_d v) { memcpy(p, &v, sizeof v); }
+TLR_INLINE tlr_zv_f tlr_ld_fz(const float *p) { tlr_zv_f v; memcpy(&v, p, sizeof v); return v; }
+TLR_INLINE tlr_zv_d tlr_ld_dz(const double *p) { tlr_zv_d v; memcpy(&v, p, sizeof v); return v; }
+TLR_INLINE void tlr_st_fz(float *p, tlr_zv_f v) { memcpy(p, &v, sizeof v); }
+TLR_INLINE void tlr_st_dz(double *p, tlr_zv_d v) { memcpy(p, &v, sizeof v); }
 /* the first n (< 16 or 8) reals, the other lanes zero; reading and writing nothing beyond */
-TLR_INLINE tlr_zv_f tlr_zldm_f(const float *p, ptrdiff_t n)
+TLR_INLINE tlr_zv_f tlr_ldm_fz(const float *p, ptrdiff_t n)
 { return (tlr_zv_f)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p); }
-TLR_INLINE tlr_zv_d tlr_zldm_d(const double *p, ptrdiff_t n)
+TLR_INLINE tlr_zv_d tlr_ldm_dz(const double *p, ptrdiff_t n)
 { return (tlr_zv_d)_mm512_maskz_loadu_pd((__mmask8)((1u << n) - 1), p); }
-TLR_INLINE void tlr_zstm_f(float *p, tlr_zv_f v, ptrdiff_t n)
+TLR_INLINE void tlr_stm_fz(float *p, tlr_zv_f v, ptrdiff_t n)
 { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v); }
-TLR_INLINE void tlr_zstm_d(double *p, tlr_zv_d v, ptrdiff_t n)
+TLR_INLINE void tlr_stm_dz(double *p, tlr_zv_d v, ptrdiff_t n)
 { _mm512_mask_storeu_pd(p, (__mmask8)((1u << n) - 1), (__m512d)v); }
-TLR_INLINE tlr_zv_f tlr_zbc_f(float x) { return (tlr_zv_f)_mm512_set1_ps(x); }
-TLR_INLINE tlr_zv_d tlr_zbc_d(double x) { return (tlr_zv_d)_mm512_set1_pd(x); }
-TLR_INLINE tlr_zv_f tlr_zfma_f(tlr_zv_f a, tlr_zv_f b, tlr_zv_f c)
+TLR_INLINE tlr_zv_f tlr_bc_fz(float x) { return (tlr_zv_f)_mm512_set1_ps(x); }
+TLR_INLINE tlr_zv_d tlr_bc_dz(double x) { return (tlr_zv_d)_mm512_set1_pd(x); }
+TLR_INLINE tlr_zv_f tlr_zero_fz(void) { return tlr_bc_fz(0.0f); }
+TLR_INLINE tlr_zv_d tlr_zero_dz(void) { return tlr_bc_dz(0.0); }
+TLR_INLINE tlr_zv_f tlr_fma_fz(tlr_zv_f a, tlr_zv_f b, tlr_zv_f c)
 { return (tlr_zv_f)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
-TLR_INLINE tlr_zv_d tlr_zfma_d(tlr_zv_d a, tlr_zv_d b, tlr_zv_d c)
+TLR_INLINE tlr_zv_d tlr_fma_dz(tlr_zv_d a, tlr_zv_d b, tlr_zv_d c)
 { return (tlr_zv_d)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c); }
+/* re <-> im of each complex, and -1 on the real parts, +1 on the imaginary ones */
+TLR_INLINE tlr_zv_f tlr_swap_fz(tlr_zv_f v)
+{ return (tlr_zv_f)_mm512_permute_ps((__m512)v, 0xB1); }
+TLR_INLINE tlr_zv_d tlr_swap_dz(tlr_zv_d v)
+{ return (tlr_zv_d)_mm512_permute_pd((__m512d)v, 0x55); }
+TLR_INLINE tlr_zv_f tlr_sign_fz(void)
+{
+    const tlr_zv_f sg = {-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f,
+                         -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
+    return sg;
+}
+TLR_INLINE tlr_zv_d tlr_sign_dz(void)
+{
+    const tlr_zv_d sg = {-1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0};
+    return sg;
+}
 #else
 #define TLR_ZMM 0
 #endif
@@ -234,6 +254,11 @@ TLR_INLINE double tlr_hdiff_d(tlr_v4d v)
     return (TLR_LANE(v, 0) + TLR_LANE(v, 2)) - (TLR_LANE(v, 1) + TLR_LANE(v, 3));
 }
 
+
+#if TLR_ZMM
+#define TLR_FMAS_fz TLR_FMAS_f
+#define TLR_FMAS_dz TLR_FMAS_d
+#endif
 
 /* Wider register tiles where AVX-512VL gives 32 vector registers (_tiles_tlr_nn.h, "Register
  * tiles with several right-hand sides"). */

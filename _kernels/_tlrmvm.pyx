@@ -72,10 +72,10 @@ KERNEL_ISA = (<bytes>_WS_ISA).decode()
 
 
 cdef extern from "_tiles_tlr.h" nogil:
-    void tlr_nn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
+    void tlr_forward_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
                   const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
                   int pf)
-    void tlr_nn_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
+    void tlr_forward_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
                   const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
                   int pf)
     void tlr_cn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
@@ -88,6 +88,7 @@ cdef extern from "_tiles_tlr.h" nogil:
     int _NN_MROWS_S "TLR_NN_MROWS_S"
     long long _NN_MROWS_BYTES "TLR_NN_MROWS_BYTES"
     int _NN_ZMM "TLR_ZMM"
+    int _NN_ZMM_TILES "TLR_NN_ZMM_TILES"
     int _NN_ROWS_PF "TLR_NN_ROWS_PF"
 
 # How the forward kernel (tlr_nn, _tiles_tlr_nn.h) takes its blocks; they differ between builds,
@@ -107,6 +108,9 @@ FORWARD_ROWS_GROUP_BYTES = _NN_MROWS_BYTES
 # L2, 2: beyond a third of L3; wsesparse/tlr/matrix.py).
 FORWARD_ROWS_ZMM = bool(_NN_ZMM)
 FORWARD_ROWS_PREFETCH = _NN_ROWS_PF
+# Several right-hand sides (register tiles and streamed rows) go 64 bytes at a time where
+# AVX-512 builds have 32 vector registers (else 32); the same bits either way.
+FORWARD_TILES_ZMM = bool(_NN_ZMM_TILES)
 
 
 cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
@@ -115,14 +119,14 @@ cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ss
     # out[c, 0:ncols] = sum_t a[c, t] * B[t, 0:ncols] (B row-major, nrows x ncols of a
     # block with rows of ldb)
     if value_t is float:
-        tlr_nn_f(B, nrows, ncols, ldb, a, lda, out, ldo, s, 0, pf)
+        tlr_forward_f(B, nrows, ncols, ldb, a, lda, out, ldo, s, 0, pf)
     elif value_t is double:
-        tlr_nn_d(B, nrows, ncols, ldb, a, lda, out, ldo, s, 0, pf)
+        tlr_forward_d(B, nrows, ncols, ldb, a, lda, out, ldo, s, 0, pf)
     elif sizeof(value_t) == 8:  # float complex
-        tlr_nn_f(<const float*>B, nrows, ncols, ldb, <const float*>a, lda, <float*>out,
+        tlr_forward_f(<const float*>B, nrows, ncols, ldb, <const float*>a, lda, <float*>out,
                  ldo, s, 1, pf)
     else:
-        tlr_nn_d(<const double*>B, nrows, ncols, ldb, <const double*>a, lda, <double*>out,
+        tlr_forward_d(<const double*>B, nrows, ncols, ldb, <const double*>a, lda, <double*>out,
                  ldo, s, 1, pf)
 
 

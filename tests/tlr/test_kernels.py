@@ -187,6 +187,35 @@ def test_rows_longer_than_the_streaming_buffer(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_register_tiles_of_every_remainder(dtype):
+    """Rows longer than ``FORWARD_ROWS_MAX`` reals take the register tiles, one vector in
+    32-byte vectors and several in 64-byte ones where the build has them
+    (``_tlrmvm.FORWARD_TILES_ZMM``): chunks of 4, 2 and 1 vectors, then a masked partial one.
+    Phase-3 rows of every length from ``FORWARD_ROWS_MAX + 1`` to 64 reals more (every
+    remainder of a 4-vector chunk of either width): each column of a product of 2, 3, 4 and 7
+    vectors equals the product of that vector alone bit for bit, and the dense product to
+    rounding."""
+    cx = np.dtype(dtype).kind == "c"
+    rng = np.random.default_rng(21)
+    rtol = RTOL[dtype] * 10
+    first = _tlrmvm.FORWARD_ROWS_MAX + 1
+    for h in sorted({(L + 1) // 2 if cx else L for L in range(first, first + 64)}):
+        T = TLRMatrix.from_tiles((h, 5), h, {(0, 0): (_rand(rng, (h, 3), dtype),
+                                                      _rand(rng, (5, 3), dtype))}, dtype=dtype)
+        X = _rand(rng, (5, 7), dtype)
+        singles = [T @ X[:, c] for c in range(7)]
+        for s in (2, 3, 4, 7):
+            F = T @ X[:, :s]
+            for c in range(s):
+                assert F[:, c].tobytes() == singles[c].tobytes(), (h, s, c)
+        D = T.toarray().astype(np.complex128)
+        np.testing.assert_allclose(F, D @ X, rtol=rtol,
+                                   atol=rtol * np.abs(D).sum(axis=1).max() * np.abs(X).max())
+    assert isinstance(_tlrmvm.FORWARD_TILES_ZMM, bool)
+    assert _tlrmvm.FORWARD_ROWS_ZMM or not _tlrmvm.FORWARD_TILES_ZMM  # (both need AVX-512F)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_forward_paths_give_the_same_bits(dtype):
     """The forward kernel takes right-hand sides three ways (``_tlrmvm.FORWARD_ROWS_*``): rows
     streamed for one vector, rows streamed for a group of vectors (one pass per group where
