@@ -8,8 +8,9 @@
 #   CPU_BENCH lists CPU parts to time on all the machine's cores (the lent machines have 16:
 #   issues #27, #28, #24 ask for 16-core figures): any of grid, scaling, workflows, tlr, cold,
 #   transposed, zones, runs (Intel's SpMV run rule against a build without it:
-#   kernel_ab.py, B / A > 1 where the rule helps), tlr_ab (the TLR forward rows in zmm
-#   against 32 bytes: kernel_ab.py --set tlr, B / A > 1 where zmm helps), blas (the
+#   kernel_ab.py, B / A > 1 where the rule helps), tlr_ab (the TLR forward in zmm against
+#   32 bytes throughout: kernel_ab.py --set tlr, B / A > 1 where zmm helps), tlr_tiles (the
+#   same for the several-vector tiles only, zmm on Intel: TLR_NN_ZMM_TILES=0), blas (the
 #   workflows under accelerated() with BLAS on one thread against BLAS on the kernels'
 #   threads: blas_modes.py), cgbound (how far routing products can take scipy's cg, #28:
 #   cg_bound.py), or 1 for the first five; CPU_TIMEOUT
@@ -75,6 +76,8 @@ for part in $parts; do
                    --threads "1,$(nproc)" --rounds 5) ;;
         tlr_ab) cmd=(benchmarks/kernel_ab.py --set tlr --cflags=-DTLR_NO_ZMM
                      --threads "1,$(nproc)" --rounds 5) ;;
+        tlr_tiles) cmd=(benchmarks/kernel_ab.py --set tlr --cflags=-DTLR_NN_ZMM_TILES=0
+                        --threads "1,$(nproc)" --rounds 5) ;;
         blas) cmd=(benchmarks/blas_modes.py --rounds 3) ;;
         cgbound) cmd=(benchmarks/cg_bound.py) ;;
         *) echo "unknown CPU part $part"; continue ;;

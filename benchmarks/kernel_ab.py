@@ -172,7 +172,7 @@ ROW_LENGTHS = (4, 6, 8, 12, 16, 24, 32)
 
 
 def tlr_cases(scale: float):
-    """``(label, kind, f)``: ``f(n_threads)`` runs ``T @ x``, ``T.H @ y`` or ``T @ X`` (16
+    """``(label, kind, f)``: ``f(n_threads)`` runs ``T @ x``, ``T.H @ y`` or ``T @ X`` (4, 16
     and 64 columns) of complex64 ``seismic_operator`` s: 2499^2 (4.5 MB of bases, from
     cache) and 9801^2 (56 MB, from DRAM, or from the L3 of a large one) at scale 1."""
     rng = np.random.default_rng(0)
@@ -187,7 +187,7 @@ def tlr_cases(scale: float):
         out += [(label, "fwd s=1", lambda t, T=T, x=x: T.matvec(x, n_threads=t)),
                 (label, "adj s=1", lambda t, T=T, y=y: T.rmatvec(y, n_threads=t))]
         out += [(label, f"fwd s={s}", lambda t, T=T, X=X[:, :s].copy(): T.matvec(X, n_threads=t))
-                for s in (16, 64)]
+                for s in (4, 16, 64)]
     return out
 
 
