@@ -17,6 +17,7 @@ from scipy.sparse.linalg import LinearOperator
 from wsesparse import _hardware
 from wsesparse._checks import (CHECK_MIN_BYTES, KERNEL_DTYPES, check_allocation, check_array_allocation,
                                check_int, check_numeric_dtype, describe)
+from wsesparse._drivers import contiguous_operand
 from wsesparse._kernels import _tlrmvm
 from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import _build, io as tlr_io
@@ -394,7 +395,10 @@ class TLRMatrix:
         return Y[:, 0] if vec else Y
 
     def _run(self, X: np.ndarray, adjoint: bool, dtype: np.dtype, n_threads) -> np.ndarray:
-        XT = np.ascontiguousarray(X.T)
+        # (the kernels take the vectors as rows: a blocked copy on the threads where numpy's
+        # transposing copy is slow and serial, 0.68 against 0.40 ms for 64 complex64
+        # vectors of 9801 on 2 cores)
+        XT = contiguous_operand(X.T, dtype, n_threads)
         YT = np.empty((X.shape[1], self.shape[1] if adjoint else self.shape[0]), dtype=dtype)
         self._kernel(XT, YT, adjoint, dtype, n_threads)
         return YT.T
