@@ -54,16 +54,17 @@ TLR_DEFINE_NN(double, tlr_zv_d, 8, dz, TLR_NN_NO_MRBZ)
 #define TLR_NN_SEVERAL(sfx) tlr_nn_##sfx
 #endif
 
-/* The forward block kernel: one right-hand side through tlr_nn_rows of the 32-byte kernels
- * (which read rows in zmm themselves where that was faster), several through the 64-byte
- * kernels where TLR_NN_ZMM_TILES (_tiles_tlr_nn.h) has them. */
+/* The forward block kernel: one right-hand side through the 32-byte kernels (tlr_nn_rows,
+ * which reads rows in zmm itself where that was faster, or the register tiles for rows over
+ * TLR_NN_ROWS_MAX reals), several through the 64-byte kernels where TLR_NN_ZMM_TILES
+ * (_tiles_tlr_nn.h) has them. */
 #define TLR_DEFINE_FORWARD(R, sfx)                                                             \
 static void tlr_forward_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t ncols, ptrdiff_t ldb,     \
                               const R *a, ptrdiff_t lda, R *out, ptrdiff_t ldo, ptrdiff_t s,   \
                               int cx, int pf)                                                  \
 {                                                                                              \
     if (s > 1)                                                                                 \
-        TLR_NN_SEVERAL(sfx)(B, nrows, ncols, ldb, a, lda, out, ldo, s, cx, pf);                 \
+        TLR_NN_SEVERAL(sfx)(B, nrows, ncols, ldb, a, lda, out, ldo, s, cx, pf);                \
     else                                                                                       \
         tlr_nn_##sfx(B, nrows, ncols, ldb, a, lda, out, ldo, s, cx, pf);                       \
 }

@@ -7,7 +7,7 @@
 
 /* 64-byte vectors for tlr_nn_rows's single right-hand side (TLR_ZMM, _tiles_tlr_ops.h) */
 #if TLR_ZMM
-#define TLR_ZMM_FN(R, W, sfx) \
+#define TLR_ZMM_FN(R, W, sfx)                                                                  \
 TLR_INLINE void tlr_nn_mrbz1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const tlr_zv_##sfx *ar, \
                                    const tlr_zv_##sfx *ai, ptrdiff_t n, const int RB,          \
                                    const int CX, const int PART)                               \
@@ -16,22 +16,22 @@ TLR_INLINE void tlr_nn_mrbz1_##sfx(const R *B, ptrdiff_t lr, R *out, R *q, const
        REG */                                                                                 \
     tlr_zv_##sfx b[TLR_NN_BC], p, qq;                                                          \
     int r;                                                                                     \
-    p = PART ? tlr_ldm_##sfx##z(out, n) : tlr_ld_##sfx##z(out);                                    \
-    qq = !CX ? p : PART ? tlr_ldm_##sfx##z(q, n) : tlr_ld_##sfx##z(q);                             \
+    p = PART ? tlr_ldm_##sfx##z(out, n) : tlr_ld_##sfx##z(out);                                \
+    qq = !CX ? p : PART ? tlr_ldm_##sfx##z(q, n) : tlr_ld_##sfx##z(q);                         \
     for (r = 0; r < RB; r++) {                                                                 \
-        b[r] = PART ? tlr_ldm_##sfx##z(B + r * lr, n) : tlr_ld_##sfx##z(B + r * lr);               \
+        b[r] = PART ? tlr_ldm_##sfx##z(B + r * lr, n) : tlr_ld_##sfx##z(B + r * lr);           \
         TLR_IN_REG(b[r]);                                                                      \
     }                                                                                          \
     for (r = 0; r < RB; r++) {                                                                 \
-        p = tlr_fma_##sfx##z(ar[r], b[r], p);                                                    \
-        if (CX) qq = tlr_fma_##sfx##z(ai[r], b[r], qq);                                          \
+        p = tlr_fma_##sfx##z(ar[r], b[r], p);                                                  \
+        if (CX) qq = tlr_fma_##sfx##z(ai[r], b[r], qq);                                        \
     }                                                                                          \
     if (PART) {                                                                                \
-        tlr_stm_##sfx##z(out, p, n);                                                             \
-        if (CX) tlr_stm_##sfx##z(q, qq, n);                                                      \
+        tlr_stm_##sfx##z(out, p, n);                                                           \
+        if (CX) tlr_stm_##sfx##z(q, qq, n);                                                    \
     } else {                                                                                   \
-        tlr_st_##sfx##z(out, p);                                                                 \
-        if (CX) tlr_st_##sfx##z(q, qq);                                                          \
+        tlr_st_##sfx##z(out, p);                                                               \
+        if (CX) tlr_st_##sfx##z(q, qq);                                                        \
     }                                                                                          \
 }                                                                                              \
                                                                                                \
@@ -45,8 +45,8 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
     tlr_zv_##sfx ar[TLR_NN_BC], ai[TLR_NN_BC];                                                 \
     ptrdiff_t l; int r;                                                                        \
     for (r = 0; r < RB; r++) {                                                                 \
-        ar[r] = tlr_bc_##sfx##z(a[CX ? 2 * r : r]);                                              \
-        ai[r] = CX ? tlr_bc_##sfx##z(a[2 * r + 1]) : ar[r];                                      \
+        ar[r] = tlr_bc_##sfx##z(a[CX ? 2 * r : r]);                                            \
+        ai[r] = CX ? tlr_bc_##sfx##z(a[2 * r + 1]) : ar[r];                                    \
     }                                                                                          \
     for (l = 0; l < Lz; l += 2 * W)                                                            \
         tlr_nn_mrbz1_##sfx(B + l, lr, out + l, q + l, ar, ai, 0, RB, CX, 0);                   \
@@ -146,11 +146,13 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
 #endif
 /* Several right-hand sides (register tiles and streamed rows) in 64-byte vectors where AVX-512
  * gives them and 32 registers (tlr_forward, _tiles_tlr.h), except on AMD Zen (GCC's
- * __znverN__): each output element is the same chain of FMAs, so the same bits. An Intel
- * AVX-512 core issues two zmm FMAs a cycle, as many as ymm ones, so 32-byte tiles reach half
- * of its GEMM rate at most: a 16-core Xeon thread ran 64 complex64 vectors at 44 % of its
+ * __znverN__): each output element is the same chain of FMAs, so the same bits. A core with
+ * two 512-bit FMA units (Intel's server parts; the lent 16-core Xeon's float32 GEMM ran 64
+ * flops a cycle) issues two zmm FMAs a cycle, as many as ymm ones, so 32-byte tiles reach half
+ * of its GEMM rate at most: a thread of that Xeon ran 64 complex64 vectors at 44 % of its
  * float32 GEMM. Zen 4 splits a zmm FMA in two: there the 64-byte tiles took 0.99-1.14x the
- * time (docs/tuning.md, "Several right-hand sides in zmm"). */
+ * time. Intel's gain is not measured yet (docs/tuning.md, "Several right-hand sides in
+ * zmm"). */
 #ifndef TLR_NN_ZMM_TILES
 #if TLR_ZMM && TLR_WIDE_DEFAULT && !(defined(__znver1__) || defined(__znver2__) \
     || defined(__znver3__) || defined(__znver4__) || defined(__znver5__))
@@ -158,6 +160,9 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
 #else
 #define TLR_NN_ZMM_TILES 0
 #endif
+#endif
+#if TLR_NN_ZMM_TILES && !TLR_ZMM
+#error "TLR_NN_ZMM_TILES needs 64-byte vectors (AVX-512F, without TLR_NO_ZMM)"
 #endif
 #ifndef TLR_NN_SB_RE
 #define TLR_NN_SB_RE 6
@@ -302,7 +307,8 @@ TLR_INLINE void tlr_nn_mrb_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t Lv, ptrdiff
         }                                                                                      \
     if (pf)                                                                                    \
         for (; l < Lv; l += W) {                                                               \
-            if (!(l & W)) /* a cache line of each of the next RB rows per two vectors */       \
+            /* a cache line of each of the next RB rows per 64 bytes (two 32-byte vectors) */  \
+            if (W * (ptrdiff_t)sizeof(R) >= 64 || !(l & W))                                    \
                 for (r = 0; r < RB; r++) TLR_PREFETCH(pf + r * lr + l);                        \
             tlr_nn_mrb1_##sfx(B + l, lr, out + l, q + l, so, ar, ai, 0, RB, S, CX, 0, 0);      \
         }                                                                                      \
@@ -399,7 +405,7 @@ TLR_NOINLINE void tlr_nn_rows_##sfx(const R *B, ptrdiff_t nrows, ptrdiff_t L, pt
                                                                                                \
 TLR_INLINE ptrdiff_t tlr_nn_mrows_so_##sfx(ptrdiff_t L)                                       \
 {                                                                                              \
-    /* tlr_nn_rows_m's column stride: whole vectors, a cache line more (rows of 2 KB would    \
+    /* tlr_nn_rows_m's column stride: whole vectors, two more (rows of 2 KB would            \
        put every column in the same L1 sets) */                                                \
     return (L + W - 1) / W * W + 2 * W;                                                        \
 }                                                                                              \

@@ -73,11 +73,11 @@ KERNEL_ISA = (<bytes>_WS_ISA).decode()
 
 cdef extern from "_tiles_tlr.h" nogil:
     void tlr_forward_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
-                  int pf)
+                       const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s,
+                       int cx, int pf)
     void tlr_forward_d(const double* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
-                  const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo, Py_ssize_t s, int cx,
-                  int pf)
+                       const double* a, Py_ssize_t lda, double* out, Py_ssize_t ldo,
+                       Py_ssize_t s, int cx, int pf)
     void tlr_cn_f(const float* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ssize_t ldb,
                   const float* a, Py_ssize_t lda, float* out, Py_ssize_t ldo, Py_ssize_t s,
                   int cx, int pf)
@@ -108,8 +108,8 @@ FORWARD_ROWS_GROUP_BYTES = _NN_MROWS_BYTES
 # L2, 2: beyond a third of L3; wsesparse/tlr/matrix.py).
 FORWARD_ROWS_ZMM = bool(_NN_ZMM)
 FORWARD_ROWS_PREFETCH = _NN_ROWS_PF
-# Several right-hand sides (register tiles and streamed rows) go 64 bytes at a time where
-# AVX-512 builds have 32 vector registers (else 32); the same bits either way.
+# Several right-hand sides (register tiles and streamed rows) go 64 bytes at a time in
+# AVX-512VL builds except on AMD Zen (else 32; _tiles_tlr_nn.h): the same bits either way.
 FORWARD_TILES_ZMM = bool(_NN_ZMM_TILES)
 
 
@@ -124,10 +124,10 @@ cdef inline void _nn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols, Py_ss
         tlr_forward_d(B, nrows, ncols, ldb, a, lda, out, ldo, s, 0, pf)
     elif sizeof(value_t) == 8:  # float complex
         tlr_forward_f(<const float*>B, nrows, ncols, ldb, <const float*>a, lda, <float*>out,
-                 ldo, s, 1, pf)
+                      ldo, s, 1, pf)
     else:
-        tlr_forward_d(<const double*>B, nrows, ncols, ldb, <const double*>a, lda, <double*>out,
-                 ldo, s, 1, pf)
+        tlr_forward_d(<const double*>B, nrows, ncols, ldb, <const double*>a, lda,
+                      <double*>out, ldo, s, 1, pf)
 
 
 cdef inline void _cn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,

@@ -192,17 +192,19 @@ def test_register_tiles_of_every_remainder(dtype):
     32-byte vectors and several in 64-byte ones where the build has them
     (``_tlrmvm.FORWARD_TILES_ZMM``): chunks of 4, 2 and 1 vectors, then a masked partial one.
     Phase-3 rows of every length from ``FORWARD_ROWS_MAX + 1`` to 64 reals more (every
-    remainder of a 4-vector chunk of either width): each column of a product of 2, 3, 4 and 7
-    vectors equals the product of that vector alone bit for bit, and the dense product to
-    rounding."""
+    remainder of a 4-vector chunk of either width), 40 of them (two panels of
+    ``TLR_NN_TB`` = 32 rows: the second continues from the stored sums): each column of a
+    product of 2, 3, 4 and 7 vectors equals the product of that vector alone bit for bit,
+    and the dense product to rounding."""
     cx = np.dtype(dtype).kind == "c"
     rng = np.random.default_rng(21)
     rtol = RTOL[dtype] * 10
     first = _tlrmvm.FORWARD_ROWS_MAX + 1
     for h in sorted({(L + 1) // 2 if cx else L for L in range(first, first + 64)}):
-        T = TLRMatrix.from_tiles((h, 5), h, {(0, 0): (_rand(rng, (h, 3), dtype),
-                                                      _rand(rng, (5, 3), dtype))}, dtype=dtype)
-        X = _rand(rng, (5, 7), dtype)
+        T = TLRMatrix.from_tiles((h, 48), h, {(0, 0): (_rand(rng, (h, 40), dtype),
+                                                       _rand(rng, (48, 40), dtype))},
+                                 dtype=dtype)
+        X = _rand(rng, (48, 7), dtype)
         singles = [T @ X[:, c] for c in range(7)]
         for s in (2, 3, 4, 7):
             F = T @ X[:, :s]
