@@ -145,21 +145,15 @@ TLR_INLINE void tlr_nn_mrbz_##sfx(const R *B, ptrdiff_t lr, ptrdiff_t L, R *out,
 #define TLR_NN_SB_CX 3
 #endif
 /* Several right-hand sides (register tiles and streamed rows) in 64-byte vectors where AVX-512
- * gives them and 32 registers (tlr_forward, _tiles_tlr.h), except on AMD Zen (GCC's
- * __znverN__): each output element is the same chain of FMAs, so the same bits. A core with
- * two 512-bit FMA units (Intel's server parts; the lent 16-core Xeon's float32 GEMM ran 64
- * flops a cycle) issues two zmm FMAs a cycle, as many as ymm ones, so 32-byte tiles reach half
- * of its GEMM rate at most: a thread of that Xeon ran 64 complex64 vectors at 44 % of its
- * float32 GEMM. Zen 4 splits a zmm FMA in two: there the 64-byte tiles took 0.99-1.14x the
- * time. Intel's gain is not measured yet (docs/tuning.md, "Several right-hand sides in
- * zmm"). */
+ * gives them and 32 registers (tlr_forward, _tiles_tlr.h): each output element is the same
+ * chain of FMAs, so the same bits. A core with two 512-bit FMA units (Intel's server parts;
+ * the lent 16-core Xeon's float32 GEMM ran 64 flops a cycle) issues two zmm FMAs a cycle, as
+ * many as ymm ones, so 32-byte tiles reach half of its GEMM rate at most: a thread of that
+ * Xeon ran 64 complex64 vectors at 44 % of its float32 GEMM. Zen 4 splits a zmm FMA in two:
+ * there both widths took the same time (0.91-1.12x, noise). Intel's gain is not measured yet
+ * (docs/tuning.md, "Several right-hand sides in zmm"). */
 #ifndef TLR_NN_ZMM_TILES
-#if TLR_ZMM && TLR_WIDE_DEFAULT && !(defined(__znver1__) || defined(__znver2__) \
-    || defined(__znver3__) || defined(__znver4__) || defined(__znver5__))
-#define TLR_NN_ZMM_TILES 1
-#else
-#define TLR_NN_ZMM_TILES 0
-#endif
+#define TLR_NN_ZMM_TILES (TLR_ZMM && TLR_WIDE_DEFAULT)
 #endif
 #if TLR_NN_ZMM_TILES && !TLR_ZMM
 #error "TLR_NN_ZMM_TILES needs 64-byte vectors (AVX-512F, without TLR_NO_ZMM)"

@@ -109,7 +109,7 @@ FORWARD_ROWS_GROUP_BYTES = _NN_MROWS_BYTES
 FORWARD_ROWS_ZMM = bool(_NN_ZMM)
 FORWARD_ROWS_PREFETCH = _NN_ROWS_PF
 # Several right-hand sides (register tiles and streamed rows) go 64 bytes at a time in
-# AVX-512VL builds except on AMD Zen (else 32; _tiles_tlr_nn.h): the same bits either way.
+# AVX-512VL builds (else 32; _tiles_tlr_nn.h): the same bits either way.
 FORWARD_TILES_ZMM = bool(_NN_ZMM_TILES)
 
 

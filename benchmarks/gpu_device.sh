@@ -10,7 +10,7 @@
 #   transposed, zones, runs (Intel's SpMV run rule against a build without it:
 #   kernel_ab.py, B / A > 1 where the rule helps), tlr_ab (the TLR forward in zmm against
 #   32 bytes throughout: kernel_ab.py --set tlr, B / A > 1 where zmm helps), tlr_tiles (the
-#   same for the several-vector tiles only, zmm on Intel: TLR_NN_ZMM_TILES=0), blas (the
+#   same for the several-vector tiles only: TLR_NN_ZMM_TILES=0), blas (the
 #   workflows under accelerated() with BLAS on one thread against BLAS on the kernels'
 #   threads: blas_modes.py), cgbound (how far routing products can take scipy's cg, #28:
 #   cg_bound.py), or 1 for the first five; CPU_TIMEOUT
