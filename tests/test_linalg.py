@@ -305,14 +305,20 @@ def test_random_systems_match_scipy(n, seed, dtype, start):
 from wsesparse.linalg import minres  # noqa: E402
 
 
+def _random_symmetric(n, rng, density):
+    """R + R.T for a random sparse R of standard normal values (the off-diagonal part of
+    the symmetric test matrices)."""
+    R = sp.random(n, n, density=density, format="csr", random_state=rng,
+                  data_rvs=rng.standard_normal)
+    return R + R.T
+
+
 def _symmetric_indefinite(n, seed=0, density=0.05, gap=None):
     """A sparse symmetric matrix with eigenvalues of both signs; with ``gap``, none within
     about ``gap`` of 0 (diagonal dominance), so that the solve converges in few steps and
     rounding cannot move its stopping step."""
     rng = np.random.default_rng(seed)
-    R = sp.random(n, n, density=density, format="csr", random_state=rng,
-                  data_rvs=rng.standard_normal)
-    R = R + R.T
+    R = _random_symmetric(n, rng, density)
     if gap is None:
         d = rng.standard_normal(n) * 3
     else:
@@ -330,9 +336,7 @@ def _clustered_indefinite(n, seed=0, density=0.3):
     solves run to within 2 steps of n, the size of the Krylov space, and 9 in 3000 ended a
     step apart from scipy's."""
     rng = np.random.default_rng(seed)
-    R = sp.random(n, n, density=density, format="csr", random_state=rng,
-                  data_rvs=rng.standard_normal)
-    R = R + R.T
+    R = _random_symmetric(n, rng, density)
     off = np.asarray(abs(R).sum(axis=1)).ravel()
     if R.nnz:
         R = R * (0.05 / off.max())
