@@ -18,7 +18,7 @@ _axpy_tiles.h), so results are bitwise identical for any thread count.
 
 cimport cython
 cimport numpy as cnp
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
@@ -31,6 +31,56 @@ from _tiles cimport *
 from _types cimport index_t, real_t, value_t
 
 cnp.import_array()
+
+cdef extern from "_part_queues.h" nogil:
+    ctypedef struct ws_part_queue:
+        pass
+    ws_part_queue* ws_part_queues(int64_t n_parts, int64_t n_threads, ws_part_queue* one,
+                                  int64_t* n_queues)
+    void ws_part_queues_free(ws_part_queue* q, ws_part_queue* one)
+    int64_t ws_part_take(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left)
+    void ws_part_count(int64_t* c)
+    int WS_PARTS_SHARED
+
+# Whether the row parts go to the threads from one shared queue (-DWS_PARTS_SHARED=1, an A/B
+# switch) instead of a queue per thread (_part_queues.h).
+PARTS_SHARED = bool(WS_PARTS_SHARED)
+
+
+def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
+    """One pass of the part queues of the SpMV and SpMM sweeps (_part_queues.h) over
+    ``n_parts`` parts on ``n_threads`` threads, each part a loop of ``spin`` steps.
+
+    Returns ``(takes, taker)``, int64 arrays of ``n_parts``: how many times each part was
+    taken (1 each, or the sweeps would skip or repeat rows) and which team thread took it
+    last. With every thread on a core of its own, thread ``t`` takes the parts of queue
+    ``t``, ``n_parts * t // n_threads`` to ``n_parts * (t + 1) // n_threads``.
+    """
+    if n_parts < 0 or n_threads < 1 or spin < 0:
+        raise ValueError("n_parts and spin must be >= 0 and n_threads >= 1")
+    cdef cnp.ndarray takes = cnp.PyArray_ZEROS(1, [n_parts], cnp.NPY_INT64, 0)
+    cdef cnp.ndarray taker = cnp.PyArray_ZEROS(1, [n_parts], cnp.NPY_INT64, 0)
+    cdef int64_t* tk = <int64_t*>cnp.PyArray_DATA(takes)
+    cdef int64_t* who = <int64_t*>cnp.PyArray_DATA(taker)
+    cdef ws_part_queue one
+    cdef ws_part_queue* q
+    cdef int64_t n_queues, at, left, part
+    cdef Py_ssize_t t, k
+    cdef volatile double sink = 0.0
+    with nogil:
+        q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
+        for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+            at = t % n_queues
+            left = n_queues
+            part = ws_part_take(q, n_queues, &at, &left)
+            while part >= 0:
+                ws_part_count(tk + part)
+                who[part] = threadid()
+                for k in range(spin):
+                    sink = sink + 1.0
+                part = ws_part_take(q, n_queues, &at, &left)
+        ws_part_queues_free(q, &one)
+    return takes, taker
 
 cdef extern from "_team_wake.h" nogil:
     long long ws_wake_region, ws_wake_count
@@ -293,23 +343,35 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
                 Py_ssize_t width, const int64_t* bounds, Py_ssize_t n_parts,
                 int n_threads, int prefetch, Py_ssize_t check_cols, Py_ssize_t n_cols,
                 Py_ssize_t kb) noexcept nogil:
-    """Y[:, 0:width] = A @ X[:, 0:width], the row parts handed out dynamically.
+    """Y[:, 0:width] = A @ X[:, 0:width], each thread taking its own row parts first, then
+    what is left of the others' (_part_queues.h).
 
     Returns the number of parts that found an out-of-range column index
     (only when ``check_cols`` > 0; see ``_spmm_rows_checked``)."""
-    cdef Py_ssize_t part
+    cdef Py_ssize_t t
     cdef int bad = 0
     cdef long long t0
+    cdef ws_part_queue one
+    cdef int64_t n_queues, at, left, part
     if n_parts == 1:
         # One part: no parallel region to open (a few microseconds).
         return _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1],
                                   width, prefetch, check_cols, n_cols, kb)
+    cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     t0 = ws_wake_begin()  # (0 unless _threads armed the probe: see _team_wake.h)
-    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-        bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
-                                  bounds[part + 1], width, prefetch, check_cols, n_cols, kb)
+    # (iteration t on thread t: its own queue first, _part_queues.h)
+    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+        at = t % n_queues
+        left = n_queues
+        part = ws_part_take(q, n_queues, &at, &left)
+        while part >= 0:
+            bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
+                                      bounds[part + 1], width, prefetch, check_cols, n_cols,
+                                      kb)
+            part = ws_part_take(q, n_queues, &at, &left)
     if t0 != 0:
         ws_wake_end(t0)
+    ws_part_queues_free(q, &one)
     return bad
 
 
@@ -403,9 +465,11 @@ def csr_spmm(cnp.ndarray indptr, cnp.ndarray indices, cnp.ndarray data, cnp.ndar
     so that ``X[:, panel]`` stays in cache; each panel narrower than N, and
     with ``pack`` also a single one, is first copied into a buffer whose rows
     start on 64-byte cache lines. ``prefetch`` turns on software prefetch of X
-    rows (worth it when that panel does not fit in L2). Parts are handed out
-    dynamically (a thread that lost its core to another process does not hold
-    the others up); which thread computes a row never changes its value.
+    rows (worth it when that panel does not fit in L2). Each thread takes the
+    same parts first at every call (their rows of A may still be in its cache),
+    then what the others left (a thread that lost its core to another process
+    does not hold the others up; _part_queues.h); which thread computes a row
+    never changes its value.
     ``stream`` asks for non-temporal stores of Y's tile vectors (for a Y too
     big to stay in cache); they are used only where Y's rows and panels start
     on ``TILE_VECTOR_BYTES`` boundaries, and change no value. ``kblock`` > 0
@@ -549,17 +613,26 @@ cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_
                      const value_t* x, value_t* y, const int64_t* bounds,
                      Py_ssize_t n_parts, int n_threads, Py_ssize_t n_cols,
                      int check) noexcept nogil:
-    cdef Py_ssize_t part
+    cdef Py_ssize_t t
     cdef int bad = 0
     cdef long long t0
+    cdef ws_part_queue one
+    cdef int64_t n_queues, at, left, part
     if n_parts == 1:
         return _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], n_cols, check)
+    cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     t0 = ws_wake_begin()
-    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-        bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
-                          n_cols, check)
+    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+        at = t % n_queues
+        left = n_queues
+        part = ws_part_take(q, n_queues, &at, &left)
+        while part >= 0:
+            bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
+                              n_cols, check)
+            part = ws_part_take(q, n_queues, &at, &left)
     if t0 != 0:
         ws_wake_end(t0)
+    ws_part_queues_free(q, &one)
     return bad
 
 
@@ -649,12 +722,21 @@ cdef void _coded_parts(const index_t* indptr, const index_t* indices, const uint
                        const real_t* table, const real_t* x, real_t* y,
                        const int64_t* bounds, Py_ssize_t n_parts,
                        int n_threads) noexcept nogil:
-    cdef Py_ssize_t part
+    cdef Py_ssize_t t
+    cdef ws_part_queue one
+    cdef int64_t n_queues, at, left, part
     if n_parts == 1:
         _coded_rows(indptr, indices, codes, table, x, y, bounds[0], bounds[1])
         return
-    for part in prange(n_parts, num_threads=n_threads, schedule="dynamic", chunksize=1):
-        _coded_rows(indptr, indices, codes, table, x, y, bounds[part], bounds[part + 1])
+    cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
+    for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
+        at = t % n_queues
+        left = n_queues
+        part = ws_part_take(q, n_queues, &at, &left)
+        while part >= 0:
+            _coded_rows(indptr, indices, codes, table, x, y, bounds[part], bounds[part + 1])
+            part = ws_part_take(q, n_queues, &at, &left)
+    ws_part_queues_free(q, &one)
 
 
 cdef void _coded_typed(const index_t* ip, const index_t* ix, const uint8_t* codes, int vt,

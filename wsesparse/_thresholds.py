@@ -19,7 +19,7 @@ _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 # -- threads ----------------------------------------------------------------------
 MIN_WORK_PER_THREAD = 32_768   # multiply-adds below which one thread does a call
 TEAM_GROWTH = 4                # a parallel call takes a thread per MIN_WORK_PER_THREAD / 4
-PARTS_PER_THREAD = 4           # row ranges per thread, handed out dynamically
+PARTS_PER_THREAD = 4           # row ranges per thread: own queue first, then the others'
 SPMV_WORK = 4                  # multiply-adds one SpMV nonzero weighs, for the thread count
 COLD_TEAM_SECONDS = 0.03       # this long without a call that could take a team: ...
 COLD_MAX_WORK = 1 << 22        # ... and calls below this many multiply-adds (a team of 2;

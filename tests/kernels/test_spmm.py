@@ -769,6 +769,66 @@ def test_kernel_cuts_the_rows_itself(dtype, itype, n_parts):
         np.testing.assert_allclose(Y_int, A @ X, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("n_threads", [1, 2, 3, 5, 8, 13])
+@pytest.mark.parametrize("n_parts", [0, 1, 2, 7, 13, 40, 301])
+@pytest.mark.parametrize("spin", [0, 2000])
+def test_part_queues_hand_out_every_part_once(n_parts, n_threads, spin):
+    """The queues of the SpMV and SpMM sweeps (_part_queues.h) give every part to exactly
+    one take, with more threads than parts or cores (the late threads find their queues
+    taken), and with one thread, or one shared queue, all parts in order to thread 0."""
+    takes, taker = _spmm.part_takes(n_parts, n_threads, spin)
+    np.testing.assert_array_equal(takes, np.ones(n_parts, dtype=np.int64))
+    assert ((taker >= 0) & (taker < n_threads)).all()
+    if n_threads == 1:
+        np.testing.assert_array_equal(taker, np.zeros(n_parts, dtype=np.int64))
+
+
+def test_part_takes_rejects_bad_counts():
+    for args in ((-1, 2), (4, 0), (4, 2, -1)):
+        with pytest.raises(ValueError, match="n_parts"):
+            _spmm.part_takes(*args)
+
+
+def test_parts_shared_is_a_flag():
+    assert isinstance(_spmm.PARTS_SHARED, bool)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n_threads", [2, 3, 8])
+def test_every_part_is_summed_on_more_threads_than_parts(dtype, n_threads):
+    """SpMV, SpMM in one sweep and in panels, and the coded SpMV write every row once,
+    bit for bit as on one thread, for part counts below, at and above the thread count
+    (outputs start as NaN: a part left out shows)."""
+    A = long_csr(dtype, np.int32, seed=n_threads)
+    rng = np.random.default_rng(n_threads)
+    x = rng.standard_normal(50).astype(dtype)
+    X = rng.standard_normal((50, 40)).astype(dtype)
+    n = A.shape[0]
+    for n_parts in (2, n_threads, 4 * n_threads + 1, n):
+        bounds = balanced_row_bounds(A.indptr, n_parts)
+        for b in (bounds, n_parts):
+            y, y1 = np.full(n, np.nan, dtype), np.full(n, np.nan, dtype)
+            _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y, b, n_threads)
+            _spmm.csr_spmv(A.indptr, A.indices, A.data, x, y1, b, 1)
+            assert y.tobytes() == y1.tobytes()
+            for panel in (40, 16):
+                Y, Y1 = np.full((n, 40), np.nan, dtype), np.full((n, 40), np.nan, dtype)
+                _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y, b, panel, n_threads, False)
+                _spmm.csr_spmm(A.indptr, A.indices, A.data, X, Y1, b, panel, 1, False)
+                assert Y.tobytes() == Y1.tobytes()
+        np.testing.assert_allclose(y, A @ x, rtol=1e-4, atol=1e-4)
+        if dtype in (np.float32, np.float64):
+            from wsesparse._kernels import _csr_tools
+            B = A.copy()
+            B.data = np.round(B.data).astype(dtype)  # (at most 256 distinct values)
+            codes, table = _csr_tools.value_codes(B.data)
+            y, y1 = np.full(n, np.nan, dtype), np.full(n, np.nan, dtype)
+            _spmm.csr_spmv_coded(B.indptr, B.indices, codes, table, x, y, bounds, n_threads)
+            _spmm.csr_spmv_coded(B.indptr, B.indices, codes, table, x, y1, bounds, 1)
+            assert y.tobytes() == y1.tobytes()
+            np.testing.assert_allclose(y, B @ x, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("row_bounds", [0, -1, True, 2.0, "2", None,
                                         np.array([0, 300], dtype=np.int32),
                                         np.array([[0, 300]], dtype=np.int64),
