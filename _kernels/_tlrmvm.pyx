@@ -39,7 +39,7 @@ fixed order, so results are bitwise identical for any thread count.
 
 cimport cython
 cimport numpy as cnp
-from cython.parallel cimport parallel, prange
+from cython.parallel cimport parallel, prange, threadid
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
@@ -50,6 +50,19 @@ cdef extern from "_omp_compat.h" nogil:
     int omp_get_max_threads()
     int wsesparse_has_openmp()
     void wsesparse_barrier()
+
+cdef extern from "_part_queues.h" nogil:
+    ctypedef struct ws_part_queue:
+        pass
+    ws_part_queue* ws_part_queues(int64_t n_parts, int64_t n_threads, ws_part_queue* one,
+                                  int64_t* n_queues)
+    void ws_part_queues_free(ws_part_queue* q, ws_part_queue* one)
+    int64_t ws_part_take(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left)
+    int WS_PARTS_SHARED
+
+# Whether each phase's work items go to the threads from one shared queue
+# (-DWS_PARTS_SHARED=1, an A/B switch) instead of a queue per thread (_part_queues.h).
+PARTS_SHARED = bool(WS_PARTS_SHARED)
 
 ctypedef fused value_t:
     float
@@ -202,13 +215,22 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* row_items, Py_ssize_t n_row_items,
                    int n_threads, int pf) noexcept nogil:
     """Y = A X (see tlr_matmat), on the arrays' data: X (s, n), Y (s, m), yv/yu (s, K)."""
-    cdef Py_ssize_t q, a, b, i, j, c, p, c0, w, k0, kc, r0, h
+    cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h
+    cdef ws_part_queue one1, one3
+    cdef int64_t n1, n3, at, left, q
+    # (each thread takes the items of its own queue first: the same blocks of the bases at
+    # every call, which may still be in its cache; then what is left of the others')
+    cdef ws_part_queue* q1 = ws_part_queues(n_col_items, n_threads, &one1, &n1)
+    cdef ws_part_queue* q3 = ws_part_queues(n_row_items, n_threads, &one3, &n3)
     # One team for the three phases: a barrier between them (prange inside parallel() is
     # `omp for nowait`), not a fork and join each: about 1.5 us less a call on 2 threads.
     with parallel(num_threads=n_threads):
         # Phase 1: per tile column, yv_j = Vs_j.T x_j for all s vectors in one
         # pass over Vs_j (register tiles of s vectors times a chunk of a row).
-        for q in prange(n_col_items, schedule="dynamic"):
+        at = threadid() % n1
+        left = n1
+        q = ws_part_take(q1, n1, &at, &left)
+        while q >= 0:
             j = col_items[3 * q]
             a = col_items[3 * q + 1]
             b = col_items[3 * q + 2]
@@ -217,6 +239,7 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
             _nn(V + v_off[j] + a, w, b - a, kc, X + c0, n, yv + k0 + a, K, s, pf)
+            q = ws_part_take(q1, n1, &at, &left)
         wsesparse_barrier()
         # Phase 2: reshuffle from tile-column order to tile-row order.
         for p in prange(K, schedule="static"):
@@ -224,7 +247,10 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
                 yu[c * K + p] = yv[c * K + perm[p]]
         wsesparse_barrier()
         # Phase 3: per tile row, y_i = Us_i yu_i (rows of Us_i.T, same kernel).
-        for q in prange(n_row_items, schedule="dynamic"):
+        at = threadid() % n3
+        left = n3
+        q = ws_part_take(q3, n3, &at, &left)
+        while q >= 0:
             i = row_items[3 * q]
             a = row_items[3 * q + 1]
             b = row_items[3 * q + 2]
@@ -234,6 +260,9 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
             kc = krow_ptr[i + 1] - k0
             # (kc == 0: a tile row of rank 0 everywhere; the kernel writes zeros)
             _nn(U + u_off[i] + a, kc, b - a, h, yu + k0, K, Y + r0 + a, m, s, pf)
+            q = ws_part_take(q3, n3, &at, &left)
+    ws_part_queues_free(q1, &one1)
+    ws_part_queues_free(q3, &one3)
 
 
 cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
@@ -245,11 +274,18 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* col_items, Py_ssize_t n_col_items,
                    int n_threads, int pf) noexcept nogil:
     """X = A^H Y (see tlr_rmatmat), on the arrays' data: Y (s, m), X (s, n), yv/yu (s, K)."""
-    cdef Py_ssize_t q, a, b, i, j, c, p, c0, k0, kc, r0, h
-    with parallel(num_threads=n_threads):  # (one team, as in _forward)
+    cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h
+    cdef ws_part_queue one1, one3
+    cdef int64_t n1, n3, at, left, q
+    cdef ws_part_queue* q1 = ws_part_queues(n_row_items, n_threads, &one1, &n1)
+    cdef ws_part_queue* q3 = ws_part_queues(n_col_items, n_threads, &one3, &n3)
+    with parallel(num_threads=n_threads):  # (one team and queues, as in _forward)
         # Phase 1: per tile row, yu_i = Us_i^H y_i: dot products over the
         # contiguous rows of Us_i.T (the rows the forward phase 3 reads).
-        for q in prange(n_row_items, schedule="dynamic"):
+        at = threadid() % n1
+        left = n1
+        q = ws_part_take(q1, n1, &at, &left)
+        while q >= 0:
             i = row_items[3 * q]
             a = row_items[3 * q + 1]
             b = row_items[3 * q + 2]
@@ -257,6 +293,7 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
             _cn(U + u_off[i] + a * h, b - a, h, Y + r0, m, yu + k0 + a, K, s, pf)
+            q = ws_part_take(q1, n1, &at, &left)
         wsesparse_barrier()
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
         for p in prange(K, schedule="static"):
@@ -265,7 +302,10 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
         wsesparse_barrier()
         # Phase 3: per tile column, x_j = conj(Vs_j) yv_j: dot products over the
         # contiguous rows of Vs_j (the rows the forward phase 1 reads).
-        for q in prange(n_col_items, schedule="dynamic"):
+        at = threadid() % n3
+        left = n3
+        q = ws_part_take(q3, n3, &at, &left)
+        while q >= 0:
             j = col_items[3 * q]
             a = col_items[3 * q + 1]
             b = col_items[3 * q + 2]
@@ -274,6 +314,9 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             kc = kcol_ptr[j + 1] - k0
             # (kc == 0: dot products of length 0, the kernel writes zeros)
             _cn(V + v_off[j] + a * kc, b - a, kc, yv + k0, K, X + c0 + a, n, s, pf)
+            q = ws_part_take(q3, n3, &at, &left)
+    ws_part_queues_free(q1, &one1)
+    ws_part_queues_free(q3, &one3)
 
 
 cdef void _product(bint adjoint, const value_t* U, const value_t* V, const int64_t** ptrs,

@@ -15,7 +15,7 @@ import numpy as np
 
 __all__ = ["FORWARD_CUT_ABOVE", "FORWARD_GRAIN", "GRAIN", "PARTS", "imbalance", "tile_items"]
 
-PARTS = 4    # items per thread a phase aims for (dynamic schedule: a slow core delays little)
+PARTS = 4    # items per thread a phase aims for (taken by others from a slow core's queue)
 GRAIN = 16   # range boundaries fall on multiples of this many elements (whole vectors)
 # The forward kernel pays per row of an item (each range of outputs re-walks all the rows of
 # the block): cutting 2499^2's ten 256-tiles per phase into 20 + 39 ranges of >= 64 outputs
