@@ -82,6 +82,45 @@ def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
         ws_part_queues_free(q, &one)
     return takes, taker
 
+cdef extern from "_part_trace.h" nogil:
+    void ws_trace_arm(int64_t* buf, int64_t cap)
+    int64_t* ws_trace_begin(int64_t n_parts, int64_t* t0)
+    int64_t ws_trace_now_()
+    void ws_trace_part(int64_t* b, int64_t part, int64_t thread, int64_t t0, int64_t start)
+    void ws_trace_end(int64_t* b, int64_t n_parts, int64_t t0)
+
+# The buffers part_trace_arm has handed to _part_trace.h, the last the one in use. None is
+# ever freed: a sweep on another Python thread may still write into one it took (a larger
+# one is made only for more parts, with room for twice as many).
+cdef list _trace_buffers = []
+cdef object _trace_buffer = None
+
+
+def part_trace_arm(Py_ssize_t capacity):
+    """Arm the part trace (_part_trace.h) for the next SpMV or SpMM sweep of at most
+    ``capacity`` row parts (with several panels, the first panel's sweep); read it with
+    ``part_trace()``."""
+    global _trace_buffer
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    if _trace_buffer is None or (_trace_buffer.shape[0] - 2) // 3 < capacity:
+        _trace_buffer = cnp.PyArray_ZEROS(1, [2 + 3 * max(2 * capacity, 64)], cnp.NPY_INT64,
+                                          0)
+        _trace_buffers.append(_trace_buffer)
+    ws_trace_arm(<int64_t*>cnp.PyArray_DATA(_trace_buffer), capacity)
+
+
+def part_trace():
+    """The armed trace once a sweep has taken it: ``(parts, joined)``, an int64 array of
+    one row per part (the thread that took it, its start and its end, in nanoseconds from
+    the caller's start of the sweep) and the caller's time after the team joined; None
+    when no sweep has recorded it (not yet, or one of more parts than it holds)."""
+    if _trace_buffer is None or _trace_buffer[0] < 0:
+        return None
+    n = int(_trace_buffer[0])
+    return _trace_buffer[2:2 + 3 * n].reshape(n, 3).copy(), int(_trace_buffer[1])
+
+
 cdef extern from "_team_wake.h" nogil:
     long long ws_wake_region, ws_wake_count
     void ws_wake_arm()
@@ -352,11 +391,16 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
     cdef int bad = 0
     cdef long long t0
     cdef ws_part_queue one
-    cdef int64_t n_queues, at, left, part
+    cdef int64_t n_queues, at, left, part, tt0 = 0, ts = 0
+    cdef int64_t* tr = ws_trace_begin(n_parts, &tt0)  # (NULL unless armed: _part_trace.h)
     if n_parts == 1:
         # One part: no parallel region to open (a few microseconds).
-        return _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1],
-                                  width, prefetch, check_cols, n_cols, kb)
+        bad = _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1],
+                                 width, prefetch, check_cols, n_cols, kb)
+        if tr != NULL:
+            ws_trace_part(tr, 0, 0, tt0, tt0)
+            ws_trace_end(tr, 1, tt0)
+        return bad
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     t0 = ws_wake_begin()  # (0 unless _threads armed the probe: see _team_wake.h)
     # (iteration t on thread t: its own queue first, _part_queues.h)
@@ -365,12 +409,18 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
         left = n_queues
         part = ws_part_take(q, n_queues, &at, &left)
         while part >= 0:
+            if tr != NULL:
+                ts = ws_trace_now_()
             bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
                                       bounds[part + 1], width, prefetch, check_cols, n_cols,
                                       kb)
+            if tr != NULL:
+                ws_trace_part(tr, part, threadid(), tt0, ts)
             part = ws_part_take(q, n_queues, &at, &left)
     if t0 != 0:
         ws_wake_end(t0)
+    if tr != NULL:
+        ws_trace_end(tr, n_parts, tt0)
     ws_part_queues_free(q, &one)
     return bad
 
@@ -617,9 +667,14 @@ cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_
     cdef int bad = 0
     cdef long long t0
     cdef ws_part_queue one
-    cdef int64_t n_queues, at, left, part
+    cdef int64_t n_queues, at, left, part, tt0 = 0, ts = 0
+    cdef int64_t* tr = ws_trace_begin(n_parts, &tt0)
     if n_parts == 1:
-        return _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], n_cols, check)
+        bad = _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], n_cols, check)
+        if tr != NULL:
+            ws_trace_part(tr, 0, 0, tt0, tt0)
+            ws_trace_end(tr, 1, tt0)
+        return bad
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     t0 = ws_wake_begin()
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
@@ -627,11 +682,17 @@ cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_
         left = n_queues
         part = ws_part_take(q, n_queues, &at, &left)
         while part >= 0:
+            if tr != NULL:
+                ts = ws_trace_now_()
             bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
                               n_cols, check)
+            if tr != NULL:
+                ws_trace_part(tr, part, threadid(), tt0, ts)
             part = ws_part_take(q, n_queues, &at, &left)
     if t0 != 0:
         ws_wake_end(t0)
+    if tr != NULL:
+        ws_trace_end(tr, n_parts, tt0)
     ws_part_queues_free(q, &one)
     return bad
 

@@ -789,6 +789,42 @@ def test_part_takes_rejects_bad_counts():
             _spmm.part_takes(*args)
 
 
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("n_vectors", [1, 8])
+def test_part_trace_records_each_part_of_one_sweep(n_threads, n_vectors):
+    """Armed, the next sweep records which thread took each part and when (within the
+    sweep, which ends by the join); the trace then stays as it was until armed again."""
+    A = long_csr(np.float64, np.int32, seed=4)
+    X = np.random.default_rng(0).standard_normal((50, n_vectors))
+    n_parts = 7
+    bounds = balanced_row_bounds(A.indptr, n_parts)
+
+    def call():
+        if n_vectors == 1:
+            _spmm.csr_spmv(A.indptr, A.indices, A.data, X[:, 0].copy(), np.empty(300),
+                           bounds, n_threads)
+        else:
+            _spmm.csr_spmm(A.indptr, A.indices, A.data, X, np.empty((300, n_vectors)),
+                           bounds, n_vectors, n_threads, False)
+    _spmm.part_trace_arm(n_parts)
+    assert _spmm.part_trace() is None
+    call()
+    parts, joined = _spmm.part_trace()
+    assert parts.shape == (n_parts, 3)
+    assert ((parts[:, 0] >= 0) & (parts[:, 0] < n_threads)).all()
+    assert (parts[:, 1] >= 0).all() and (parts[:, 1] <= parts[:, 2]).all()
+    assert (parts[:, 2] <= joined).all()
+    call()  # (unarmed: not recorded)
+    again, joined_again = _spmm.part_trace()
+    np.testing.assert_array_equal(again, parts)
+    assert joined_again == joined
+    _spmm.part_trace_arm(n_parts - 1)  # (too few parts: the sweep takes it, records none)
+    call()
+    assert _spmm.part_trace() is None
+    with pytest.raises(ValueError, match="capacity"):
+        _spmm.part_trace_arm(0)
+
+
 def test_parts_shared_is_a_flag():
     assert isinstance(_spmm.PARTS_SHARED, bool)
 

@@ -1,0 +1,68 @@
+/*
+ * A trace of one sweep's row parts: which thread took each part, and when it started and
+ * ended it, in nanoseconds from the caller's start of the sweep. For the question a 16-core
+ * run must answer (issue #27): where a sweep on T threads loses against 1/T of one thread's
+ * time. Late starts show a team waking slowly, parts that take longer than on one thread show
+ * cores contending for caches or memory, threads that end late show an imbalance.
+ * benchmarks/part_trace.py reads it; _spmm.pyx's part_trace_arm and part_trace.
+ *
+ * Armed with a buffer, the next sweep (of any product, or the first panel of a product of
+ * several) takes it and records itself; unarmed, a sweep pays one load. Only _spmm.pyx
+ * includes this header, so the state below is that module's.
+ */
+#ifndef WSESPARSE_PART_TRACE_H
+#define WSESPARSE_PART_TRACE_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* The armed buffer (NULL when unarmed) and its capacity in parts. Layout: [0] the parts
+ * traced (-1 until a sweep took it), [1] the caller's time after the team joined, then 3 per
+ * part: the thread, its start and its end. */
+static int64_t *ws_trace_armed = NULL;
+static int64_t ws_trace_cap = 0;
+
+static inline int64_t ws_trace_now_(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void ws_trace_arm(int64_t *buf, int64_t cap)
+{
+    buf[0] = -1;
+    ws_trace_cap = cap;
+    __atomic_store_n(&ws_trace_armed, buf, __ATOMIC_RELEASE);
+}
+
+/* Called by the caller before a sweep of n_parts parts: the buffer if armed (disarming it;
+ * a sweep of more parts than it holds takes it without recording: [0] stays -1), else NULL.
+ * *t0 gets the start. */
+static inline int64_t *ws_trace_begin(int64_t n_parts, int64_t *t0)
+{
+    int64_t *b;
+    if (__atomic_load_n(&ws_trace_armed, __ATOMIC_RELAXED) == NULL) return NULL;
+    b = __atomic_exchange_n(&ws_trace_armed, NULL, __ATOMIC_ACQUIRE);
+    if (b == NULL || n_parts > ws_trace_cap) return NULL;
+    *t0 = ws_trace_now_();
+    return b;
+}
+
+static inline void ws_trace_part(int64_t *b, int64_t part, int64_t thread, int64_t t0,
+                                 int64_t start)
+{
+    int64_t *r = b + 2 + 3 * part;
+    r[0] = thread;
+    r[1] = start - t0;
+    r[2] = ws_trace_now_() - t0;
+}
+
+/* Called by the caller after the sweep's team joined. */
+static inline void ws_trace_end(int64_t *b, int64_t n_parts, int64_t t0)
+{
+    b[1] = ws_trace_now_() - t0;
+    __atomic_store_n(&b[0], n_parts, __ATOMIC_RELEASE);
+}
+
+#endif

@@ -1,0 +1,139 @@
+"""Where a product on T threads loses against 1/T of one thread's time: its row parts traced.
+
+Issue #27 asks the prepared kernels to scale 12x from 1 to 16 threads; on the lent 16-core
+Xeon the 16384^2 density-0.001 SpMV took 23.6 us on 16 threads against 156 on one (session
+47), and the grid's density-0.01 products with 64 and 256 columns scaled under 7x. This
+script says where such a call's time goes. For each product (a prepared ``CSR`` of the
+random matrices of #27's grid, ``method="sparse"``) and thread count, it makes ``--calls``
+traced calls after a warm-up, the thread counts in turn in every round (the kernels'
+``_spmm.part_trace``: which thread took each row part, and when it started and ended it).
+Medians over the calls, in microseconds:
+
+- ``call``: the whole ``sparse_matmul`` call; ``sweep``: from the kernel's start of the
+  sweep to the team's join (for several panels, the first panel's sweep);
+- ``start 1st / last``: when the first and the last thread began its first part (a team
+  waking slowly shows here);
+- ``busy``: the sum of the part times; ``x1``: that over one thread's (cores contending for
+  caches or memory show as x1 above 1; a matrix that fits the caches of T cores together
+  and not one core's may go below 1);
+- ``end / mean``: the last thread's end over the mean end of the threads (an imbalance);
+- ``stolen``: the share of parts not taken by their queue's own thread (_part_queues.h).
+
+The teams are the size asked for (the small-product rule is lifted meanwhile, as in
+``scaling.py``). Example::
+
+    python benchmarks/part_trace.py --sizes 16384 --densities 0.001,0.01 --tokens 1,8,64
+    python benchmarks/part_trace.py --threads 1,8,16 --calls 31
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+try:
+    import wsesparse  # noqa: F401
+except ImportError:  # run from a source checkout that is built in place but not installed
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np
+
+from wsesparse import CSR, sparse_matmul
+from wsesparse import _thresholds as th
+from wsesparse._hardware import available_cores
+from wsesparse._kernels import _spmm
+from wsesparse._timing import comma_list, thread_counts
+from wsesparse.datasets import random_csr, random_dense
+
+#: Untraced calls before each traced one (the team of that size awake, the caches warm)
+WARM_CALLS = 5
+
+
+def trace_call(fn, n_parts: int) -> tuple[float, np.ndarray, int]:
+    """``(call_us, parts, joined_ns)`` of one call of ``fn`` with the part trace armed for
+    ``n_parts`` parts (``parts``: rows of thread, start and end in ns)."""
+    _spmm.part_trace_arm(n_parts)
+    t0 = time.perf_counter()
+    fn()
+    call = (time.perf_counter() - t0) * 1e6
+    got = _spmm.part_trace()
+    if got is None:
+        raise RuntimeError("the call made no traced sweep (a product that is not a CSR "
+                           "sweep, or one of more parts than armed)")
+    return call, got[0], got[1]
+
+
+def summary(parts: np.ndarray, joined: int, n_threads: int) -> dict[str, float]:
+    """The figures of one traced sweep (see the module docstring; times in us)."""
+    n = len(parts)
+    thread, start, end = parts[:, 0], parts[:, 1], parts[:, 2]
+    firsts = [start[thread == t].min() for t in np.unique(thread)]
+    ends = np.array([end[thread == t].max() for t in np.unique(thread)], dtype=float)
+    # queue k holds parts [n k / T, n (k + 1) / T): its owner is thread k
+    owner = np.searchsorted(np.arange(1, n_threads + 1) * n // n_threads, np.arange(n),
+                            side="right")
+    return {"sweep": joined / 1e3, "first": min(firsts) / 1e3, "last": max(firsts) / 1e3,
+            "busy": float((end - start).sum()) / 1e3,
+            "end/mean": float(ends.max() / ends.mean()) if ends.mean() > 0 else 1.0,
+            "stolen": float((thread != owner).mean()) if n_threads > 1 else 0.0}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=comma_list(int), default=[16384], help="M = K values")
+    p.add_argument("--tokens", type=comma_list(int), default=[1, 8, 64])
+    p.add_argument("--densities", type=comma_list(float), default=[0.01, 0.001])
+    p.add_argument("--dtypes", type=comma_list(str), default=["float32"])
+    p.add_argument("--threads", type=comma_list(int), default=None,
+                   help="thread counts (default: 1, 2, 4, ... and all cores)")
+    p.add_argument("--calls", type=int, default=21, help="traced calls per count")
+    args = p.parse_args(argv)
+    counts = sorted(set(args.threads or thread_counts(available_cores())) | {1})
+    if counts[0] < 1 or args.calls < 1:
+        p.error("need --threads >= 1 and --calls >= 1")
+    saved, th.MIN_WORK_PER_THREAD = th.MIN_WORK_PER_THREAD, 1
+    try:
+        _table(args, counts)
+    finally:
+        th.MIN_WORK_PER_THREAD = saved
+    return 0
+
+
+def _table(args, counts: list[int]) -> None:
+    print(f"{available_cores()} cores, kernels built for {_spmm.KERNEL_ISA}, parts from "
+          f"{'one shared queue' if _spmm.PARTS_SHARED else 'a queue per thread'}; "
+          f"medians of {args.calls} traced calls, us")
+    head = (f"{'product':<32}{'thr':>4}{'call':>9}{'sweep':>9}{'start 1st/last':>16}"
+            f"{'busy':>9}{'x1':>6}{'end/mean':>9}{'stolen':>8}{'speedup':>8}")
+    print(head)
+    for n, d, N, dt in [(n, d, N, dt) for n in args.sizes for d in args.densities
+                        for N in args.tokens for dt in args.dtypes]:
+        P = CSR(random_csr(n, n, d, np.dtype(dt), seed=1))
+        X = random_dense(n, N, np.dtype(dt), seed=2)
+        X = X[:, 0].copy() if N == 1 else X
+        rows: dict[int, list] = {T: [] for T in counts}
+        for _ in range(args.calls):
+            for T in counts:
+                def fn(T=T):
+                    return sparse_matmul(P, X, n_threads=T, method="sparse")
+                for _ in range(WARM_CALLS):
+                    fn()
+                n_parts = 1 if T == 1 else T * th.PARTS_PER_THREAD
+                call, parts, joined = trace_call(fn, n_parts)
+                rows[T].append(dict(summary(parts, joined, T), call=call))
+        med = {T: {k: statistics.median(r[k] for r in rows[T]) for k in rows[T][0]}
+               for T in counts}
+        label = f"{n}^2 d={d:g} N={N} {dt}"
+        for T in counts:
+            m = med[T]
+            print(f"{label:<32}{T:>4}{m['call']:>9.1f}{m['sweep']:>9.1f}"
+                  f"{m['first']:>8.1f}/{m['last']:<7.1f}{m['busy']:>9.1f}"
+                  f"{m['busy'] / med[1]['busy']:>6.2f}{m['end/mean']:>9.2f}"
+                  f"{100 * m['stolen']:>7.0f}%{med[1]['call'] / m['call']:>8.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
