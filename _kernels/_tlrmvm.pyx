@@ -206,6 +206,18 @@ cdef inline const int64_t* _i64(cnp.ndarray a) noexcept:
     return <const int64_t*>cnp.PyArray_DATA(a)
 
 
+cdef inline Py_ssize_t _shuffle_block(Py_ssize_t K, int n_threads) noexcept nogil:
+    """Positions per block of phase 2: about 4 blocks a thread, of whole 16s. Phase 2 used to
+    walk the positions p outermost and the s vectors innermost, each step touching s rows of
+    yu and yv K values apart (2 s pages a step); block by block, vector after vector, it
+    reads and writes runs; at most 512 positions, so that the block's perm stays in L1
+    (9801^2 operator, s = 64, complex64, 2-core Zen 4, one thread: 1355 -> 1041 us;
+    docs/tuning.md, "Phase 2 in blocks")."""
+    cdef Py_ssize_t b = (K + 4 * n_threads - 1) // (4 * n_threads)
+    b = (b + 15) // 16 * 16
+    return 16 if b <= 0 else 512 if b > 512 else b
+
+
 cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* col_ptr, const int64_t* u_off, const int64_t* v_off,
                    const int64_t* krow_ptr, const int64_t* kcol_ptr, const int64_t* perm,
@@ -215,7 +227,8 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* row_items, Py_ssize_t n_row_items,
                    int n_threads, int pf) noexcept nogil:
     """Y = A X (see tlr_matmat), on the arrays' data: X (s, n), Y (s, m), yv/yu (s, K)."""
-    cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h
+    cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h, p0, p1, g
+    cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one3
     cdef int64_t n1, n3, at, left, q
     # (each thread takes the items of its own queue first: the same blocks of the bases at
@@ -241,10 +254,14 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
             _nn(V + v_off[j] + a, w, b - a, kc, X + c0, n, yv + k0 + a, K, s, pf)
             q = ws_part_take(q1, n1, &at, &left)
         wsesparse_barrier()
-        # Phase 2: reshuffle from tile-column order to tile-row order.
-        for p in prange(K, schedule="static"):
+        # Phase 2: reshuffle from tile-column order to tile-row order, a block of
+        # positions at a time, vector after vector (_shuffle_blocks).
+        for g in prange(nb2, schedule="static"):
+            p0 = g * B2
+            p1 = min(p0 + B2, K)
             for c in range(s):
-                yu[c * K + p] = yv[c * K + perm[p]]
+                for p in range(p0, p1):
+                    yu[c * K + p] = yv[c * K + perm[p]]
         wsesparse_barrier()
         # Phase 3: per tile row, y_i = Us_i yu_i (rows of Us_i.T, same kernel).
         at = threadid() % n3
@@ -274,7 +291,8 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* col_items, Py_ssize_t n_col_items,
                    int n_threads, int pf) noexcept nogil:
     """X = A^H Y (see tlr_rmatmat), on the arrays' data: Y (s, m), X (s, n), yv/yu (s, K)."""
-    cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h
+    cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h, p0, p1, g
+    cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one3
     cdef int64_t n1, n3, at, left, q
     cdef ws_part_queue* q1 = ws_part_queues(n_row_items, n_threads, &one1, &n1)
@@ -296,9 +314,12 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             q = ws_part_take(q1, n1, &at, &left)
         wsesparse_barrier()
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
-        for p in prange(K, schedule="static"):
+        for g in prange(nb2, schedule="static"):
+            p0 = g * B2
+            p1 = min(p0 + B2, K)
             for c in range(s):
-                yv[c * K + perm[p]] = yu[c * K + p]
+                for p in range(p0, p1):
+                    yv[c * K + perm[p]] = yu[c * K + p]
         wsesparse_barrier()
         # Phase 3: per tile column, x_j = conj(Vs_j) yv_j: dot products over the
         # contiguous rows of Vs_j (the rows the forward phase 1 reads).
