@@ -39,16 +39,17 @@ typedef struct {
 static inline ws_part_queue *ws_part_queues(int64_t n_parts, int64_t n_threads,
                                             ws_part_queue *one, int64_t *n_queues)
 {
-    ws_part_queue *q = NULL;
+    void *mem = NULL;
+    ws_part_queue *q;
     int64_t k, n = n_threads < 1 ? 1 : n_threads;
     if (WS_PARTS_SHARED || n == 1
-            || (q = (ws_part_queue *)aligned_alloc(64, (size_t)n * sizeof(ws_part_queue)))
-                   == NULL) {
+            || posix_memalign(&mem, 64, (size_t)n * sizeof(ws_part_queue)) != 0) {
         one->next = 0;
         one->end = n_parts;
         *n_queues = 1;
         return one;
     }
+    q = (ws_part_queue *)mem;
     for (k = 0; k < n; k++) {
         q[k].next = n_parts * k / n;
         q[k].end = n_parts * (k + 1) / n;

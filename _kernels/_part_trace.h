@@ -16,11 +16,11 @@
 #include <stdint.h>
 #include <time.h>
 
-/* The armed buffer (NULL when unarmed) and its capacity in parts. Layout: [0] the parts
- * traced (-1 until a sweep took it), [1] the caller's time after the team joined, then 3 per
- * part: the thread, its start and its end. */
+/* The armed buffer (NULL when unarmed). Layout: [0] the parts traced (-1 until a sweep took
+ * it), [1] the caller's time after the team joined, [2] its capacity in parts (in the buffer,
+ * so that a sweep reads the capacity of the buffer it took), then 3 per part: the thread, its
+ * start and its end. */
 static int64_t *ws_trace_armed = NULL;
-static int64_t ws_trace_cap = 0;
 
 static inline int64_t ws_trace_now_(void)
 {
@@ -32,7 +32,7 @@ static inline int64_t ws_trace_now_(void)
 static inline void ws_trace_arm(int64_t *buf, int64_t cap)
 {
     buf[0] = -1;
-    ws_trace_cap = cap;
+    buf[2] = cap;
     __atomic_store_n(&ws_trace_armed, buf, __ATOMIC_RELEASE);
 }
 
@@ -44,7 +44,7 @@ static inline int64_t *ws_trace_begin(int64_t n_parts, int64_t *t0)
     int64_t *b;
     if (__atomic_load_n(&ws_trace_armed, __ATOMIC_RELAXED) == NULL) return NULL;
     b = __atomic_exchange_n(&ws_trace_armed, NULL, __ATOMIC_ACQUIRE);
-    if (b == NULL || n_parts > ws_trace_cap) return NULL;
+    if (b == NULL || n_parts > b[2]) return NULL;
     *t0 = ws_trace_now_();
     return b;
 }
@@ -52,7 +52,7 @@ static inline int64_t *ws_trace_begin(int64_t n_parts, int64_t *t0)
 static inline void ws_trace_part(int64_t *b, int64_t part, int64_t thread, int64_t t0,
                                  int64_t start)
 {
-    int64_t *r = b + 2 + 3 * part;
+    int64_t *r = b + 3 + 3 * part;
     r[0] = thread;
     r[1] = start - t0;
     r[2] = ws_trace_now_() - t0;

@@ -54,7 +54,8 @@ def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
     Returns ``(takes, taker)``, int64 arrays of ``n_parts``: how many times each part was
     taken (1 each, or the sweeps would skip or repeat rows) and which team thread took it
     last. With every thread on a core of its own, thread ``t`` takes the parts of queue
-    ``t``, ``n_parts * t // n_threads`` to ``n_parts * (t + 1) // n_threads``.
+    ``t``, ``n_parts * t // n_threads`` to ``n_parts * (t + 1) // n_threads``; with one
+    thread, thread 0 takes them all.
     """
     if n_parts < 0 or n_threads < 1 or spin < 0:
         raise ValueError("n_parts and spin must be >= 0 and n_threads >= 1")
@@ -97,14 +98,14 @@ cdef object _trace_buffer = None
 
 
 def part_trace_arm(Py_ssize_t capacity):
-    """Arm the part trace (_part_trace.h) for the next SpMV or SpMM sweep of at most
-    ``capacity`` row parts (with several panels, the first panel's sweep); read it with
-    ``part_trace()``."""
+    """Arm the part trace (_part_trace.h) for the next SpMV (plain or by value codes) or SpMM
+    sweep of at most ``capacity`` row parts (with several panels, the first panel's sweep);
+    read it with ``part_trace()``."""
     global _trace_buffer
     if capacity < 1:
         raise ValueError(f"capacity must be >= 1, got {capacity}")
-    if _trace_buffer is None or (_trace_buffer.shape[0] - 2) // 3 < capacity:
-        _trace_buffer = cnp.PyArray_ZEROS(1, [2 + 3 * max(2 * capacity, 64)], cnp.NPY_INT64,
+    if _trace_buffer is None or (_trace_buffer.shape[0] - 3) // 3 < capacity:
+        _trace_buffer = cnp.PyArray_ZEROS(1, [3 + 3 * max(2 * capacity, 64)], cnp.NPY_INT64,
                                           0)
         _trace_buffers.append(_trace_buffer)
     ws_trace_arm(<int64_t*>cnp.PyArray_DATA(_trace_buffer), capacity)
@@ -118,7 +119,7 @@ def part_trace():
     if _trace_buffer is None or _trace_buffer[0] < 0:
         return None
     n = int(_trace_buffer[0])
-    return _trace_buffer[2:2 + 3 * n].reshape(n, 3).copy(), int(_trace_buffer[1])
+    return _trace_buffer[3:3 + 3 * n].reshape(n, 3).copy(), int(_trace_buffer[1])
 
 
 cdef extern from "_team_wake.h" nogil:
@@ -785,9 +786,13 @@ cdef void _coded_parts(const index_t* indptr, const index_t* indices, const uint
                        int n_threads) noexcept nogil:
     cdef Py_ssize_t t
     cdef ws_part_queue one
-    cdef int64_t n_queues, at, left, part
+    cdef int64_t n_queues, at, left, part, tt0 = 0, ts = 0
+    cdef int64_t* tr = ws_trace_begin(n_parts, &tt0)
     if n_parts == 1:
         _coded_rows(indptr, indices, codes, table, x, y, bounds[0], bounds[1])
+        if tr != NULL:
+            ws_trace_part(tr, 0, 0, tt0, tt0)
+            ws_trace_end(tr, 1, tt0)
         return
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
@@ -795,8 +800,14 @@ cdef void _coded_parts(const index_t* indptr, const index_t* indices, const uint
         left = n_queues
         part = ws_part_take(q, n_queues, &at, &left)
         while part >= 0:
+            if tr != NULL:
+                ts = ws_trace_now_()
             _coded_rows(indptr, indices, codes, table, x, y, bounds[part], bounds[part + 1])
+            if tr != NULL:
+                ws_trace_part(tr, part, threadid(), tt0, ts)
             part = ws_part_take(q, n_queues, &at, &left)
+    if tr != NULL:
+        ws_trace_end(tr, n_parts, tt0)
     ws_part_queues_free(q, &one)
 
 

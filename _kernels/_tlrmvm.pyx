@@ -255,7 +255,7 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
             q = ws_part_take(q1, n1, &at, &left)
         wsesparse_barrier()
         # Phase 2: reshuffle from tile-column order to tile-row order, a block of
-        # positions at a time, vector after vector (_shuffle_blocks).
+        # positions at a time, vector after vector (_shuffle_block).
         for g in prange(nb2, schedule="static"):
             p0 = g * B2
             p1 = min(p0 + B2, K)

@@ -17,7 +17,8 @@ Medians over the calls, in microseconds:
   caches or memory show as x1 above 1; a matrix that fits the caches of T cores together
   and not one core's may go below 1);
 - ``end / mean``: the last thread's end over the mean end of the threads (an imbalance);
-- ``stolen``: the share of parts not taken by their queue's own thread (_part_queues.h).
+- ``stolen``: the share of parts not taken by their queue's own thread (_part_queues.h;
+  ``-`` in a build with one shared queue, ``WS_PARTS_SHARED=1``).
 
 The teams are the size asked for (the small-product rule is lifted meanwhile, as in
 ``scaling.py``). Example::
@@ -132,7 +133,12 @@ def _table(args, counts: list[int]) -> None:
             print(f"{label:<32}{T:>4}{m['call']:>9.1f}{m['sweep']:>9.1f}"
                   f"{m['first']:>8.1f}/{m['last']:<7.1f}{m['busy']:>9.1f}"
                   f"{m['busy'] / med[1]['busy']:>6.2f}{m['end/mean']:>9.2f}"
-                  f"{100 * m['stolen']:>7.0f}%{med[1]['call'] / m['call']:>8.2f}")
+                  f"{stolen(m['stolen']):>8}{med[1]['call'] / m['call']:>8.2f}")
+
+
+def stolen(share: float) -> str:
+    """The ``stolen`` column: a percentage, or ``-`` where all threads share one queue."""
+    return "-" if _spmm.PARTS_SHARED else f"{100 * share:.0f}%"
 
 
 if __name__ == "__main__":

@@ -775,7 +775,7 @@ def test_kernel_cuts_the_rows_itself(dtype, itype, n_parts):
 def test_part_queues_hand_out_every_part_once(n_parts, n_threads, spin):
     """The queues of the SpMV and SpMM sweeps (_part_queues.h) give every part to exactly
     one take, with more threads than parts or cores (the late threads find their queues
-    taken), and with one thread, or one shared queue, all parts in order to thread 0."""
+    taken), and with one thread all parts to thread 0."""
     takes, taker = _spmm.part_takes(n_parts, n_threads, spin)
     np.testing.assert_array_equal(takes, np.ones(n_parts, dtype=np.int64))
     assert ((taker >= 0) & (taker < n_threads)).all()

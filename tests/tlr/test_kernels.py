@@ -10,6 +10,11 @@ forward paths and with or without software prefetch.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -393,3 +398,45 @@ def test_kernel_allocates_its_work_arrays(adjoint, s):
         X, out, *T._items(2, adjoint), 2, 1)
     dense = T.toarray()
     assert np.allclose(out, X @ (dense.conj() if adjoint else dense.T))
+
+
+_SMALL_TEAM = """
+import json, numpy as np
+from wsesparse import TLRMatrix
+from wsesparse._kernels import _spmm
+from wsesparse.datasets import random_csr
+rng = np.random.default_rng(0)
+A = rng.standard_normal((700, 600)) @ rng.standard_normal((600, 650)) / 30
+T = TLRMatrix.from_dense(A.astype(np.complex64) * (1 + 0.5j), nb=64, tol=1e-3)
+X = (rng.standard_normal((650, 5)) + 1j).astype(np.complex64)
+Y = (rng.standard_normal((700, 5)) + 1j).astype(np.complex64)
+same = []
+for s in (1, 5):
+    f1, a1 = T.matvec(X[:, :s], n_threads=1), T.rmatvec(Y[:, :s], n_threads=1)
+    for nt in (3, 16):
+        same.append(bool(np.array_equal(T.matvec(X[:, :s], n_threads=nt), f1)))
+        same.append(bool(np.array_equal(T.rmatvec(Y[:, :s], n_threads=nt), a1)))
+S = random_csr(3000, 3000, 0.01, np.float64, seed=1)
+x = rng.standard_normal(3000)
+for nt in (3, 16):
+    y1, y = np.full(3000, np.nan), np.full(3000, np.nan)
+    _spmm.csr_spmv(S.indptr, S.indices, S.data, x, y1, 4 * nt, 1)
+    _spmm.csr_spmv(S.indptr, S.indices, S.data, x, y, 4 * nt, nt)
+    same.append(y.tobytes() == y1.tobytes())
+print(json.dumps(same))
+"""
+
+
+def test_teams_smaller_than_asked_take_every_item():
+    """Under OMP_THREAD_LIMIT=2 a call that asks 3 or 16 threads gets 2: the work items of
+    the queues of threads that never came are taken from the others' (the TLR phases depend
+    on that, _part_queues.h; the SpMV's loop runs their iterations on the threads it has).
+    The products are one thread's, bit for bit."""
+    if not _tlrmvm.openmp_enabled():
+        pytest.skip("wsesparse was built without OpenMP")
+    res = subprocess.run([sys.executable, "-c", _SMALL_TEAM], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, OMP_THREAD_LIMIT="2",
+                                               WSESPARSE_LOAD_AWARE="0"))
+    assert res.returncode == 0, res.stderr
+    same = json.loads(res.stdout)
+    assert len(same) == 10 and all(same), same
