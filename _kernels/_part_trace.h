@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "_part_queues.h"
+
 /* The armed buffer (NULL when unarmed). Layout: [0] the parts traced (-1 until a sweep took
  * it), [1] the caller's time after the team joined, [2] its capacity in parts (in the buffer,
  * so that a sweep reads the capacity of the buffer it took), then 3 per part: the thread, its
@@ -58,11 +60,33 @@ static inline void ws_trace_part(int64_t *b, int64_t part, int64_t thread, int64
     r[2] = ws_trace_now_() - t0;
 }
 
-/* Called by the caller after the sweep's team joined. */
+/* Called by the caller after the sweep's team joined (b may be NULL: not traced). */
 static inline void ws_trace_end(int64_t *b, int64_t n_parts, int64_t t0)
 {
+    if (b == NULL) return;
     b[1] = ws_trace_now_() - t0;
     __atomic_store_n(&b[0], n_parts, __ATOMIC_RELEASE);
+}
+
+/* A sweep of one part, without a team: its trace (b may be NULL). */
+static inline void ws_trace_one(int64_t *b, int64_t t0)
+{
+    if (b == NULL) return;
+    ws_trace_part(b, 0, 0, t0, t0);
+    ws_trace_end(b, 1, t0);
+}
+
+/* The sweeps' step through the queues: records part `done` (started at *ts; -1 before the
+ * first) when b traces, then takes the next part (ws_part_take) and notes its start. */
+static inline int64_t ws_part_step(ws_part_queue *q, int64_t n_queues, int64_t *at,
+                                   int64_t *left, int64_t *b, int64_t t0, int64_t done,
+                                   int64_t *ts, int64_t thread)
+{
+    int64_t p;
+    if (b != NULL && done >= 0) ws_trace_part(b, done, thread, t0, *ts);
+    p = ws_part_take(q, n_queues, at, left);
+    if (b != NULL) *ts = ws_trace_now_();
+    return p;
 }
 
 #endif

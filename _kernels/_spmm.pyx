@@ -32,15 +32,8 @@ from _types cimport index_t, real_t, value_t
 
 cnp.import_array()
 
-cdef extern from "_part_queues.h" nogil:
-    ctypedef struct ws_part_queue:
-        pass
-    ws_part_queue* ws_part_queues(int64_t n_parts, int64_t n_threads, ws_part_queue* one,
-                                  int64_t* n_queues)
-    void ws_part_queues_free(ws_part_queue* q, ws_part_queue* one)
-    int64_t ws_part_take(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left)
-    void ws_part_count(int64_t* c)
-    int WS_PARTS_SHARED
+from _part_queues cimport (WS_PARTS_SHARED, ws_part_count, ws_part_queue, ws_part_queues,
+                           ws_part_queues_free, ws_part_take)
 
 # Whether the row parts go to the threads from one shared queue (-DWS_PARTS_SHARED=1, an A/B
 # switch) instead of a queue per thread (_part_queues.h).
@@ -86,9 +79,10 @@ def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
 cdef extern from "_part_trace.h" nogil:
     void ws_trace_arm(int64_t* buf, int64_t cap)
     int64_t* ws_trace_begin(int64_t n_parts, int64_t* t0)
-    int64_t ws_trace_now_()
-    void ws_trace_part(int64_t* b, int64_t part, int64_t thread, int64_t t0, int64_t start)
     void ws_trace_end(int64_t* b, int64_t n_parts, int64_t t0)
+    void ws_trace_one(int64_t* b, int64_t t0)
+    int64_t ws_part_step(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left,
+                         int64_t* b, int64_t t0, int64_t done, int64_t* ts, int64_t thread)
 
 # The buffers part_trace_arm has handed to _part_trace.h, the last the one in use. None is
 # ever freed: a sweep on another Python thread may still write into one it took (a larger
@@ -398,30 +392,23 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
         # One part: no parallel region to open (a few microseconds).
         bad = _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[0], bounds[1],
                                  width, prefetch, check_cols, n_cols, kb)
-        if tr != NULL:
-            ws_trace_part(tr, 0, 0, tt0, tt0)
-            ws_trace_end(tr, 1, tt0)
+        ws_trace_one(tr, tt0)
         return bad
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     t0 = ws_wake_begin()  # (0 unless _threads armed the probe: see _team_wake.h)
     # (iteration t on thread t: its own queue first, _part_queues.h)
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-        at = t % n_queues
-        left = n_queues
-        part = ws_part_take(q, n_queues, &at, &left)
-        while part >= 0:
-            if tr != NULL:
-                ts = ws_trace_now_()
+        at, left, part = t % n_queues, n_queues, -1
+        while True:
+            part = ws_part_step(q, n_queues, &at, &left, tr, tt0, part, &ts, threadid())
+            if part < 0:
+                break
             bad += _spmm_rows_checked(indptr, indices, data, X, ldx, Y, ldy, bounds[part],
                                       bounds[part + 1], width, prefetch, check_cols, n_cols,
                                       kb)
-            if tr != NULL:
-                ws_trace_part(tr, part, threadid(), tt0, ts)
-            part = ws_part_take(q, n_queues, &at, &left)
     if t0 != 0:
         ws_wake_end(t0)
-    if tr != NULL:
-        ws_trace_end(tr, n_parts, tt0)
+    ws_trace_end(tr, n_parts, tt0)
     ws_part_queues_free(q, &one)
     return bad
 
@@ -672,28 +659,21 @@ cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_
     cdef int64_t* tr = ws_trace_begin(n_parts, &tt0)
     if n_parts == 1:
         bad = _spmv_rows(indptr, indices, data, x, y, bounds[0], bounds[1], n_cols, check)
-        if tr != NULL:
-            ws_trace_part(tr, 0, 0, tt0, tt0)
-            ws_trace_end(tr, 1, tt0)
+        ws_trace_one(tr, tt0)
         return bad
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     t0 = ws_wake_begin()
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-        at = t % n_queues
-        left = n_queues
-        part = ws_part_take(q, n_queues, &at, &left)
-        while part >= 0:
-            if tr != NULL:
-                ts = ws_trace_now_()
+        at, left, part = t % n_queues, n_queues, -1
+        while True:
+            part = ws_part_step(q, n_queues, &at, &left, tr, tt0, part, &ts, threadid())
+            if part < 0:
+                break
             bad += _spmv_rows(indptr, indices, data, x, y, bounds[part], bounds[part + 1],
                               n_cols, check)
-            if tr != NULL:
-                ws_trace_part(tr, part, threadid(), tt0, ts)
-            part = ws_part_take(q, n_queues, &at, &left)
     if t0 != 0:
         ws_wake_end(t0)
-    if tr != NULL:
-        ws_trace_end(tr, n_parts, tt0)
+    ws_trace_end(tr, n_parts, tt0)
     ws_part_queues_free(q, &one)
     return bad
 
@@ -790,24 +770,17 @@ cdef void _coded_parts(const index_t* indptr, const index_t* indices, const uint
     cdef int64_t* tr = ws_trace_begin(n_parts, &tt0)
     if n_parts == 1:
         _coded_rows(indptr, indices, codes, table, x, y, bounds[0], bounds[1])
-        if tr != NULL:
-            ws_trace_part(tr, 0, 0, tt0, tt0)
-            ws_trace_end(tr, 1, tt0)
+        ws_trace_one(tr, tt0)
         return
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-        at = t % n_queues
-        left = n_queues
-        part = ws_part_take(q, n_queues, &at, &left)
-        while part >= 0:
-            if tr != NULL:
-                ts = ws_trace_now_()
+        at, left, part = t % n_queues, n_queues, -1
+        while True:
+            part = ws_part_step(q, n_queues, &at, &left, tr, tt0, part, &ts, threadid())
+            if part < 0:
+                break
             _coded_rows(indptr, indices, codes, table, x, y, bounds[part], bounds[part + 1])
-            if tr != NULL:
-                ws_trace_part(tr, part, threadid(), tt0, ts)
-            part = ws_part_take(q, n_queues, &at, &left)
-    if tr != NULL:
-        ws_trace_end(tr, n_parts, tt0)
+    ws_trace_end(tr, n_parts, tt0)
     ws_part_queues_free(q, &one)
 
 

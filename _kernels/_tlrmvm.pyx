@@ -51,14 +51,8 @@ cdef extern from "_omp_compat.h" nogil:
     int wsesparse_has_openmp()
     void wsesparse_barrier()
 
-cdef extern from "_part_queues.h" nogil:
-    ctypedef struct ws_part_queue:
-        pass
-    ws_part_queue* ws_part_queues(int64_t n_parts, int64_t n_threads, ws_part_queue* one,
-                                  int64_t* n_queues)
-    void ws_part_queues_free(ws_part_queue* q, ws_part_queue* one)
-    int64_t ws_part_take(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left)
-    int WS_PARTS_SHARED
+from _part_queues cimport (WS_PARTS_SHARED, ws_part_queue, ws_part_queues, ws_part_queues_free,
+                           ws_part_take)
 
 # Whether each phase's work items go to the threads from one shared queue
 # (-DWS_PARTS_SHARED=1, an A/B switch) instead of a queue per thread (_part_queues.h).
