@@ -296,11 +296,13 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
     >>> sparse_matmul(X.T, W.T).shape   # dense @ sparse
     (16, 300)
     """
-    fast_tried = type(B) is np.ndarray and method == "auto" and type(A) in _FAST_CSR_TYPES
+    fast_tried = (type(B) is np.ndarray and (method == "auto" or method == "sparse")
+                  and type(A) in _FAST_CSR_TYPES)
     if fast_tried:
-        Y = _fast_product(A, B, n_threads, out)
+        sparse_only = method == "sparse"
+        Y = _fast_product(A, B, n_threads, out, sparse_only=sparse_only)
         if Y is None and out is None:
-            Y = _fast_converted_product(A, B, n_threads)
+            Y = _fast_converted_product(A, B, n_threads, sparse_only)
         if Y is not None:
             return Y
     elif (type(A) in _SCIPY_CSC_TYPES and type(B) is np.ndarray and out is None
@@ -386,7 +388,7 @@ def sparse_matmul(A, B, *, out: np.ndarray | None = None, n_threads: int | None 
                 and n_tokens < th.DENSE_MIN_TOKENS):  # (wider ones may go dense)
             data = _values_as(S, dtype)
         if not (fast_tried and X is B and data is None):  # (else tried above as it is)
-            Y = _fast_product(S, X, n_threads, out, data)
+            Y = _fast_product(S, X, n_threads, out, data, sparse_only=method == "sparse")
             if Y is not None:
                 return Y if out is not None else _wrap(Y, S, dense_in)
     scatter_ok = _scatter_ok(S, res_shape[-1] if transpose else res_shape[0], X.shape[0],
@@ -537,19 +539,21 @@ def _fast_csc_vector(A, x: np.ndarray, n_threads: int | None) -> np.ndarray | No
     return y
 
 
-def _fast_converted_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarray | None:
+def _fast_converted_product(A, B: np.ndarray, n_threads: int | None,
+                            sparse_only: bool = False) -> np.ndarray | None:
     """``A @ B`` for ``_fast_product``'s operands where B must be copied first (a strided
     column, Fortran order, a kernel dtype other than A's values: float32 A times float64 B),
     fewer than ``DENSE_MIN_TOKENS`` columns; or None for the general path (wider products,
     which may go dense; a prepared ``CSR`` of other values, which caches them; anything it
     words an error for). The same conversions and kernel as the general path, without its
     checks and dispatch: about 12 of a 20 us call on a 10 x 10 product (docs/tuning.md,
-    "Checks", "`out=` on the fast path")."""
+    "Checks", "`out=` on the fast path"). ``sparse_only`` (``method="sparse"``): wider
+    products too, which cannot go dense then."""
     a_dtype, shape = A.dtype, A.shape
     if (len(shape) != 2 or not 0 < B.ndim < 3 or B.shape[0] != shape[1]
             or B.dtype.char not in "fdFD"
             or a_dtype.char not in "fdFD"
-            or (B.ndim == 2 and B.shape[1] >= th.DENSE_MIN_TOKENS)):
+            or (not sparse_only and B.ndim == 2 and B.shape[1] >= th.DENSE_MIN_TOKENS)):
         return None
     dtype = result_dtype(a_dtype, B.dtype)
     X = contiguous_operand(B, dtype, n_threads)
@@ -561,7 +565,7 @@ def _fast_converted_product(A, B: np.ndarray, n_threads: int | None) -> np.ndarr
         if type(A) is CSR:
             return None
         data = _values_as(A, dtype)
-    return _fast_product(A, X, n_threads, None, data)
+    return _fast_product(A, X, n_threads, None, data, sparse_only=sparse_only)
 
 
 def _values_as(S, dtype: np.dtype) -> np.ndarray:
@@ -600,7 +604,8 @@ def _fast_scipy_own(A, X: np.ndarray, n_threads: int | None) -> np.ndarray | Non
 
 def _fast_product(A, B: np.ndarray, n_threads: int | None,
                   out: np.ndarray | None = None,
-                  data: np.ndarray | None = None) -> np.ndarray | None:
+                  data: np.ndarray | None = None,
+                  sparse_only: bool = False) -> np.ndarray | None:
     """``A @ B`` for the commonest call, or None to take the general path.
 
     The common call in inference and training loops: a prepared ``CSR``, or a
@@ -616,7 +621,10 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None,
     dispatches and words the errors. (Without ``out`` on this path, a one-shot
     SpMV of an int64 matrix took 3.7x its time: the general path narrows and
     checks the indices first; docs/tuning.md, "Checks".) ``data``: a scipy
-    operand's values converted to B's dtype, in place of its own.
+    operand's values converted to B's dtype, in place of its own. ``sparse_only``
+    (``method="sparse"``): no dense dispatch to leave to the general path, so products of
+    any width and density take this path (the general path's checks cost a prepared SpMV
+    6.5 us a call on the 2-core Zen 4, 120 against 126.5 us at 16384^2, density 0.001).
     """
     shape = A.shape
     if len(shape) != 2:  # scipy's 1-D CSR arrays
@@ -631,13 +639,13 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None,
     n_tokens = 1 if B.ndim == 1 else B.shape[1]
     hw = _hardware.current()
     if type(A) is CSR:
-        if n_tokens >= th.DENSE_MIN_TOKENS:
+        if n_tokens >= th.DENSE_MIN_TOKENS and not sparse_only:
             return None  # the dense-dispatch rules of a prepared operand: general path
         nnz = int(indptr[-1])
         # A.density (without its property calls): nnz > 0 implies a nonempty shape.
         if (nnz <= 0 or dtype.char not in "fdFD"
-                or nnz / (shape[0] * shape[1])
-                >= th.dense_threshold(dtype, n_tokens, True, hw.vector_bytes)):
+                or (not sparse_only and nnz / (shape[0] * shape[1])
+                    >= th.dense_threshold(dtype, n_tokens, True, hw.vector_bytes))):
             return None
         bounds = A._bounds
     else:
@@ -649,7 +657,7 @@ def _fast_product(A, B: np.ndarray, n_threads: int | None,
         # From DENSE_MIN_TOKENS columns on, a one-shot product below the one-shot
         # crossover stays sparse whatever else _use_dense weighs: take it here rather
         # than build a CSR on the general path (docs/tuning.md, "One-shot wide products").
-        if (n_tokens >= th.DENSE_MIN_TOKENS and nnz > 0
+        if (n_tokens >= th.DENSE_MIN_TOKENS and nnz > 0 and not sparse_only
                 and nnz / (shape[0] * shape[1])
                 >= th.dense_threshold(dtype, n_tokens, False, hw.vector_bytes)):
             return None
