@@ -398,7 +398,8 @@ cdef int _sweep(const index_t* indptr, const index_t* indices, const value_t* da
     t0 = ws_wake_begin()  # (0 unless _threads armed the probe: see _team_wake.h)
     # (iteration t on thread t: its own queue first, _part_queues.h)
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-        at, left, part = t % n_queues, n_queues, -1
+        # (ts assigned here, so that it is private: ws_part_step writes it through a pointer)
+        at, left, part, ts = t % n_queues, n_queues, -1, 0
         while True:
             part = ws_part_step(q, n_queues, &at, &left, tr, tt0, part, &ts, threadid())
             if part < 0:
@@ -664,7 +665,8 @@ cdef int _spmv_parts(const index_t* indptr, const index_t* indices, const value_
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     t0 = ws_wake_begin()
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-        at, left, part = t % n_queues, n_queues, -1
+        # (ts assigned here, so that it is private: ws_part_step writes it through a pointer)
+        at, left, part, ts = t % n_queues, n_queues, -1, 0
         while True:
             part = ws_part_step(q, n_queues, &at, &left, tr, tt0, part, &ts, threadid())
             if part < 0:
@@ -774,7 +776,8 @@ cdef void _coded_parts(const index_t* indptr, const index_t* indices, const uint
         return
     cdef ws_part_queue* q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
     for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-        at, left, part = t % n_queues, n_queues, -1
+        # (ts assigned here, so that it is private: ws_part_step writes it through a pointer)
+        at, left, part, ts = t % n_queues, n_queues, -1, 0
         while True:
             part = ws_part_step(q, n_queues, &at, &left, tr, tt0, part, &ts, threadid())
             if part < 0:
