@@ -7,10 +7,12 @@
  * so moves every slice between cores from call to call). docs/tuning.md, "Parts that stay
  * with their thread".
  *
- * A call makes its queues (ws_part_queues), then runs ws_part_take in a loop in iteration t
- * of a prange(n_iters, schedule="static", chunksize=1), so that iteration t runs on team
- * thread t (every call of a team of one size). Parts are independent and each is taken once,
- * so which thread takes a part never changes a result.
+ * A call makes its queues (ws_part_queues), then runs ws_part_take in a loop starting at
+ * queue t: in iteration t of a prange(T, schedule="static", chunksize=1), which runs on team
+ * thread t at every call of a team of one size (_spmm.pyx's sweeps, through _part_trace.h's
+ * ws_part_step), or on thread t = threadid() of a parallel block (_tlrmvm.pyx's phases).
+ * Parts are independent and each is taken once, so which thread takes a part never changes
+ * a result.
  *
  * WS_PARTS_SHARED=1 (an A/B switch): one queue, every thread taking from it, as
  * schedule(dynamic, 1) did.
