@@ -33,16 +33,25 @@ from _types cimport index_t, real_t, value_t
 cnp.import_array()
 
 from _part_queues cimport (WS_PARTS_SHARED, ws_part_count, ws_part_queue, ws_part_queues,
-                           ws_part_queues_free, ws_part_take)
+                           ws_part_queues_free)
 
 # Whether the row parts go to the threads from one shared queue (-DWS_PARTS_SHARED=1, an A/B
 # switch) instead of a queue per thread (_part_queues.h).
 PARTS_SHARED = bool(WS_PARTS_SHARED)
 
+cdef extern from "_part_trace.h" nogil:
+    void ws_trace_arm(int64_t* buf, int64_t cap)
+    int64_t* ws_trace_begin(int64_t n_parts, int64_t* t0)
+    void ws_trace_end(int64_t* b, int64_t n_parts, int64_t t0)
+    void ws_trace_one(int64_t* b, int64_t t0)
+    int64_t ws_part_step(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left,
+                         int64_t* b, int64_t t0, int64_t done, int64_t* ts, int64_t thread)
+
 
 def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
     """One pass of the part queues of the SpMV and SpMM sweeps (_part_queues.h) over
-    ``n_parts`` parts on ``n_threads`` threads, each part a loop of ``spin`` steps.
+    ``n_parts`` parts on ``n_threads`` threads, each part a loop of ``spin`` steps: the
+    sweeps' own loop (``ws_part_step``, untraced) around a count instead of the rows.
 
     Returns ``(takes, taker)``, int64 arrays of ``n_parts``: how many times each part was
     taken (1 each, or the sweeps would skip or repeat rows) and which team thread took it
@@ -58,31 +67,23 @@ def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
     cdef int64_t* who = <int64_t*>cnp.PyArray_DATA(taker)
     cdef ws_part_queue one
     cdef ws_part_queue* q
-    cdef int64_t n_queues, at, left, part
+    cdef int64_t n_queues, at, left, part, ts
     cdef Py_ssize_t t, k
     cdef volatile double sink = 0.0
     with nogil:
         q = ws_part_queues(n_parts, n_threads, &one, &n_queues)
         for t in prange(n_threads, num_threads=n_threads, schedule="static", chunksize=1):
-            at = t % n_queues
-            left = n_queues
-            part = ws_part_take(q, n_queues, &at, &left)
-            while part >= 0:
+            at, left, part, ts = t % n_queues, n_queues, -1, 0
+            while True:
+                part = ws_part_step(q, n_queues, &at, &left, NULL, 0, part, &ts, threadid())
+                if part < 0:
+                    break
                 ws_part_count(tk + part)
                 who[part] = threadid()
                 for k in range(spin):
                     sink = sink + 1.0
-                part = ws_part_take(q, n_queues, &at, &left)
         ws_part_queues_free(q, &one)
     return takes, taker
-
-cdef extern from "_part_trace.h" nogil:
-    void ws_trace_arm(int64_t* buf, int64_t cap)
-    int64_t* ws_trace_begin(int64_t n_parts, int64_t* t0)
-    void ws_trace_end(int64_t* b, int64_t n_parts, int64_t t0)
-    void ws_trace_one(int64_t* b, int64_t t0)
-    int64_t ws_part_step(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left,
-                         int64_t* b, int64_t t0, int64_t done, int64_t* ts, int64_t thread)
 
 # The buffers part_trace_arm has handed to _part_trace.h, the last the one in use. None is
 # ever freed: a sweep on another Python thread may still write into one it took (a larger
