@@ -110,8 +110,9 @@ def _extensions() -> list[Extension]:
                 f"wsesparse._kernels.{name}",
                 sources=[pyx],
                 include_dirs=[np.get_include(), "_kernels"],
-                # Rebuild when a header or a shared declaration changes.
-                depends=sorted(glob("_kernels/*.h") + glob("_kernels/*.pxd")),
+                # Rebuild when a header or a shared declaration or include changes.
+                depends=sorted(glob("_kernels/*.h") + glob("_kernels/*.pxd")
+                               + glob("_kernels/*.pxi")),
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
                 extra_compile_args=compile_args + extra,
                 extra_link_args=link_args,

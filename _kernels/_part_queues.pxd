@@ -7,6 +7,5 @@ cdef extern from "_part_queues.h" nogil:
     ws_part_queue* ws_part_queues(int64_t n_parts, int64_t n_threads, ws_part_queue* one,
                                   int64_t* n_queues)
     void ws_part_queues_free(ws_part_queue* q, ws_part_queue* one)
-    int64_t ws_part_take(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left)
     void ws_part_count(int64_t* c)
     int WS_PARTS_SHARED

@@ -7,8 +7,10 @@
  * benchmarks/part_trace.py reads it; _spmm.pyx's part_trace_arm and part_trace.
  *
  * Armed with a buffer, the next sweep (of any product, or the first panel of a product of
- * several) takes it and records itself; unarmed, a sweep pays one load. Only _spmm.pyx
- * includes this header, so the state below is that module's.
+ * several) takes it and records itself; unarmed, a sweep pays one load. The state below is
+ * static: _spmm.pyx and _tlrmvm.pyx (through _part_trace.pxd) each have their own, armed
+ * and read by the functions of _part_trace.pxi. A TLR product traces its three phases as one
+ * sweep: phase 1's items, then phase 2's blocks, then phase 3's items (ws_trace_end3).
  */
 #ifndef WSESPARSE_PART_TRACE_H
 #define WSESPARSE_PART_TRACE_H
@@ -18,10 +20,13 @@
 
 #include "_part_queues.h"
 
-/* The armed buffer (NULL when unarmed). Layout: [0] the parts traced (-1 until a sweep took
- * it), [1] the caller's time after the team joined, [2] its capacity in parts (in the buffer,
- * so that a sweep reads the capacity of the buffer it took), then 3 per part: the thread, its
- * start and its end. */
+/* The armed buffer (NULL when unarmed). Layout: WS_TRACE_HEAD values, [0] the parts traced
+ * (-1 until a sweep took it), [1] the caller's time after the team joined, [2] its capacity
+ * in parts (in the buffer, so that a sweep reads the capacity of the buffer it took), [3] and
+ * [4] the first part of the second and the third phase (both [0] for a sweep of one phase);
+ * then 3 per part: the thread, its start and its end. */
+#define WS_TRACE_HEAD 5
+
 static int64_t *ws_trace_armed = NULL;
 
 static inline int64_t ws_trace_now_(void)
@@ -54,18 +59,35 @@ static inline int64_t *ws_trace_begin(int64_t n_parts, int64_t *t0)
 static inline void ws_trace_part(int64_t *b, int64_t part, int64_t thread, int64_t t0,
                                  int64_t start)
 {
-    int64_t *r = b + 3 + 3 * part;
+    int64_t *r = b + WS_TRACE_HEAD + 3 * part;
     r[0] = thread;
     r[1] = start - t0;
     r[2] = ws_trace_now_() - t0;
 }
 
-/* Called by the caller after the sweep's team joined (b may be NULL: not traced). */
-static inline void ws_trace_end(int64_t *b, int64_t n_parts, int64_t t0)
+/* Called by the caller after the team joined, for a sweep of three phases whose second and
+ * third begin at parts p2 and p3 (b may be NULL: not traced). */
+static inline void ws_trace_end3(int64_t *b, int64_t n_parts, int64_t t0, int64_t p2,
+                                 int64_t p3)
 {
     if (b == NULL) return;
     b[1] = ws_trace_now_() - t0;
+    b[3] = p2;
+    b[4] = p3;
     __atomic_store_n(&b[0], n_parts, __ATOMIC_RELEASE);
+}
+
+/* Called by the caller after the sweep's team joined (b may be NULL: not traced). */
+static inline void ws_trace_end(int64_t *b, int64_t n_parts, int64_t t0)
+{
+    ws_trace_end3(b, n_parts, t0, n_parts, n_parts);
+}
+
+/* The buffer as seen by a phase whose part q is part `first` + q of the sweep (NULL stays
+ * NULL): the TLR phases step through their own queues with ws_part_step. */
+static inline int64_t *ws_trace_shift(int64_t *b, int64_t first)
+{
+    return b == NULL ? NULL : b + 3 * first;
 }
 
 /* A sweep of one part, without a team: its trace (b may be NULL). */

@@ -39,13 +39,10 @@ from _part_queues cimport (WS_PARTS_SHARED, ws_part_count, ws_part_queue, ws_par
 # switch) instead of a queue per thread (_part_queues.h).
 PARTS_SHARED = bool(WS_PARTS_SHARED)
 
-cdef extern from "_part_trace.h" nogil:
-    void ws_trace_arm(int64_t* buf, int64_t cap)
-    int64_t* ws_trace_begin(int64_t n_parts, int64_t* t0)
-    void ws_trace_end(int64_t* b, int64_t n_parts, int64_t t0)
-    void ws_trace_one(int64_t* b, int64_t t0)
-    int64_t ws_part_step(ws_part_queue* q, int64_t n_queues, int64_t* at, int64_t* left,
-                         int64_t* b, int64_t t0, int64_t done, int64_t* ts, int64_t thread)
+from _part_trace cimport (WS_TRACE_HEAD, ws_part_step, ws_trace_arm, ws_trace_begin,
+                          ws_trace_end, ws_trace_one)
+
+include "_part_trace.pxi"
 
 
 def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
@@ -84,37 +81,6 @@ def part_takes(Py_ssize_t n_parts, int n_threads, Py_ssize_t spin=0):
                     sink = sink + 1.0
         ws_part_queues_free(q, &one)
     return takes, taker
-
-# The buffers part_trace_arm has handed to _part_trace.h, the last the one in use. None is
-# ever freed: a sweep on another Python thread may still write into one it took (a larger
-# one is made only for more parts, with room for twice as many).
-cdef list _trace_buffers = []
-cdef object _trace_buffer = None
-
-
-def part_trace_arm(Py_ssize_t capacity):
-    """Arm the part trace (_part_trace.h) for the next SpMV (plain or by value codes) or SpMM
-    sweep of at most ``capacity`` row parts (with several panels, the first panel's sweep);
-    read it with ``part_trace()``."""
-    global _trace_buffer
-    if capacity < 1:
-        raise ValueError(f"capacity must be >= 1, got {capacity}")
-    if _trace_buffer is None or (_trace_buffer.shape[0] - 3) // 3 < capacity:
-        _trace_buffer = cnp.PyArray_ZEROS(1, [3 + 3 * max(2 * capacity, 64)], cnp.NPY_INT64,
-                                          0)
-        _trace_buffers.append(_trace_buffer)
-    ws_trace_arm(<int64_t*>cnp.PyArray_DATA(_trace_buffer), capacity)
-
-
-def part_trace():
-    """The armed trace once a sweep has taken it: ``(parts, joined)``, an int64 array of
-    one row per part (the thread that took it, its start and its end, in nanoseconds from
-    the caller's start of the sweep) and the caller's time after the team joined; None
-    when no sweep has recorded it (not yet, or one of more parts than it holds)."""
-    if _trace_buffer is None or _trace_buffer[0] < 0:
-        return None
-    n = int(_trace_buffer[0])
-    return _trace_buffer[3:3 + 3 * n].reshape(n, 3).copy(), int(_trace_buffer[1])
 
 
 cdef extern from "_team_wake.h" nogil:

@@ -51,12 +51,15 @@ cdef extern from "_omp_compat.h" nogil:
     int wsesparse_has_openmp()
     void wsesparse_barrier()
 
-from _part_queues cimport (WS_PARTS_SHARED, ws_part_queue, ws_part_queues, ws_part_queues_free,
-                           ws_part_take)
+from _part_queues cimport WS_PARTS_SHARED, ws_part_queue, ws_part_queues, ws_part_queues_free
+from _part_trace cimport (WS_TRACE_HEAD, ws_part_step, ws_trace_arm, ws_trace_begin,
+                          ws_trace_end3, ws_trace_now_, ws_trace_part, ws_trace_shift)
 
 # Whether each phase's work items go to the threads from one shared queue
 # (-DWS_PARTS_SHARED=1, an A/B switch) instead of a queue per thread (_part_queues.h).
 PARTS_SHARED = bool(WS_PARTS_SHARED)
+
+include "_part_trace.pxi"
 
 ctypedef fused value_t:
     float
@@ -224,20 +227,25 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
     cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h, p0, p1, g
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one3
-    cdef int64_t n1, n3, at, left, q
+    cdef int64_t n1, n3, at, left, q, tid, ts, ts2, tt0 = 0
     # (each thread takes the items of its own queue first: the same blocks of the bases at
     # every call, which may still be in its cache; then what is left of the others')
     cdef ws_part_queue* q1 = ws_part_queues(n_col_items, n_threads, &one1, &n1)
     cdef ws_part_queue* q3 = ws_part_queues(n_row_items, n_threads, &one3, &n3)
+    # (NULL unless armed, _part_trace.h: phase 1's items, phase 2's blocks, phase 3's items)
+    cdef int64_t* tr = ws_trace_begin(n_col_items + nb2 + n_row_items, &tt0)
+    cdef int64_t* tr3 = ws_trace_shift(tr, n_col_items + nb2)
     # One team for the three phases: a barrier between them (prange inside parallel() is
     # `omp for nowait`), not a fork and join each: about 1.5 us less a call on 2 threads.
     with parallel(num_threads=n_threads):
         # Phase 1: per tile column, yv_j = Vs_j.T x_j for all s vectors in one
         # pass over Vs_j (register tiles of s vectors times a chunk of a row).
-        at = threadid() % n1
-        left = n1
-        q = ws_part_take(q1, n1, &at, &left)
-        while q >= 0:
+        tid = threadid()
+        at, left, q, ts = tid % n1, n1, -1, 0
+        while True:
+            q = ws_part_step(q1, n1, &at, &left, tr, tt0, q, &ts, tid)
+            if q < 0:
+                break
             j = col_items[3 * q]
             a = col_items[3 * q + 1]
             b = col_items[3 * q + 2]
@@ -246,22 +254,25 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
             k0 = kcol_ptr[j]
             kc = kcol_ptr[j + 1] - k0
             _nn(V + v_off[j] + a, w, b - a, kc, X + c0, n, yv + k0 + a, K, s, pf)
-            q = ws_part_take(q1, n1, &at, &left)
         wsesparse_barrier()
         # Phase 2: reshuffle from tile-column order to tile-row order, a block of
         # positions at a time, vector after vector (_shuffle_block).
         for g in prange(nb2, schedule="static"):
+            ts2 = ws_trace_now_() if tr != NULL else 0
             p0 = g * B2
             p1 = min(p0 + B2, K)
             for c in range(s):
                 for p in range(p0, p1):
                     yu[c * K + p] = yv[c * K + perm[p]]
+            if tr != NULL:
+                ws_trace_part(tr, n_col_items + g, tid, tt0, ts2)
         wsesparse_barrier()
         # Phase 3: per tile row, y_i = Us_i yu_i (rows of Us_i.T, same kernel).
-        at = threadid() % n3
-        left = n3
-        q = ws_part_take(q3, n3, &at, &left)
-        while q >= 0:
+        at, left, q, ts = tid % n3, n3, -1, 0
+        while True:
+            q = ws_part_step(q3, n3, &at, &left, tr3, tt0, q, &ts, tid)
+            if q < 0:
+                break
             i = row_items[3 * q]
             a = row_items[3 * q + 1]
             b = row_items[3 * q + 2]
@@ -271,7 +282,7 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
             kc = krow_ptr[i + 1] - k0
             # (kc == 0: a tile row of rank 0 everywhere; the kernel writes zeros)
             _nn(U + u_off[i] + a, kc, b - a, h, yu + k0, K, Y + r0 + a, m, s, pf)
-            q = ws_part_take(q3, n3, &at, &left)
+    ws_trace_end3(tr, n_col_items + nb2 + n_row_items, tt0, n_col_items, n_col_items + nb2)
     ws_part_queues_free(q1, &one1)
     ws_part_queues_free(q3, &one3)
 
@@ -288,16 +299,20 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
     cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h, p0, p1, g
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one3
-    cdef int64_t n1, n3, at, left, q
+    cdef int64_t n1, n3, at, left, q, tid, ts, ts2, tt0 = 0
     cdef ws_part_queue* q1 = ws_part_queues(n_row_items, n_threads, &one1, &n1)
     cdef ws_part_queue* q3 = ws_part_queues(n_col_items, n_threads, &one3, &n3)
-    with parallel(num_threads=n_threads):  # (one team and queues, as in _forward)
+    cdef int64_t* tr = ws_trace_begin(n_row_items + nb2 + n_col_items, &tt0)
+    cdef int64_t* tr3 = ws_trace_shift(tr, n_row_items + nb2)
+    with parallel(num_threads=n_threads):  # (one team, queues and trace, as in _forward)
         # Phase 1: per tile row, yu_i = Us_i^H y_i: dot products over the
         # contiguous rows of Us_i.T (the rows the forward phase 3 reads).
-        at = threadid() % n1
-        left = n1
-        q = ws_part_take(q1, n1, &at, &left)
-        while q >= 0:
+        tid = threadid()
+        at, left, q, ts = tid % n1, n1, -1, 0
+        while True:
+            q = ws_part_step(q1, n1, &at, &left, tr, tt0, q, &ts, tid)
+            if q < 0:
+                break
             i = row_items[3 * q]
             a = row_items[3 * q + 1]
             b = row_items[3 * q + 2]
@@ -305,22 +320,25 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             h = row_ptr[i + 1] - r0
             k0 = krow_ptr[i]
             _cn(U + u_off[i] + a * h, b - a, h, Y + r0, m, yu + k0 + a, K, s, pf)
-            q = ws_part_take(q1, n1, &at, &left)
         wsesparse_barrier()
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
         for g in prange(nb2, schedule="static"):
+            ts2 = ws_trace_now_() if tr != NULL else 0
             p0 = g * B2
             p1 = min(p0 + B2, K)
             for c in range(s):
                 for p in range(p0, p1):
                     yv[c * K + perm[p]] = yu[c * K + p]
+            if tr != NULL:
+                ws_trace_part(tr, n_row_items + g, tid, tt0, ts2)
         wsesparse_barrier()
         # Phase 3: per tile column, x_j = conj(Vs_j) yv_j: dot products over the
         # contiguous rows of Vs_j (the rows the forward phase 1 reads).
-        at = threadid() % n3
-        left = n3
-        q = ws_part_take(q3, n3, &at, &left)
-        while q >= 0:
+        at, left, q, ts = tid % n3, n3, -1, 0
+        while True:
+            q = ws_part_step(q3, n3, &at, &left, tr3, tt0, q, &ts, tid)
+            if q < 0:
+                break
             j = col_items[3 * q]
             a = col_items[3 * q + 1]
             b = col_items[3 * q + 2]
@@ -329,7 +347,7 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             kc = kcol_ptr[j + 1] - k0
             # (kc == 0: dot products of length 0, the kernel writes zeros)
             _cn(V + v_off[j] + a * kc, b - a, kc, yv + k0, K, X + c0 + a, n, s, pf)
-            q = ws_part_take(q3, n3, &at, &left)
+    ws_trace_end3(tr, n_row_items + nb2 + n_col_items, tt0, n_row_items, n_row_items + nb2)
     ws_part_queues_free(q1, &one1)
     ws_part_queues_free(q3, &one3)
 

@@ -13,7 +13,9 @@
 #   same for the several-vector tiles only: TLR_NN_ZMM_TILES=0), queues (the SpMV and SpMM
 #   parts from one shared queue against a queue per thread: WS_PARTS_SHARED=1, B / A > 1
 #   where the own queues help), tlr_queues (the same for the TLR phases' work items), trace
-#   (where a 16-thread SpMV or SpMM loses against 1/16 of one thread: part_trace.py), blas (the
+#   (where a 16-thread SpMV or SpMM loses against 1/16 of one thread: part_trace.py),
+#   tlr_trace (the same for the TLR forward and adjoint, phase by phase: part_trace.py --tlr),
+#   blas (the
 #   workflows under accelerated() with BLAS on one thread against BLAS on the kernels'
 #   threads: blas_modes.py), cgbound (how far routing products can take scipy's cg, #28:
 #   cg_bound.py), or 1 for the first five; CPU_TIMEOUT
@@ -87,6 +89,8 @@ for part in $parts; do
                          --modules _tlrmvm --threads "1,$(nproc)" --rounds 5) ;;
         trace) cmd=(benchmarks/part_trace.py --sizes 16384 --densities 0.01,0.001
                     --tokens 1,8,64 --dtypes float32,float64 --calls 21) ;;
+        tlr_trace) cmd=(benchmarks/part_trace.py --tlr --grids 49x51,99x99 --vectors 1,16,64
+                        --calls 11) ;;
         blas) cmd=(benchmarks/blas_modes.py --rounds 3) ;;
         cgbound) cmd=(benchmarks/cg_bound.py) ;;
         *) echo "unknown CPU part $part"; continue ;;

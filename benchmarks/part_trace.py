@@ -20,11 +20,22 @@ Medians over the calls, in microseconds:
 - ``stolen``: the share of parts not taken by their queue's own thread (_part_queues.h;
   ``-`` in a build with one shared queue, ``WS_PARTS_SHARED=1``).
 
+With ``--tlr`` it traces TLR-MVM products instead (issue #24: on the Xeon the 9801^2
+forward with 64 vectors scaled 5.85x from 1 to 16 threads): the seismic operators of
+``wsesparse bench --tlr`` (``--grids``, nx x ny sources), forward and adjoint with
+``--vectors`` right-hand sides. A product's three phases are traced as one sweep
+(``_tlrmvm.part_trace``), and the columns are per phase: ``ph1 / ph2 / ph3``, each phase's
+time (from the last end of the phase before, or the sweep's start, to its own last end:
+barriers and waking included); ``x1`` of phases 1 and 3; ``end/mean`` of phases 1 and 3,
+from the phase's start, threads without an item counted as ending there (so 16 threads on
+10 items show it).
+
 The teams are the size asked for (the small-product rule is lifted meanwhile, as in
 ``scaling.py``). Example::
 
     python benchmarks/part_trace.py --sizes 16384 --densities 0.001,0.01 --tokens 1,8,64
     python benchmarks/part_trace.py --threads 1,8,16 --calls 31
+    python benchmarks/part_trace.py --tlr --grids 49x51,99x99 --vectors 1,16,64
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ import numpy as np
 from wsesparse import CSR, sparse_matmul
 from wsesparse import _thresholds as th
 from wsesparse._hardware import available_cores
-from wsesparse._kernels import _spmm
+from wsesparse._kernels import _spmm, _tlrmvm
 from wsesparse._timing import comma_list, thread_counts
 from wsesparse.datasets import random_csr, random_dense
 
@@ -53,18 +64,19 @@ from wsesparse.datasets import random_csr, random_dense
 WARM_CALLS = 5
 
 
-def trace_call(fn, n_parts: int) -> tuple[float, np.ndarray, int]:
-    """``(call_us, parts, joined_ns)`` of one call of ``fn`` with the part trace armed for
-    ``n_parts`` parts (``parts``: rows of thread, start and end in ns)."""
-    _spmm.part_trace_arm(n_parts)
+def trace_call(fn, n_parts: int, module=_spmm) -> tuple[float, np.ndarray, int, tuple]:
+    """``(call_us, parts, joined_ns, phases)`` of one call of ``fn`` with the part trace of
+    ``module`` (``_spmm`` or ``_tlrmvm``) armed for ``n_parts`` parts (``parts``: rows of
+    thread, start and end in ns; ``phases``: the first part of phases 2 and 3)."""
+    module.part_trace_arm(n_parts)
     t0 = time.perf_counter()
     fn()
     call = (time.perf_counter() - t0) * 1e6
-    got = _spmm.part_trace()
+    got = module.part_trace()
     if got is None:
         raise RuntimeError("the call made no traced sweep (a product that is not a CSR "
-                           "sweep, or one of more parts than armed)")
-    return call, got[0], got[1]
+                           "sweep or TLR product, or one of more parts than armed)")
+    return (call, *got)
 
 
 def summary(parts: np.ndarray, joined: int, n_threads: int) -> dict[str, float]:
@@ -82,6 +94,30 @@ def summary(parts: np.ndarray, joined: int, n_threads: int) -> dict[str, float]:
             "stolen": float((thread != owner).mean()) if n_threads > 1 else 0.0}
 
 
+def phase_summary(parts: np.ndarray, joined: int, phases: tuple[int, int],
+                  n_threads: int) -> dict[str, float]:
+    """The per-phase figures of one traced TLR product (see the module docstring; us)."""
+    out = {"sweep": joined / 1e3}
+    bounds = [0, *phases, len(parts)]
+    begin = 0.0
+    for k in range(3):
+        mine = parts[bounds[k]:bounds[k + 1]]
+        if len(mine) == 0:
+            out.update({f"ph{k + 1}": 0.0, f"busy{k + 1}": 0.0, f"end/mean{k + 1}": 1.0})
+            continue
+        last = float(mine[:, 2].max())
+        ends = np.full(n_threads, begin)
+        for t, e in zip(mine[:, 0], mine[:, 2]):
+            ends[t] = max(ends[t], e)
+        span = ends - begin
+        out.update({f"ph{k + 1}": (last - begin) / 1e3,
+                    f"busy{k + 1}": float((mine[:, 2] - mine[:, 1]).sum()) / 1e3,
+                    f"end/mean{k + 1}": float(span.max() / span.mean()) if span.mean() > 0
+                    else 1.0})
+        begin = last
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=comma_list(int), default=[16384], help="M = K values")
@@ -91,13 +127,18 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=comma_list(int), default=None,
                    help="thread counts (default: 1, 2, 4, ... and all cores)")
     p.add_argument("--calls", type=int, default=21, help="traced calls per count")
+    p.add_argument("--tlr", action="store_true", help="trace TLR-MVM products instead")
+    p.add_argument("--grids", type=comma_list(str), default=["49x51", "99x99"],
+                   help="with --tlr: seismic operators, nx x ny sources")
+    p.add_argument("--vectors", type=comma_list(int), default=[1, 16, 64],
+                   help="with --tlr: right-hand sides")
     args = p.parse_args(argv)
     counts = sorted(set(args.threads or thread_counts(available_cores())) | {1})
     if counts[0] < 1 or args.calls < 1:
         p.error("need --threads >= 1 and --calls >= 1")
     saved, th.MIN_WORK_PER_THREAD = th.MIN_WORK_PER_THREAD, 1
     try:
-        _table(args, counts)
+        (_tlr_table if args.tlr else _table)(args, counts)
     finally:
         th.MIN_WORK_PER_THREAD = saved
     return 0
@@ -123,7 +164,7 @@ def _table(args, counts: list[int]) -> None:
                 for _ in range(WARM_CALLS):
                     fn()
                 n_parts = 1 if T == 1 else T * th.PARTS_PER_THREAD
-                call, parts, joined = trace_call(fn, n_parts)
+                call, parts, joined, _ = trace_call(fn, n_parts)
                 rows[T].append(dict(summary(parts, joined, T), call=call))
         med = {T: {k: statistics.median(r[k] for r in rows[T]) for k in rows[T][0]}
                for T in counts}
@@ -134,6 +175,50 @@ def _table(args, counts: list[int]) -> None:
                   f"{m['first']:>8.1f}/{m['last']:<7.1f}{m['busy']:>9.1f}"
                   f"{m['busy'] / med[1]['busy']:>6.2f}{m['end/mean']:>9.2f}"
                   f"{stolen(m['stolen']):>8}{med[1]['call'] / m['call']:>8.2f}")
+
+
+def _grid(text: str) -> tuple[int, int]:
+    nx, _, ny = text.partition("x")
+    return int(nx), int(ny or nx)
+
+
+def _tlr_table(args, counts: list[int]) -> None:
+    from wsesparse.bench.tlr_setup import random_operand, seismic_operator
+
+    print(f"{available_cores()} cores, TLR kernels; items from "
+          f"{'one shared queue' if _tlrmvm.PARTS_SHARED else 'a queue per thread'}; "
+          f"medians of {args.calls} traced calls, us")
+    print(f"{'product':<24}{'thr':>4}{'call':>9}{'sweep':>9}{'ph1 / ph2 / ph3':>24}"
+          f"{'x1 ph1/3':>12}{'end/mean 1/3':>14}{'speedup':>8}")
+    rng = np.random.default_rng(0)
+    for grid in args.grids:
+        T = seismic_operator(*_grid(grid))[0]
+        for s, adjoint in [(s, a) for s in args.vectors for a in (False, True)]:
+            X = random_operand(rng, (T.shape[0], s), T.dtype)
+            X = X[:, 0].copy() if s == 1 else X
+            fn0 = T.rmatvec if adjoint else T.matvec
+            rows: dict[int, list] = {n: [] for n in counts}
+            for _ in range(args.calls):
+                for n in counts:
+                    def fn(n=n):
+                        return fn0(X, n_threads=n)
+                    for _ in range(WARM_CALLS):
+                        fn()
+                    n_parts = 3 * (T.shape[0] + T.shape[1])  # (more than the items)
+                    call, parts, joined, phases = trace_call(fn, n_parts, _tlrmvm)
+                    rows[n].append(dict(phase_summary(parts, joined, phases, n), call=call))
+            med = {n: {k: statistics.median(r[k] for r in rows[n]) for k in rows[n][0]}
+                   for n in counts}
+            label = f"{T.shape[0]}^2 {'adj' if adjoint else 'fwd'} s={s}"
+            for n in counts:
+                m, one = med[n], med[1]
+                x1 = [m[f"busy{k}"] / one[f"busy{k}"] if one[f"busy{k}"] else 1.0
+                      for k in (1, 3)]
+                phases_us = f"{m['ph1']:.1f} / {m['ph2']:.1f} / {m['ph3']:.1f}"
+                print(f"{label:<24}{n:>4}{m['call']:>9.1f}{m['sweep']:>9.1f}"
+                      f"{phases_us:>24}{x1[0]:>6.2f}/{x1[1]:<5.2f}"
+                      f"{m['end/mean1']:>7.2f}/{m['end/mean3']:<6.2f}"
+                      f"{one['call'] / m['call']:>8.2f}")
 
 
 def stolen(share: float) -> str:

@@ -809,13 +809,14 @@ def test_part_trace_records_each_part_of_one_sweep(n_threads, n_vectors):
     _spmm.part_trace_arm(n_parts)
     assert _spmm.part_trace() is None
     call()
-    parts, joined = _spmm.part_trace()
+    parts, joined, phases = _spmm.part_trace()
     assert parts.shape == (n_parts, 3)
+    assert phases == (n_parts, n_parts)  # (one phase)
     assert ((parts[:, 0] >= 0) & (parts[:, 0] < n_threads)).all()
     assert (parts[:, 1] >= 0).all() and (parts[:, 1] <= parts[:, 2]).all()
     assert (parts[:, 2] <= joined).all()
     call()  # (unarmed: not recorded)
-    again, joined_again = _spmm.part_trace()
+    again, joined_again, _ = _spmm.part_trace()
     np.testing.assert_array_equal(again, parts)
     assert joined_again == joined
     _spmm.part_trace_arm(n_parts - 1)  # (too few parts: the sweep takes it, records none)
@@ -838,7 +839,7 @@ def test_part_trace_times_each_thread_s_own_parts():
     for _ in range(5):
         _spmm.part_trace_arm(16)
         _spmm.csr_spmv(A.indptr, A.indices, A.data, x, np.empty(4000), bounds, 2)
-        parts, _ = _spmm.part_trace()
+        parts, _, _ = _spmm.part_trace()
         shares = []
         for t in np.unique(parts[:, 0]):
             mine = parts[parts[:, 0] == t]

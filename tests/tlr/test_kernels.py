@@ -440,3 +440,42 @@ def test_teams_smaller_than_asked_take_every_item():
     assert res.returncode == 0, res.stderr
     same = json.loads(res.stdout)
     assert len(same) == 10 and all(same), same
+
+
+@pytest.mark.parametrize("adjoint", [False, True])
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("s", [1, 5])
+def test_part_trace_records_the_three_phases(adjoint, n_threads, s):
+    """Armed, the next product records its phases as one sweep: phase 1's items, phase 2's
+    blocks of positions, phase 3's items, each taken once by a thread of the team and
+    within the call; a phase starts after the last item of the one before ends (the
+    barrier between them). Unarmed, a product leaves the trace as it was."""
+    T = _random_tlr(np.complex64, m=300, n=280, nb=40)
+    items1, items3 = T._items(n_threads, adjoint)
+    m, n = T.shape
+    K = T.perm.shape[0]
+    X = _rand(np.random.default_rng(s), (s, m if adjoint else n), np.complex64)
+
+    def call():
+        out = np.empty((s, n if adjoint else m), np.complex64)
+        (_tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat)(
+            T.U, T.V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
+            T.perm, X, out, items1, items3, n_threads, 1)
+
+    block = min(512, max(16, -(-(-(-K // (4 * n_threads))) // 16) * 16))  # (_shuffle_block)
+    n1, n2, n3 = len(items1), -(-K // block), len(items3)
+    _tlrmvm.part_trace_arm(n1 + n2 + n3)
+    assert _tlrmvm.part_trace() is None
+    call()
+    parts, joined, phases = _tlrmvm.part_trace()
+    assert parts.shape == (n1 + n2 + n3, 3) and phases == (n1, n1 + n2)
+    assert ((parts[:, 0] >= 0) & (parts[:, 0] < n_threads)).all()
+    assert (parts[:, 1] >= 0).all() and (parts[:, 1] <= parts[:, 2]).all()
+    assert (parts[:, 2] <= joined).all()
+    for a, b, c in [(0, n1, n1 + n2), (n1, n1 + n2, n1 + n2 + n3)]:
+        assert parts[a:b, 2].max() <= parts[b:c, 1].min()
+    call()
+    np.testing.assert_array_equal(_tlrmvm.part_trace()[0], parts)
+    _tlrmvm.part_trace_arm(n1 + n2 + n3 - 1)  # (too few parts: taken, nothing recorded)
+    call()
+    assert _tlrmvm.part_trace() is None
