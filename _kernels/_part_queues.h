@@ -60,6 +60,31 @@ static inline ws_part_queue *ws_part_queues(int64_t n_parts, int64_t n_threads,
     return q;
 }
 
+/* The same queues with boundaries by work instead of by count (the TLR phases, whose items
+ * differ in size): cum[p] is the work of parts 0..p (non-decreasing), and part p goes to
+ * queue floor(n (cum[p - 1] + cum[p]) / (2 cum[n_parts - 1])), the thread whose equal share
+ * of the work holds the part's middle. Queues stay by count where cum is NULL or all the work
+ * is 0; a thread whose share holds no part's middle gets an empty queue (it takes the
+ * others'). */
+static inline ws_part_queue *ws_part_queues_by_work(int64_t n_parts, int64_t n_threads,
+                                                    const int64_t *cum, ws_part_queue *one,
+                                                    int64_t *n_queues)
+{
+    ws_part_queue *q = ws_part_queues(n_parts, n_threads, one, n_queues);
+    const int64_t n = *n_queues, total = n_parts > 0 && cum != NULL ? cum[n_parts - 1] : 0;
+    int64_t k, p = 0;
+    if (n == 1 || total <= 0) return q;
+    for (k = 0; k < n; k++) {
+        q[k].next = p;
+        /* (2 total n fits: the TLR phases' work is rows x outputs, far below 2^62 / n) */
+        while (p < n_parts && (k == n - 1
+                               || ((p > 0 ? cum[p - 1] : 0) + cum[p]) * n < 2 * total * (k + 1)))
+            p++;
+        q[k].end = p;
+    }
+    return q;
+}
+
 static inline void ws_part_queues_free(ws_part_queue *q, ws_part_queue *one)
 {
     if (q != one) free(q);

@@ -51,7 +51,8 @@ cdef extern from "_omp_compat.h" nogil:
     int wsesparse_has_openmp()
     void wsesparse_barrier()
 
-from _part_queues cimport WS_PARTS_SHARED, ws_part_queue, ws_part_queues, ws_part_queues_free
+from _part_queues cimport (WS_PARTS_SHARED, ws_part_queue, ws_part_queues_by_work,
+                           ws_part_queues_free)
 from _part_trace cimport (WS_TRACE_HEAD, ws_part_step, ws_trace_arm, ws_trace_begin,
                           ws_trace_end3, ws_trace_now_, ws_trace_part, ws_trace_shift)
 
@@ -215,6 +216,46 @@ cdef inline Py_ssize_t _shuffle_block(Py_ssize_t K, int n_threads) noexcept nogi
     return 16 if b <= 0 else 512 if b > 512 else b
 
 
+cdef int64_t* _work_cum(const int64_t* items, Py_ssize_t n, const int64_t* ptr,
+                       int n_threads) noexcept nogil:
+    """The running work of a phase's items ``(tile, start, stop)``: (stop - start) times the
+    tile's other dimension, ``ptr[tile + 1] - ptr[tile]`` (at least 1), for the queues by work
+    (_part_queues.h); NULL on one thread or if malloc fails (queues by count)."""
+    cdef int64_t* cum
+    cdef int64_t acc = 0, t, d
+    cdef Py_ssize_t q
+    if n_threads <= 1 or n <= 0:
+        return NULL
+    cum = <int64_t*>malloc(n * sizeof(int64_t))
+    if cum != NULL:
+        for q in range(n):
+            t = items[3 * q]
+            d = ptr[t + 1] - ptr[t]
+            acc += (items[3 * q + 2] - items[3 * q + 1]) * (d if d > 1 else 1)
+            cum[q] = acc
+    return cum
+
+
+def queues_by_work(const int64_t[::1] cum not None, int n_threads):
+    """The queues the phases make (``ws_part_queues_by_work``, _part_queues.h) for items of
+    running work ``cum`` on ``n_threads`` threads: an (n_queues, 2) int64 array of each
+    queue's first item and one past its last (a test hook)."""
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    cdef Py_ssize_t n = cum.shape[0], k
+    cdef ws_part_queue one
+    cdef int64_t n_queues
+    cdef ws_part_queue* q = ws_part_queues_by_work(n, n_threads, &cum[0] if n else NULL, &one,
+                                                   &n_queues)
+    out = cnp.PyArray_ZEROS(2, [n_queues, 2], cnp.NPY_INT64, 0)
+    cdef int64_t[:, ::1] o = out
+    for k in range(n_queues):
+        o[k, 0] = q[k].next
+        o[k, 1] = q[k].end
+    ws_part_queues_free(q, &one)
+    return out
+
+
 cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* col_ptr, const int64_t* u_off, const int64_t* v_off,
                    const int64_t* krow_ptr, const int64_t* kcol_ptr, const int64_t* perm,
@@ -229,9 +270,14 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
     cdef ws_part_queue one1, one3
     cdef int64_t n1, n3, at, left, q, tid, ts, ts2, tt0 = 0
     # (each thread takes the items of its own queue first: the same blocks of the bases at
-    # every call, which may still be in its cache; then what is left of the others')
-    cdef ws_part_queue* q1 = ws_part_queues(n_col_items, n_threads, &one1, &n1)
-    cdef ws_part_queue* q3 = ws_part_queues(n_row_items, n_threads, &one3, &n3)
+    # every call, which may still be in its cache; then what is left of the others'. The
+    # queues split the items by work, as wrap_items cut them: wsesparse/tlr/_split.py)
+    cdef int64_t* w1 = _work_cum(col_items, n_col_items, col_ptr, n_threads)
+    cdef int64_t* w3 = _work_cum(row_items, n_row_items, krow_ptr, n_threads)
+    cdef ws_part_queue* q1 = ws_part_queues_by_work(n_col_items, n_threads, w1, &one1, &n1)
+    cdef ws_part_queue* q3 = ws_part_queues_by_work(n_row_items, n_threads, w3, &one3, &n3)
+    free(w1)
+    free(w3)
     # (NULL unless armed, _part_trace.h: phase 1's items, phase 2's blocks, phase 3's items)
     cdef int64_t* tr = ws_trace_begin(n_col_items + nb2 + n_row_items, &tt0)
     cdef int64_t* tr3 = ws_trace_shift(tr, n_col_items + nb2)
@@ -300,8 +346,12 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one3
     cdef int64_t n1, n3, at, left, q, tid, ts, ts2, tt0 = 0
-    cdef ws_part_queue* q1 = ws_part_queues(n_row_items, n_threads, &one1, &n1)
-    cdef ws_part_queue* q3 = ws_part_queues(n_col_items, n_threads, &one3, &n3)
+    cdef int64_t* w1 = _work_cum(row_items, n_row_items, row_ptr, n_threads)
+    cdef int64_t* w3 = _work_cum(col_items, n_col_items, kcol_ptr, n_threads)
+    cdef ws_part_queue* q1 = ws_part_queues_by_work(n_row_items, n_threads, w1, &one1, &n1)
+    cdef ws_part_queue* q3 = ws_part_queues_by_work(n_col_items, n_threads, w3, &one3, &n3)
+    free(w1)
+    free(w3)
     cdef int64_t* tr = ws_trace_begin(n_row_items + nb2 + n_col_items, &tt0)
     cdef int64_t* tr3 = ws_trace_shift(tr, n_row_items + nb2)
     with parallel(num_threads=n_threads):  # (one team, queues and trace, as in _forward)

@@ -90,7 +90,7 @@ for part in $parts; do
         trace) cmd=(benchmarks/part_trace.py --sizes 16384 --densities 0.01,0.001
                     --tokens 1,8,64 --dtypes float32,float64 --calls 21) ;;
         tlr_trace) cmd=(benchmarks/part_trace.py --tlr --grids 49x51,99x99 --vectors 1,16,64
-                        --calls 11) ;;
+                        --calls 11 --previous-cut) ;;
         blas) cmd=(benchmarks/blas_modes.py --rounds 3) ;;
         cgbound) cmd=(benchmarks/cg_bound.py) ;;
         *) echo "unknown CPU part $part"; continue ;;

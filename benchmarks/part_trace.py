@@ -28,14 +28,16 @@ forward with 64 vectors scaled 5.85x from 1 to 16 threads): the seismic operator
 time (from the last end of the phase before, or the sweep's start, to its own last end:
 barriers and waking included); ``x1`` of phases 1 and 3; ``end/mean`` of phases 1 and 3,
 from the phase's start, threads without an item counted as ending there (so 16 threads on
-10 items show it).
+10 items show it). ``--previous-cut`` adds rows ``fwd-prev``: the forward with the work
+items of the rule before session 50 (docs/tuning.md, "Shares of equal work"), in the same
+rounds.
 
 The teams are the size asked for (the small-product rule is lifted meanwhile, as in
 ``scaling.py``). Example::
 
     python benchmarks/part_trace.py --sizes 16384 --densities 0.001,0.01 --tokens 1,8,64
     python benchmarks/part_trace.py --threads 1,8,16 --calls 31
-    python benchmarks/part_trace.py --tlr --grids 49x51,99x99 --vectors 1,16,64
+    python benchmarks/part_trace.py --tlr --grids 49x51,99x99 --vectors 1,16,64 --previous-cut
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ def main(argv=None) -> int:
                    help="with --tlr: seismic operators, nx x ny sources")
     p.add_argument("--vectors", type=comma_list(int), default=[1, 16, 64],
                    help="with --tlr: right-hand sides")
+    p.add_argument("--previous-cut", action="store_true",
+                   help="with --tlr: also the forward with the work items of the rule before "
+                        "session 50 (rows fwd-prev)")
     args = p.parse_args(argv)
     counts = sorted(set(args.threads or thread_counts(available_cores())) | {1})
     if counts[0] < 1 or args.calls < 1:
@@ -188,37 +193,62 @@ def _tlr_table(args, counts: list[int]) -> None:
     print(f"{available_cores()} cores, TLR kernels; items from "
           f"{'one shared queue' if _tlrmvm.PARTS_SHARED else 'a queue per thread'}; "
           f"medians of {args.calls} traced calls, us")
-    print(f"{'product':<24}{'thr':>4}{'call':>9}{'sweep':>9}{'ph1 / ph2 / ph3':>24}"
+    print(f"{'product':<26}{'thr':>4}{'call':>10}{'sweep':>10}{'ph1 / ph2 / ph3':>28}"
           f"{'x1 ph1/3':>12}{'end/mean 1/3':>14}{'speedup':>8}")
     rng = np.random.default_rng(0)
+    kinds = ["fwd", "adj"] + (["fwd-prev"] if args.previous_cut else [])
     for grid in args.grids:
         T = seismic_operator(*_grid(grid))[0]
-        for s, adjoint in [(s, a) for s in args.vectors for a in (False, True)]:
+        for s in args.vectors:
             X = random_operand(rng, (T.shape[0], s), T.dtype)
             X = X[:, 0].copy() if s == 1 else X
-            fn0 = T.rmatvec if adjoint else T.matvec
-            rows: dict[int, list] = {n: [] for n in counts}
+            rows: dict[tuple, list] = {(k, n): [] for k in kinds for n in counts}
             for _ in range(args.calls):
-                for n in counts:
-                    def fn(n=n):
-                        return fn0(X, n_threads=n)
+                for kind, n in rows:  # (every kind and count in every round)
+                    _use_items(T, n, kind == "fwd-prev")
+                    f = T.rmatvec if kind == "adj" else T.matvec
+
+                    def fn(n=n, f=f):
+                        return f(X, n_threads=n)
                     for _ in range(WARM_CALLS):
                         fn()
                     n_parts = 3 * (T.shape[0] + T.shape[1])  # (more than the items)
                     call, parts, joined, phases = trace_call(fn, n_parts, _tlrmvm)
-                    rows[n].append(dict(phase_summary(parts, joined, phases, n), call=call))
-            med = {n: {k: statistics.median(r[k] for r in rows[n]) for k in rows[n][0]}
-                   for n in counts}
-            label = f"{T.shape[0]}^2 {'adj' if adjoint else 'fwd'} s={s}"
+                    rows[kind, n].append(dict(phase_summary(parts, joined, phases, n),
+                                              call=call))
             for n in counts:
-                m, one = med[n], med[1]
-                x1 = [m[f"busy{k}"] / one[f"busy{k}"] if one[f"busy{k}"] else 1.0
-                      for k in (1, 3)]
-                phases_us = f"{m['ph1']:.1f} / {m['ph2']:.1f} / {m['ph3']:.1f}"
-                print(f"{label:<24}{n:>4}{m['call']:>9.1f}{m['sweep']:>9.1f}"
-                      f"{phases_us:>24}{x1[0]:>6.2f}/{x1[1]:<5.2f}"
-                      f"{m['end/mean1']:>7.2f}/{m['end/mean3']:<6.2f}"
-                      f"{one['call'] / m['call']:>8.2f}")
+                _use_items(T, n, False)
+            for kind in kinds:
+                _print_tlr_rows(f"{T.shape[0]}^2 {kind} s={s}", rows, kind, counts)
+
+
+def _use_items(T, n: int, previous: bool) -> None:
+    """Plan T's forward on ``n`` threads with its own items, or with those of the rule
+    before session 50 (``--previous-cut``: ranges of >= 64 outputs, about PARTS per
+    thread, where whole tiles are unbalanced; docs/tuning.md, "Shares of equal work")."""
+    from wsesparse.tlr._split import FORWARD_CUT_ABOVE, tile_items
+
+    T.__dict__.pop("_plan_cache", None)
+    cache = T.__dict__.setdefault("_item_cache", {})
+    cache.pop((n, False), None)
+    if previous:
+        kc, kr = T.ranks.sum(axis=0), T.ranks.sum(axis=1)
+        w, h = np.diff(T.col_ptr), np.diff(T.row_ptr)
+        rule = dict(grain=64, cut_above=FORWARD_CUT_ABOVE)
+        cache[n, False] = (tile_items(kc, w, n, **rule), tile_items(h, kr, n, **rule))
+
+
+def _print_tlr_rows(label: str, rows: dict, kind: str, counts: list[int]) -> None:
+    med = {n: {k: statistics.median(r[k] for r in rows[kind, n]) for k in rows[kind, n][0]}
+           for n in counts}
+    one = med[1]
+    for n in counts:
+        m = med[n]
+        x1 = [m[f"busy{k}"] / one[f"busy{k}"] if one[f"busy{k}"] else 1.0 for k in (1, 3)]
+        phases_us = f"{m['ph1']:.1f} / {m['ph2']:.1f} / {m['ph3']:.1f}"
+        print(f"{label:<26}{n:>4}{m['call']:>10.1f}{m['sweep']:>10.1f}{phases_us:>28}"
+              f"{x1[0]:>6.2f}/{x1[1]:<5.2f}{m['end/mean1']:>7.2f}/{m['end/mean3']:<6.2f}"
+              f"{one['call'] / m['call']:>8.2f}")
 
 
 def stolen(share: float) -> str:

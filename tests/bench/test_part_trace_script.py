@@ -40,14 +40,15 @@ def test_bad_options(bad, capsys):
 
 def test_tlr_trace_prints_every_product_and_thread_count(capsys):
     assert part_trace.main(["--tlr", "--grids", "12", "--vectors", "1,4", "--threads", "2",
-                            "--calls", "2"]) == 0
+                            "--calls", "2", "--previous-cut"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "TLR kernels" in out[0] and out[1].split()[:4] == ["product", "thr", "call", "sweep"]
     rows = [line.split() for line in out[2:]]
     # (label of 3 words, thread count, call, sweep, ph1 / ph2 / ph3, x1 ph1/ph3, end/mean
     # ph1/ph3, speedup)
     assert [tuple(r[:4]) for r in rows] == [
-        ("144^2", d, f"s={s}", t) for s in (1, 4) for d in ("fwd", "adj") for t in "12"]
+        ("144^2", d, f"s={s}", t) for s in (1, 4) for d in ("fwd", "adj", "fwd-prev")
+        for t in "12"]
     for r in rows:
         assert len(r) == 14 and r[7] == r[9] == "/"
         call, sweep, phases = float(r[4]), float(r[5]), [float(r[i]) for i in (6, 8, 10)]

@@ -10,8 +10,9 @@ from hypothesis import given, settings, strategies as st
 
 from tlr_helpers import kernel_product
 from wsesparse import TLRMatrix
-from wsesparse.tlr._split import (FORWARD_CUT_ABOVE, FORWARD_GRAIN, GRAIN, PARTS, imbalance,
-                                   tile_items)
+from wsesparse._kernels import _tlrmvm
+from wsesparse.tlr._split import (FORWARD_CUT_ABOVE, GRAIN, PARTS, imbalance, tile_items,
+                                   wrap_items)
 
 lengths = st.lists(st.integers(0, 600), min_size=0, max_size=12)
 
@@ -53,15 +54,89 @@ def test_imbalance_of_whole_tiles():
     assert imbalance(np.zeros(3), 4) == 1.0 and imbalance(np.full(3, 2), 1) == 1.0
 
 
+@settings(max_examples=200, deadline=None)
+@given(split=lengths, data=st.data(), n_threads=st.integers(1, 64))
+def test_wrap_items_cover_every_tile_once(split, data, n_threads):
+    """The forward's items: every tile covered in order, cuts on the grain, at most one cut
+    per share end (n_threads - 1 in all), whole tiles on one thread."""
+    other = data.draw(st.lists(st.integers(0, 300), min_size=len(split), max_size=len(split)))
+    items = wrap_items(np.array(split, dtype=np.int64), np.array(other, dtype=np.int64),
+                       n_threads)
+    assert items.dtype == np.int64 and items.shape[1:] == (3,)
+    for t, d in enumerate(split):
+        mine = items[items[:, 0] == t]
+        if d == 0:
+            assert len(mine) == 0
+            continue
+        assert mine[0, 1] == 0 and mine[-1, 2] == d
+        assert (mine[1:, 1] == mine[:-1, 2]).all() and (mine[:, 2] > mine[:, 1]).all()
+        assert (mine[:-1, 2] % GRAIN == 0).all()
+    assert len(items) <= sum(d > 0 for d in split) + max(n_threads - 1, 0)
+    if n_threads == 1:
+        assert len(items) == sum(d > 0 for d in split)
+    assert (np.diff(items[:, 0]) >= 0).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(split=st.lists(st.integers(1, 600), min_size=1, max_size=12), data=st.data(),
+       n_threads=st.integers(2, 32))
+def test_wrap_shares_are_equal_work(split, data, n_threads):
+    """The kernels' queues by work (queues_by_work) give thread t the items of share t: each
+    thread's work is within two grains of rows of the mean, wherever shares are wider than
+    that; every item is in one queue, in order."""
+    other = np.array(data.draw(st.lists(st.integers(1, 300), min_size=len(split),
+                                        max_size=len(split))), dtype=np.int64)
+    split = np.array(split, dtype=np.int64)
+    items = wrap_items(split, other, n_threads)
+    work = (items[:, 2] - items[:, 1]) * other[items[:, 0]]
+    queues = _tlrmvm.queues_by_work(np.cumsum(work), n_threads)
+    assert queues.shape == (n_threads, 2) and queues[0, 0] == 0
+    assert (queues[1:, 0] == queues[:-1, 1]).all() and queues[-1, 1] == len(items)
+    mean, slack = work.sum() / n_threads, 2 * GRAIN * other.max()
+    if mean > 4 * slack:
+        shares = [work[a:b].sum() for a, b in queues]
+        assert max(abs(x - mean) for x in shares) <= slack, (shares, mean)
+
+
+def test_wrap_items_of_ten_equal_tiles():
+    """Ten tile columns of 110 outputs on 16 threads (2499^2's phase 1): whole tiles leave
+    the longest thread 1.6x the mean work, the wrap cuts 1.0x within a grain, and in 24 items
+    against the 20 + ranges of the rule before (docs/tuning.md, "Shares of equal work")."""
+    split, other = np.full(10, 110), np.full(10, 256)
+    items = wrap_items(split, other, 16)
+    work = (items[:, 2] - items[:, 1]) * 256
+    queues = _tlrmvm.queues_by_work(np.cumsum(work), 16)
+    shares = np.array([work[a:b].sum() for a, b in queues])
+    assert imbalance(np.full(10, 1), 16) == pytest.approx(1.6)
+    assert len(items) == 24 and shares.max() / shares.mean() <= 1 + GRAIN / 68.75
+    assert wrap_items(split, other, 2).shape == (10, 3)  # (the share end is a tile's end)
+
+
 def test_forward_cuts_only_where_whole_tiles_are_unbalanced():
-    """The forward items (matrix._items): whole tiles at 2 threads for ten equal tiles
-    (imbalance 1.0), ranges of FORWARD_GRAIN at 16 threads (imbalance 1.6)."""
-    split, other = np.full(10, 256), np.full(10, 111)
-    kw = dict(grain=FORWARD_GRAIN, cut_above=FORWARD_CUT_ABOVE)
-    assert len(tile_items(split, other, 2, **kw)) == 10
-    items = tile_items(split, other, 16, **kw)
-    assert len(items) > 10 and (items[:, 1] % FORWARD_GRAIN == 0).all()
-    assert imbalance(np.full(10, 1), 16) > FORWARD_CUT_ABOVE
+    """The forward items (matrix._items): whole tiles where they leave the longest thread at
+    most FORWARD_CUT_ABOVE times the mean work (ten equal tiles on 2 threads: 1.0; 39
+    tiles of 9801^2's ranks on 16: 1.23), the wrap cut above it (ten on 16: 1.6)."""
+    kw = dict(cut_above=FORWARD_CUT_ABOVE)
+    split, other = np.full(10, 110), np.full(10, 256)
+    assert len(wrap_items(split, other, 16, **kw)) == 24
+    assert len(wrap_items(np.arange(10, 50), other[:1].repeat(40), 2, **kw)) == 40
+    tiles39 = np.random.default_rng(0).integers(100, 130, 39)
+    assert imbalance(tiles39 * 256, 16) <= FORWARD_CUT_ABOVE
+    assert wrap_items(tiles39, np.full(39, 256), 16, **kw).tolist() == [
+        [t, 0, d] for t, d in enumerate(tiles39.tolist())]
+
+
+def test_queues_by_work_fall_back_to_counts():
+    cum = np.cumsum([10, 10, 10, 10]).astype(np.int64)
+    assert _tlrmvm.queues_by_work(cum, 1).tolist() == [[0, 4]]
+    assert _tlrmvm.queues_by_work(cum, 2).tolist() == [[0, 2], [2, 4]]
+    assert _tlrmvm.queues_by_work(np.cumsum([30, 5, 5]).astype(np.int64), 2).tolist() == [
+        [0, 1], [1, 3]]
+    # no work at all: by count; no items: empty queues
+    assert _tlrmvm.queues_by_work(np.zeros(4, np.int64), 3).tolist() == [[0, 1], [1, 2], [2, 4]]
+    assert _tlrmvm.queues_by_work(np.zeros(0, np.int64), 3).tolist() == [[0, 0]] * 3
+    with pytest.raises(ValueError, match="n_threads"):
+        _tlrmvm.queues_by_work(cum, 0)
 
 
 def test_matrix_items_follow_the_rules():
@@ -71,10 +146,12 @@ def test_matrix_items_follow_the_rules():
     T = TLRMatrix.from_tiles((192, 192), 64, tiles)
     fwd1, fwd3 = T._items(16, False)
     adj1, adj3 = T._items(16, True)
-    # forward ranges of 64: neither the 24 outputs of a tile column nor the 64 of a tile row
-    # can be cut; the adjoint cuts its 24 and 64 rows in ranges of 16
-    assert len(fwd1) == 3 and len(fwd3) == 3
-    assert len(adj1) == 6 and len(adj3) == 12
+    # the forward cuts where 16 equal shares end (3 tiles of 24 outputs x 64 rows: shares
+    # of 4.5 outputs, on the grain of 16: cuts at 16 in each); the adjoint cuts its 24 and 64
+    # rows in ranges of 16
+    assert fwd1.tolist() == [[0, 0, 16], [0, 16, 24], [1, 0, 16], [1, 16, 24], [2, 0, 16],
+                             [2, 16, 24]]
+    assert len(fwd3) == 3 * 4 and len(adj1) == 6 and len(adj3) == 12
     assert T._items(16, False) is T._items(16, False)  # kept per thread count
     assert T._items(1, True)[1].tolist() == [[0, 0, 64], [1, 0, 64], [2, 0, 64]]
 
@@ -102,11 +179,15 @@ def test_any_cut_gives_the_same_bits(dtype, s):
     cuts = {"whole": 1, "64 threads": 64, "one grain": 10 ** 6}
     fwd = {k: kernel_product(T, X, items=(tile_items(kc, w, c), tile_items(h, kr, c)))
            for k, c in cuts.items()}
+    for c in (3, 16):  # (the forward's own cut)
+        fwd[f"wrap {c}"] = kernel_product(T, X, items=(wrap_items(kc, w, c),
+                                                        wrap_items(h, kr, c)), n_threads=2)
     adj = {k: kernel_product(T, Y, adjoint=True,
                              items=(tile_items(kr, h, c), tile_items(w, kc, c)))
            for k, c in cuts.items()}
-    for k in cuts:
+    for k in fwd:
         assert fwd[k].tobytes() == fwd["whole"].tobytes(), k
+    for k in cuts:
         assert adj[k].tobytes() == adj["whole"].tobytes(), k
     assert len(tile_items(h, kr, 10 ** 6)) > len(h)  # the finest cut does cut
     D = T.toarray().astype(np.complex128)

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FORWARD_CUT_ABOVE", "FORWARD_GRAIN", "GRAIN", "PARTS", "imbalance", "tile_items"]
+__all__ = ["FORWARD_CUT_ABOVE", "GRAIN", "PARTS", "imbalance", "tile_items", "wrap_items"]
 
 PARTS = 4    # items per thread a phase aims for (taken by others from a slow core's queue)
 GRAIN = 16   # range boundaries fall on multiples of this many elements (whole vectors)
 # The forward kernel pays per row of an item (each range of outputs re-walks all the rows of
-# the block): cutting 2499^2's ten 256-tiles per phase into 20 + 39 ranges of >= 64 outputs
-# cost 23 % on one thread (docs/tuning.md, "TLR tiles"). So the forward cuts only where whole
-# tiles would leave the longest thread this far above the mean work, in ranges of 64.
+# the block), so the forward cuts (wrap_items) only where whole tiles would leave the longest
+# thread this far above the mean work: the 9801^2 operator's 39 tiles a phase (1.23 on 16
+# threads) took 4-7 % longer on 1-2 threads in the 54 items of the cut (docs/tuning.md,
+# "Shares of equal work").
 FORWARD_CUT_ABOVE = 1.3
-FORWARD_GRAIN = 64
 
 
 def imbalance(work: np.ndarray, n_threads: int) -> float:
@@ -86,5 +86,64 @@ def tile_items(split: np.ndarray, other: np.ndarray, n_threads: int, parts: int 
         n = 1 if not c > target else min(int(np.ceil(c / target)), -(-d // grain))
         cuts = sorted({min(d, int(round(d * k / n / grain)) * grain) for k in range(1, n)} - {0})
         bounds = [0] + [b for b in cuts if b < d] + [d]
+        rows += [(t, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
+def wrap_items(split: np.ndarray, other: np.ndarray, n_threads: int, grain: int = GRAIN,
+               cut_above: float = 1.0) -> np.ndarray:
+    """Cut the tiles, laid end to end by work, where each of ``n_threads`` equal shares ends.
+
+    McNaughton's wrap-around rule: thread t's share is the work from ``t W / T`` to
+    ``(t + 1) W / T`` of the tiles in order, so each thread gets one run of consecutive
+    items and a tile is cut at most where a share ends (at most ``n_threads - 1`` cuts in
+    all), boundaries rounded to ``grain``. The forward kernel pays per row of an item (each
+    range of outputs re-walks all the rows of its block), so it takes these few cuts rather
+    than :func:`tile_items`' ranges (docs/tuning.md, "Shares of equal work"). The kernels'
+    queues split the items by work the same way (``ws_part_queues_by_work``), so thread t
+    takes share t.
+
+    Parameters
+    ----------
+    split, other : (ntiles,) int arrays
+        As in :func:`tile_items`: the dimension cut and the other one (a tile's work is
+        ``split * max(other, 1)``); tiles of length 0 get no item.
+    n_threads : int
+        Threads of the product; with one, every tile is one item.
+    grain : int
+        Cuts fall on multiples of this; a cut that rounds to a tile's end is dropped.
+    cut_above : float
+        Cut only where whole tiles give an :func:`imbalance` above this.
+
+    Returns
+    -------
+    (n_items, 3) int64 array
+        Rows ``(tile, start, stop)``, tile by tile, covering ``[0, split[tile])``.
+
+    Examples
+    --------
+    >>> wrap_items(np.array([64, 64, 64]), np.array([10, 10, 10]), n_threads=2).tolist()
+    [[0, 0, 64], [1, 0, 32], [1, 32, 64], [2, 0, 64]]
+    >>> wrap_items(np.array([64, 0, 32]), np.array([10, 10, 10]), n_threads=1).tolist()
+    [[0, 0, 64], [2, 0, 32]]
+    """
+    split = np.asarray(split, dtype=np.int64)
+    other = np.maximum(np.asarray(other, dtype=np.int64), 1)
+    work = split * other
+    ends = np.cumsum(work)
+    total = int(ends[-1]) if len(ends) else 0
+    if n_threads > 1 and imbalance(work[split > 0], n_threads) <= cut_above:
+        n_threads = 1
+    rows = []
+    for t, (d, o, end) in enumerate(zip(split.tolist(), other.tolist(), ends.tolist())):
+        if d == 0:
+            continue
+        begin = end - d * o
+        # share ends k W / T inside this tile, in its elements, rounded to the grain
+        ks = range(begin * n_threads // total + 1, -(-end * n_threads // total)) \
+            if n_threads > 1 else ()
+        cuts = sorted({int(round((k * total / n_threads - begin) / o / grain)) * grain
+                       for k in ks} - {0})
+        bounds = [0] + [c for c in cuts if c < d] + [d]
         rows += [(t, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     return np.array(rows, dtype=np.int64).reshape(-1, 3)

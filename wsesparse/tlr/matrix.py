@@ -22,7 +22,7 @@ from wsesparse._kernels import _tlrmvm
 from wsesparse._threads import resolve_n_threads
 from wsesparse.tlr import _build, io as tlr_io
 from wsesparse.tlr._layout import ALIGN, copy_aligned, tile_bounds
-from wsesparse.tlr._split import FORWARD_CUT_ABOVE, FORWARD_GRAIN, tile_items
+from wsesparse.tlr._split import FORWARD_CUT_ABOVE, tile_items, wrap_items
 from wsesparse.tlr._validate import check_nb, check_shape, check_tol_metadata, reject_sparse
 
 __all__ = ["TLRMatrix"]
@@ -434,9 +434,11 @@ class TLRMatrix:
     def _items(self, n_threads: int, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
         """Work items of the first and last phase for ``n_threads`` (kept per count).
 
-        Forward: ranges of the kc outputs of each tile column's block, then of the h
-        outputs of each tile row's; adjoint: ranges of the kc rows of each tile row's block,
-        then of the w rows of each tile column's (wsesparse/tlr/_split.py).
+        Forward: the kc outputs of each tile column's block, then the h outputs of each tile
+        row's, cut where the threads' equal shares of the work end where whole tiles would
+        leave them unbalanced (``wrap_items``);
+        adjoint: ranges of the kc rows of each tile row's block, then of the w rows of each
+        tile column's (``tile_items``; wsesparse/tlr/_split.py).
         """
         cache = self.__dict__.setdefault("_item_cache", {})  # (absent in old pickles)
         key = (n_threads, adjoint)
@@ -447,8 +449,9 @@ class TLRMatrix:
             if adjoint:  # (cheap to cut: ranges of whole rows, dot products)
                 items = (tile_items(kr, h, n_threads), tile_items(w, kc, n_threads))
             else:
-                fwd = dict(grain=FORWARD_GRAIN, cut_above=FORWARD_CUT_ABOVE)
-                items = (tile_items(kc, w, n_threads, **fwd), tile_items(h, kr, n_threads, **fwd))
+                cut = FORWARD_CUT_ABOVE
+                items = (wrap_items(kc, w, n_threads, cut_above=cut),
+                         wrap_items(h, kr, n_threads, cut_above=cut))
             cache[key] = items
         return items
 
