@@ -6,7 +6,9 @@ leave threads idle: on 16 threads the longest thread of phase 1 of that operator
 times the mean work. The items here cut a tile's block into ranges of the dimension whose
 elements are independent sums (the outputs of a forward phase, the rows of an adjoint
 phase), so the summation of each output element, and so the bits of the product, are the
-same for every cut and thread count.
+same for every cut and thread count. The adjoint takes ``tile_items``' ranges of about equal
+work; the forward, which pays per item, ``wrap_items``' few cuts where the threads' equal
+shares of the work end.
 """
 
 from __future__ import annotations
