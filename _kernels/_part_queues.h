@@ -7,10 +7,11 @@
  * so moves every slice between cores from call to call). docs/tuning.md, "Parts that stay
  * with their thread".
  *
- * A call makes its queues (ws_part_queues), then runs ws_part_take in a loop starting at
- * queue t: in iteration t of a prange(T, schedule="static", chunksize=1), which runs on team
- * thread t at every call of a team of one size (_spmm.pyx's sweeps, through _part_trace.h's
- * ws_part_step), or on thread t = threadid() of a parallel block (_tlrmvm.pyx's phases).
+ * A call makes its queues (ws_part_queues; the TLR phases, whose items differ in size,
+ * ws_part_queues_by_work), then runs ws_part_take (through _part_trace.h's ws_part_step) in a
+ * loop starting at queue t: in iteration t of a prange(T, schedule="static", chunksize=1),
+ * which runs on team thread t at every call of a team of one size (_spmm.pyx's sweeps), or on
+ * thread t = threadid() of a parallel block (_tlrmvm.pyx's phases).
  * Parts are independent and each is taken once, so which thread takes a part never changes
  * a result.
  *
@@ -63,9 +64,9 @@ static inline ws_part_queue *ws_part_queues(int64_t n_parts, int64_t n_threads,
 /* The same queues with boundaries by work instead of by count (the TLR phases, whose items
  * differ in size): cum[p] is the work of parts 0..p (non-decreasing), and part p goes to
  * queue floor(n (cum[p - 1] + cum[p]) / (2 cum[n_parts - 1])), the thread whose equal share
- * of the work holds the part's middle. Queues stay by count where cum is NULL or all the work
- * is 0; a thread whose share holds no part's middle gets an empty queue (it takes the
- * others'). */
+ * of the work holds the part's middle (the last queue also takes parts of no work at the
+ * end). Queues stay by count where cum is NULL or all the work is 0; a thread whose share
+ * holds no part's middle gets an empty queue (it takes the others'). */
 static inline ws_part_queue *ws_part_queues_by_work(int64_t n_parts, int64_t n_threads,
                                                     const int64_t *cum, ws_part_queue *one,
                                                     int64_t *n_queues)

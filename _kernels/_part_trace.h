@@ -4,7 +4,7 @@
  * run must answer (issue #27): where a sweep on T threads loses against 1/T of one thread's
  * time. Late starts show a team waking slowly, parts that take longer than on one thread show
  * cores contending for caches or memory, threads that end late show an imbalance.
- * benchmarks/part_trace.py reads it; _spmm.pyx's part_trace_arm and part_trace.
+ * benchmarks/part_trace.py reads it through part_trace_arm and part_trace (_part_trace.pxi).
  *
  * Armed with a buffer, the next sweep (of any product, or the first panel of a product of
  * several) takes it and records itself; unarmed, a sweep pays one load. The state below is
@@ -23,7 +23,8 @@
 /* The armed buffer (NULL when unarmed). Layout: WS_TRACE_HEAD values, [0] the parts traced
  * (-1 until a sweep took it), [1] the caller's time after the team joined, [2] its capacity
  * in parts (in the buffer, so that a sweep reads the capacity of the buffer it took), [3] and
- * [4] the first part of the second and the third phase (both [0] for a sweep of one phase);
+ * [4] the first part of the second and the third phase (both the number of parts, as [0],
+ * for a sweep of one phase);
  * then 3 per part: the thread, its start and its end. */
 #define WS_TRACE_HEAD 5
 

@@ -220,11 +220,12 @@ cdef int64_t* _work_cum(const int64_t* items, Py_ssize_t n, const int64_t* ptr,
                        int n_threads) noexcept nogil:
     """The running work of a phase's items ``(tile, start, stop)``: (stop - start) times the
     tile's other dimension, ``ptr[tile + 1] - ptr[tile]`` (at least 1), for the queues by work
-    (_part_queues.h); NULL on one thread or if malloc fails (queues by count)."""
+    (_part_queues.h); NULL on one thread, with one shared queue or if malloc fails (queues by
+    count)."""
     cdef int64_t* cum
     cdef int64_t acc = 0, t, d
     cdef Py_ssize_t q
-    if n_threads <= 1 or n <= 0:
+    if n_threads <= 1 or n <= 0 or WS_PARTS_SHARED:
         return NULL
     cum = <int64_t*>malloc(n * sizeof(int64_t))
     if cum != NULL:
@@ -236,24 +237,87 @@ cdef int64_t* _work_cum(const int64_t* items, Py_ssize_t n, const int64_t* ptr,
     return cum
 
 
+cdef ws_part_queue* _phase_queues(bint adjoint, int phase, const int64_t* items, Py_ssize_t n,
+                                  const int64_t* row_ptr, const int64_t* col_ptr,
+                                  const int64_t* krow_ptr, const int64_t* kcol_ptr,
+                                  int n_threads, ws_part_queue* one,
+                                  int64_t* n_queues) noexcept nogil:
+    """The queues of phase 1 or 3's items, split by work (ws_part_queues_by_work): an item's
+    work is its range times the rows of its block, the tile's other dimension: forward phase 1
+    the tile column's width (col_ptr), phase 3 the tile row's ranks (krow_ptr); adjoint phase 1
+    the tile row's height (row_ptr), phase 3 the tile column's ranks (kcol_ptr). Each thread
+    takes the items of its own queue first: the same blocks of the bases at every call, which
+    may still be in its cache; then what is left of the others'."""
+    cdef const int64_t* ptr
+    if adjoint:
+        ptr = row_ptr if phase == 1 else kcol_ptr
+    else:
+        ptr = col_ptr if phase == 1 else krow_ptr
+    cdef int64_t* cum = _work_cum(items, n, ptr, n_threads)
+    cdef ws_part_queue* q = ws_part_queues_by_work(n, n_threads, cum, one, n_queues)
+    free(cum)
+    return q
+
+
 def queues_by_work(const int64_t[::1] cum not None, int n_threads):
-    """The queues the phases make (``ws_part_queues_by_work``, _part_queues.h) for items of
-    running work ``cum`` on ``n_threads`` threads: an (n_queues, 2) int64 array of each
-    queue's first item and one past its last (a test hook)."""
+    """The queues ``ws_part_queues_by_work`` (_part_queues.h) makes for items of running
+    work ``cum`` on ``n_threads`` threads: an (n_queues, 2) int64 array of each queue's first
+    item and one past its last (a test hook)."""
     if n_threads < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
-    cdef Py_ssize_t n = cum.shape[0], k
+    cdef Py_ssize_t n = cum.shape[0]
     cdef ws_part_queue one
     cdef int64_t n_queues
-    cdef ws_part_queue* q = ws_part_queues_by_work(n, n_threads, &cum[0] if n else NULL, &one,
-                                                   &n_queues)
+    cdef ws_part_queue* qs = ws_part_queues_by_work(n, n_threads, &cum[0] if n else NULL, &one,
+                                                    &n_queues)
+    return _queue_bounds(qs, n_queues, &one)
+
+
+cdef object _queue_bounds(ws_part_queue* qs, int64_t n_queues, ws_part_queue* one):
+    """The hooks' answer: each queue's (first, end), as an (n_queues, 2) int64 array; frees
+    the queues."""
     out = cnp.PyArray_ZEROS(2, [n_queues, 2], cnp.NPY_INT64, 0)
     cdef int64_t[:, ::1] o = out
+    cdef Py_ssize_t k
     for k in range(n_queues):
-        o[k, 0] = q[k].next
-        o[k, 1] = q[k].end
-    ws_part_queues_free(q, &one)
+        o[k, 0] = qs[k].next
+        o[k, 1] = qs[k].end
+    ws_part_queues_free(qs, one)
     return out
+
+
+def phase_queues(tuple index_arrays not None, cnp.ndarray items not None, bint adjoint,
+                 int phase, int n_threads):
+    """The queues a product makes for phase ``phase`` (1 or 3) of its ``items`` on
+    ``n_threads`` threads (``_phase_queues``; ``index_arrays`` as ``tlr_matmat`` takes them,
+    row_ptr to perm): an (n_queues, 2) int64 array of each queue's first item and one past
+    its last (a test hook)."""
+    if n_threads < 1 or phase not in (1, 3):
+        raise ValueError(f"need n_threads >= 1 and phase 1 or 3, got {n_threads}, {phase}")
+    _need_items(items, "items")
+    cdef int a
+    for a in range(6):
+        _need(<cnp.ndarray?>index_arrays[a], cnp.NPY_INT64, 1, False, _INDEX_NAMES[a])
+    cdef const int64_t* it = _i64(items)
+    cdef Py_ssize_t n = cnp.PyArray_DIM(items, 0), k
+    # (phase 1 of the forward and 3 of the adjoint run over tile columns, the others rows)
+    cdef cnp.ndarray tile_ptr = index_arrays[1 if adjoint != (phase == 1) else 0]
+    cdef int64_t n_tiles = cnp.PyArray_DIM(tile_ptr, 0) - 1
+    for k in range(n):  # (the kernels trust the plan's items; this hook checks them)
+        if not 0 <= it[3 * k] < n_tiles or not 0 <= it[3 * k + 1] <= it[3 * k + 2]:
+            raise ValueError(f"item {k} is not a (tile, start, stop) of this operator")
+    cdef ws_part_queue one
+    cdef int64_t n_queues
+    cdef ws_part_queue* qs = _phase_queues(
+        adjoint, phase, it, n, _i64(index_arrays[0]), _i64(index_arrays[1]),
+        _i64(index_arrays[4]), _i64(index_arrays[5]), n_threads, &one, &n_queues)
+    return _queue_bounds(qs, n_queues, &one)
+
+
+def shuffle_block(Py_ssize_t K, int n_threads):
+    """Positions per block of phase 2 for ``K`` positions on ``n_threads`` threads
+    (``_shuffle_block``; the trace counts phase 2 in these blocks)."""
+    return _shuffle_block(K, n_threads)
 
 
 cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
@@ -268,16 +332,12 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
     cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h, p0, p1, g
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one3
-    cdef int64_t n1, n3, at, left, q, tid, ts, ts2, tt0 = 0
-    # (each thread takes the items of its own queue first: the same blocks of the bases at
-    # every call, which may still be in its cache; then what is left of the others'. The
-    # queues split the items by work, as wrap_items cut them: wsesparse/tlr/_split.py)
-    cdef int64_t* w1 = _work_cum(col_items, n_col_items, col_ptr, n_threads)
-    cdef int64_t* w3 = _work_cum(row_items, n_row_items, krow_ptr, n_threads)
-    cdef ws_part_queue* q1 = ws_part_queues_by_work(n_col_items, n_threads, w1, &one1, &n1)
-    cdef ws_part_queue* q3 = ws_part_queues_by_work(n_row_items, n_threads, w3, &one3, &n3)
-    free(w1)
-    free(w3)
+    cdef int64_t n1, n3, at, left, q, tid = 0, ts = 0, ts2, tt0 = 0
+    # (queues by work, as wrap_items cut the items: wsesparse/tlr/_split.py)
+    cdef ws_part_queue* q1 = _phase_queues(False, 1, col_items, n_col_items, row_ptr, col_ptr,
+                                           krow_ptr, kcol_ptr, n_threads, &one1, &n1)
+    cdef ws_part_queue* q3 = _phase_queues(False, 3, row_items, n_row_items, row_ptr, col_ptr,
+                                           krow_ptr, kcol_ptr, n_threads, &one3, &n3)
     # (NULL unless armed, _part_trace.h: phase 1's items, phase 2's blocks, phase 3's items)
     cdef int64_t* tr = ws_trace_begin(n_col_items + nb2 + n_row_items, &tt0)
     cdef int64_t* tr3 = ws_trace_shift(tr, n_col_items + nb2)
@@ -345,13 +405,11 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
     cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h, p0, p1, g
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one3
-    cdef int64_t n1, n3, at, left, q, tid, ts, ts2, tt0 = 0
-    cdef int64_t* w1 = _work_cum(row_items, n_row_items, row_ptr, n_threads)
-    cdef int64_t* w3 = _work_cum(col_items, n_col_items, kcol_ptr, n_threads)
-    cdef ws_part_queue* q1 = ws_part_queues_by_work(n_row_items, n_threads, w1, &one1, &n1)
-    cdef ws_part_queue* q3 = ws_part_queues_by_work(n_col_items, n_threads, w3, &one3, &n3)
-    free(w1)
-    free(w3)
+    cdef int64_t n1, n3, at, left, q, tid = 0, ts = 0, ts2, tt0 = 0
+    cdef ws_part_queue* q1 = _phase_queues(True, 1, row_items, n_row_items, row_ptr, col_ptr,
+                                           krow_ptr, kcol_ptr, n_threads, &one1, &n1)
+    cdef ws_part_queue* q3 = _phase_queues(True, 3, col_items, n_col_items, row_ptr, col_ptr,
+                                           krow_ptr, kcol_ptr, n_threads, &one3, &n3)
     cdef int64_t* tr = ws_trace_begin(n_row_items + nb2 + n_col_items, &tt0)
     cdef int64_t* tr3 = ws_trace_shift(tr, n_row_items + nb2)
     with parallel(num_threads=n_threads):  # (one team, queues and trace, as in _forward)

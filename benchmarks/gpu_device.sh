@@ -14,9 +14,9 @@
 #   parts from one shared queue against a queue per thread: WS_PARTS_SHARED=1, B / A > 1
 #   where the own queues help), tlr_queues (the same for the TLR phases' work items), trace
 #   (where a 16-thread SpMV or SpMM loses against 1/16 of one thread: part_trace.py),
-#   tlr_trace (the same for the TLR forward and adjoint, phase by phase: part_trace.py --tlr),
-#   blas (the
-#   workflows under accelerated() with BLAS on one thread against BLAS on the kernels'
+#   tlr_trace (the same for the TLR forward and adjoint, phase by phase, and the forward with
+#   the work items of the rule before session 50: part_trace.py --tlr --previous-cut), blas
+#   (the workflows under accelerated() with BLAS on one thread against BLAS on the kernels'
 #   threads: blas_modes.py), cgbound (how far routing products can take scipy's cg, #28:
 #   cg_bound.py), or 1 for the first five; CPU_TIMEOUT
 #   bounds each. With the GPU parts off (TESTS=0 BENCH=0) it runs on any machine, e.g. as a

@@ -200,15 +200,16 @@ def _tlr_table(args, counts: list[int]) -> None:
     for grid in args.grids:
         T = seismic_operator(*_grid(grid))[0]
         for s in args.vectors:
-            X = random_operand(rng, (T.shape[0], s), T.dtype)
-            X = X[:, 0].copy() if s == 1 else X
+            # (the forward's x has T.shape[1] rows, the adjoint's T.shape[0])
+            Xs = [random_operand(rng, (m, s), T.dtype) for m in T.shape[::-1]]
+            Xs = [X[:, 0].copy() if s == 1 else X for X in Xs]
             rows: dict[tuple, list] = {(k, n): [] for k in kinds for n in counts}
             for _ in range(args.calls):
                 for kind, n in rows:  # (every kind and count in every round)
                     _use_items(T, n, kind == "fwd-prev")
-                    f = T.rmatvec if kind == "adj" else T.matvec
+                    f, X = (T.rmatvec, Xs[1]) if kind == "adj" else (T.matvec, Xs[0])
 
-                    def fn(n=n, f=f):
+                    def fn(n=n, f=f, X=X):
                         return f(X, n_threads=n)
                     for _ in range(WARM_CALLS):
                         fn()

@@ -462,13 +462,13 @@ def test_part_trace_records_the_three_phases(adjoint, n_threads, s):
             T.U, T.V, T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr,
             T.perm, X, out, items1, items3, n_threads, 1)
 
-    block = min(512, max(16, -(-(-(-K // (4 * n_threads))) // 16) * 16))  # (_shuffle_block)
-    n1, n2, n3 = len(items1), -(-K // block), len(items3)
+    n1, n2, n3 = len(items1), -(-K // _tlrmvm.shuffle_block(K, n_threads)), len(items3)
     _tlrmvm.part_trace_arm(n1 + n2 + n3)
     assert _tlrmvm.part_trace() is None
     call()
     parts, joined, phases = _tlrmvm.part_trace()
     assert parts.shape == (n1 + n2 + n3, 3) and phases == (n1, n1 + n2)
+    assert 16 <= _tlrmvm.shuffle_block(K, n_threads) <= 512
     assert ((parts[:, 0] >= 0) & (parts[:, 0] < n_threads)).all()
     assert (parts[:, 1] >= 0).all() and (parts[:, 1] <= parts[:, 2]).all()
     assert (parts[:, 2] <= joined).all()

@@ -120,10 +120,39 @@ def test_forward_cuts_only_where_whole_tiles_are_unbalanced():
     split, other = np.full(10, 110), np.full(10, 256)
     assert len(wrap_items(split, other, 16, **kw)) == 24
     assert len(wrap_items(np.arange(10, 50), other[:1].repeat(40), 2, **kw)) == 40
+    # (by work, not by length: two tiles of 100 outputs, of 300 and 10 rows, are cut)
+    assert len(wrap_items(np.array([100, 100]), np.array([300, 10]), 2, **kw)) == 3
     tiles39 = np.random.default_rng(0).integers(100, 130, 39)
     assert imbalance(tiles39 * 256, 16) <= FORWARD_CUT_ABOVE
     assert wrap_items(tiles39, np.full(39, 256), 16, **kw).tolist() == [
         [t, 0, d] for t, d in enumerate(tiles39.tolist())]
+
+
+@pytest.mark.parametrize("n_threads", [2, 3, 16])
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_phase_queues_split_by_each_phase_s_work(adjoint, n_threads):
+    """The queues a product makes (_phase_queues) split each phase's items by their work,
+    range x rows of the block: forward phase 1 x tile width, phase 3 x tile row's ranks;
+    adjoint phase 1 x tile height, phase 3 x tile column's ranks (an operator whose widths,
+    heights and ranks all differ, so a wrong dimension gives other queues)."""
+    rng = np.random.default_rng(3)
+    m, n, nb = 150, 171, 64  # (tiles of 64, 64 and 22 rows, 64, 64 and 43 columns)
+    tiles = {}
+    for i, h_i in enumerate((64, 64, 22)):
+        for j, w_j in enumerate((64, 64, 43)):
+            k = int(rng.integers(1, 20))
+            tiles[i, j] = (rng.standard_normal((h_i, k)), rng.standard_normal((w_j, k)))
+    T = TLRMatrix.from_tiles((m, n), nb, tiles)
+    kc, kr = T.ranks.sum(axis=0), T.ranks.sum(axis=1)
+    w, h = np.diff(T.col_ptr), np.diff(T.row_ptr)
+    index = (T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr, T.perm)
+    rows = {(False, 1): w, (False, 3): kr, (True, 1): h, (True, 3): kc}
+    for phase, items in zip((1, 3), T._items(n_threads, adjoint)):
+        work = (items[:, 2] - items[:, 1]) * np.maximum(rows[adjoint, phase][items[:, 0]], 1)
+        got = _tlrmvm.phase_queues(index, items, adjoint, phase, n_threads)
+        want = ([[0, len(items)]] if _tlrmvm.PARTS_SHARED
+                else _tlrmvm.queues_by_work(np.cumsum(work), n_threads).tolist())
+        assert got.tolist() == want, (phase, got.tolist(), want)
 
 
 def test_queues_by_work_fall_back_to_counts():
@@ -135,6 +164,11 @@ def test_queues_by_work_fall_back_to_counts():
     # no work at all: by count; no items: empty queues
     assert _tlrmvm.queues_by_work(np.zeros(4, np.int64), 3).tolist() == [[0, 1], [1, 2], [2, 4]]
     assert _tlrmvm.queues_by_work(np.zeros(0, np.int64), 3).tolist() == [[0, 0]] * 3
+    # an item goes to the share that holds its middle (strictly: a middle on a share's end
+    # goes to the next), and the last queue takes what is left (items of no work at the end)
+    assert _tlrmvm.queues_by_work(cum, 8).tolist() == [
+        [0, 0], [0, 1], [1, 1], [1, 2], [2, 2], [2, 3], [3, 3], [3, 4]]
+    assert _tlrmvm.queues_by_work(np.array([10, 10, 10]), 2).tolist() == [[0, 0], [0, 3]]
     with pytest.raises(ValueError, match="n_threads"):
         _tlrmvm.queues_by_work(cum, 0)
 

@@ -437,7 +437,7 @@ class TLRMatrix:
         Forward: the kc outputs of each tile column's block, then the h outputs of each tile
         row's, cut where the threads' equal shares of the work end where whole tiles would
         leave them unbalanced (``wrap_items``);
-        adjoint: ranges of the kc rows of each tile row's block, then of the w rows of each
+        adjoint: ranges of the kr rows of each tile row's block, then of the w rows of each
         tile column's (``tile_items``; wsesparse/tlr/_split.py).
         """
         cache = self.__dict__.setdefault("_item_cache", {})  # (absent in old pickles)
