@@ -24,8 +24,7 @@
  * (-1 until a sweep took it), [1] the caller's time after the team joined, [2] its capacity
  * in parts (in the buffer, so that a sweep reads the capacity of the buffer it took), [3] and
  * [4] the first part of the second and the third phase (both the number of parts, as [0],
- * for a sweep of one phase);
- * then 3 per part: the thread, its start and its end. */
+ * for a sweep of one phase); then 3 per part: the thread, its start and its end. */
 #define WS_TRACE_HEAD 5
 
 static int64_t *ws_trace_armed = NULL;

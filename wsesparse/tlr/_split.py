@@ -22,8 +22,8 @@ GRAIN = 16   # range boundaries fall on multiples of this many elements (whole v
 # The forward kernel pays per row of an item (each range of outputs re-walks all the rows of
 # the block), so the forward cuts (wrap_items) only where whole tiles would leave the longest
 # thread this far above the mean work: the 9801^2 operator's 39 tiles a phase (1.23 on 16
-# threads) took 4-7 % longer on 1-2 threads in the 54 items of the cut (docs/tuning.md,
-# "Shares of equal work").
+# threads) took 0.96-1.07x the time on 1-2 threads in the 54 items of the cut, 1.04x or more
+# in 5 of 6 cases (docs/tuning.md, "Shares of equal work").
 FORWARD_CUT_ABOVE = 1.3
 
 
