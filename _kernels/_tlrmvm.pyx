@@ -51,10 +51,10 @@ cdef extern from "_omp_compat.h" nogil:
     int wsesparse_has_openmp()
     void wsesparse_barrier()
 
-from _part_queues cimport (WS_PARTS_SHARED, ws_part_queue, ws_part_queues_by_work,
-                           ws_part_queues_free)
+from _part_queues cimport (WS_PARTS_SHARED, ws_part_queue, ws_part_queues,
+                           ws_part_queues_by_work, ws_part_queues_free)
 from _part_trace cimport (WS_TRACE_HEAD, ws_part_step, ws_trace_arm, ws_trace_begin,
-                          ws_trace_end3, ws_trace_now_, ws_trace_part, ws_trace_shift)
+                          ws_trace_end3, ws_trace_shift)
 
 # Whether each phase's work items go to the threads from one shared queue
 # (-DWS_PARTS_SHARED=1, an A/B switch) instead of a queue per thread (_part_queues.h).
@@ -205,10 +205,11 @@ cdef inline const int64_t* _i64(cnp.ndarray a) noexcept:
 
 
 cdef inline Py_ssize_t _shuffle_block(Py_ssize_t K, int n_threads) noexcept nogil:
-    """Positions per block of phase 2: about 4 blocks a thread, of whole 16s. Phase 2 used to
-    walk the positions p outermost and the s vectors innermost, each step touching s rows of
-    yu and yv K values apart (2 s pages a step); block by block, vector after vector, it
-    reads and writes runs; at most 512 positions, so that the block's perm stays in L1
+    """Positions per block of phase 2: about 4 blocks a thread (taken as phase 1's items
+    are, from a queue per thread), of whole 16s. Phase 2 used to walk the positions p
+    outermost and the s vectors innermost, each step touching s rows of yu and yv K values
+    apart (2 s pages a step); block by block, vector after vector, it reads and writes runs;
+    at most 512 positions, so that the block's perm stays in L1
     (9801^2 operator, s = 64, complex64, 2-core Zen 4, one thread: 1355 -> 1041 us;
     docs/tuning.md, "Phase 2 in blocks")."""
     cdef Py_ssize_t b = (K + 4 * n_threads - 1) // (4 * n_threads)
@@ -329,20 +330,24 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* row_items, Py_ssize_t n_row_items,
                    int n_threads, int pf) noexcept nogil:
     """Y = A X (see tlr_matmat), on the arrays' data: X (s, n), Y (s, m), yv/yu (s, K)."""
-    cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h, p0, p1, g
+    cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h, p0, p1
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
-    cdef ws_part_queue one1, one3
-    cdef int64_t n1, n3, at, left, q, tid = 0, ts = 0, ts2, tt0 = 0
-    # (queues by work, as wrap_items cut the items: wsesparse/tlr/_split.py)
+    cdef ws_part_queue one1, one2, one3
+    cdef int64_t n1, n2, n3, at, left, q, tid = 0, ts = 0, tt0 = 0
+    # (queues by work, as wrap_items cut the items: wsesparse/tlr/_split.py; phase 2's
+    # blocks, all of one size, by count: a thread that loses its core mid-phase has its
+    # blocks taken by the others, as its items in phases 1 and 3)
+    cdef ws_part_queue* q2 = ws_part_queues(nb2, n_threads, &one2, &n2)
     cdef ws_part_queue* q1 = _phase_queues(False, 1, col_items, n_col_items, row_ptr, col_ptr,
                                            krow_ptr, kcol_ptr, n_threads, &one1, &n1)
     cdef ws_part_queue* q3 = _phase_queues(False, 3, row_items, n_row_items, row_ptr, col_ptr,
                                            krow_ptr, kcol_ptr, n_threads, &one3, &n3)
     # (NULL unless armed, _part_trace.h: phase 1's items, phase 2's blocks, phase 3's items)
     cdef int64_t* tr = ws_trace_begin(n_col_items + nb2 + n_row_items, &tt0)
+    cdef int64_t* tr2 = ws_trace_shift(tr, n_col_items)
     cdef int64_t* tr3 = ws_trace_shift(tr, n_col_items + nb2)
-    # One team for the three phases: a barrier between them (prange inside parallel() is
-    # `omp for nowait`), not a fork and join each: about 1.5 us less a call on 2 threads.
+    # One team for the three phases, a barrier between them, not a fork and join each:
+    # about 1.5 us less a call on 2 threads.
     with parallel(num_threads=n_threads):
         # Phase 1: per tile column, yv_j = Vs_j.T x_j for all s vectors in one
         # pass over Vs_j (register tiles of s vectors times a chunk of a row).
@@ -363,15 +368,16 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
         wsesparse_barrier()
         # Phase 2: reshuffle from tile-column order to tile-row order, a block of
         # positions at a time, vector after vector (_shuffle_block).
-        for g in prange(nb2, schedule="static"):
-            ts2 = ws_trace_now_() if tr != NULL else 0
-            p0 = g * B2
+        at, left, q, ts = tid % n2, n2, -1, 0
+        while True:
+            q = ws_part_step(q2, n2, &at, &left, tr2, tt0, q, &ts, tid)
+            if q < 0:
+                break
+            p0 = q * B2
             p1 = min(p0 + B2, K)
             for c in range(s):
                 for p in range(p0, p1):
                     yu[c * K + p] = yv[c * K + perm[p]]
-            if tr != NULL:
-                ws_trace_part(tr, n_col_items + g, tid, tt0, ts2)
         wsesparse_barrier()
         # Phase 3: per tile row, y_i = Us_i yu_i (rows of Us_i.T, same kernel).
         at, left, q, ts = tid % n3, n3, -1, 0
@@ -390,6 +396,7 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
             _nn(U + u_off[i] + a, kc, b - a, h, yu + k0, K, Y + r0 + a, m, s, pf)
     ws_trace_end3(tr, n_col_items + nb2 + n_row_items, tt0, n_col_items, n_col_items + nb2)
     ws_part_queues_free(q1, &one1)
+    ws_part_queues_free(q2, &one2)
     ws_part_queues_free(q3, &one3)
 
 
@@ -402,15 +409,17 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    const int64_t* col_items, Py_ssize_t n_col_items,
                    int n_threads, int pf) noexcept nogil:
     """X = A^H Y (see tlr_rmatmat), on the arrays' data: Y (s, m), X (s, n), yv/yu (s, K)."""
-    cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h, p0, p1, g
+    cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h, p0, p1
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
-    cdef ws_part_queue one1, one3
-    cdef int64_t n1, n3, at, left, q, tid = 0, ts = 0, ts2, tt0 = 0
+    cdef ws_part_queue one1, one2, one3
+    cdef int64_t n1, n2, n3, at, left, q, tid = 0, ts = 0, tt0 = 0
+    cdef ws_part_queue* q2 = ws_part_queues(nb2, n_threads, &one2, &n2)
     cdef ws_part_queue* q1 = _phase_queues(True, 1, row_items, n_row_items, row_ptr, col_ptr,
                                            krow_ptr, kcol_ptr, n_threads, &one1, &n1)
     cdef ws_part_queue* q3 = _phase_queues(True, 3, col_items, n_col_items, row_ptr, col_ptr,
                                            krow_ptr, kcol_ptr, n_threads, &one3, &n3)
     cdef int64_t* tr = ws_trace_begin(n_row_items + nb2 + n_col_items, &tt0)
+    cdef int64_t* tr2 = ws_trace_shift(tr, n_row_items)
     cdef int64_t* tr3 = ws_trace_shift(tr, n_row_items + nb2)
     with parallel(num_threads=n_threads):  # (one team, queues and trace, as in _forward)
         # Phase 1: per tile row, yu_i = Us_i^H y_i: dot products over the
@@ -430,15 +439,16 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             _cn(U + u_off[i] + a * h, b - a, h, Y + r0, m, yu + k0 + a, K, s, pf)
         wsesparse_barrier()
         # Phase 2: inverse reshuffle (perm is a bijection, so no write conflicts).
-        for g in prange(nb2, schedule="static"):
-            ts2 = ws_trace_now_() if tr != NULL else 0
-            p0 = g * B2
+        at, left, q, ts = tid % n2, n2, -1, 0
+        while True:
+            q = ws_part_step(q2, n2, &at, &left, tr2, tt0, q, &ts, tid)
+            if q < 0:
+                break
+            p0 = q * B2
             p1 = min(p0 + B2, K)
             for c in range(s):
                 for p in range(p0, p1):
                     yv[c * K + perm[p]] = yu[c * K + p]
-            if tr != NULL:
-                ws_trace_part(tr, n_row_items + g, tid, tt0, ts2)
         wsesparse_barrier()
         # Phase 3: per tile column, x_j = conj(Vs_j) yv_j: dot products over the
         # contiguous rows of Vs_j (the rows the forward phase 1 reads).
@@ -457,6 +467,7 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
             _cn(V + v_off[j] + a * kc, b - a, kc, yv + k0, K, X + c0 + a, n, s, pf)
     ws_trace_end3(tr, n_row_items + nb2 + n_col_items, tt0, n_row_items, n_row_items + nb2)
     ws_part_queues_free(q1, &one1)
+    ws_part_queues_free(q2, &one2)
     ws_part_queues_free(q3, &one3)
 
 
