@@ -318,6 +318,8 @@ def phase_queues(tuple index_arrays not None, cnp.ndarray items not None, bint a
 def shuffle_block(Py_ssize_t K, int n_threads):
     """Positions per block of phase 2 for ``K`` positions on ``n_threads`` threads
     (``_shuffle_block``; the trace counts phase 2 in these blocks)."""
+    if K < 0 or n_threads < 1:  # (the C helper divides by 4 n_threads)
+        raise ValueError(f"need K >= 0 and n_threads >= 1, got {K}, {n_threads}")
     return _shuffle_block(K, n_threads)
 
 

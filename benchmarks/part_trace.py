@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                    help="thread counts (default: 1, 2, 4, ... and all cores)")
     p.add_argument("--calls", type=int, default=21, help="traced calls per count")
     p.add_argument("--tlr", action="store_true", help="trace TLR-MVM products instead")
-    p.add_argument("--grids", type=comma_list(str), default=["49x51", "99x99"],
+    p.add_argument("--grids", type=comma_list(_grid), default=[(49, 51), (99, 99)],
                    help="with --tlr: seismic operators, nx x ny sources")
     p.add_argument("--vectors", type=comma_list(int), default=[1, 16, 64],
                    help="with --tlr: right-hand sides")
@@ -183,8 +183,15 @@ def _table(args, counts: list[int]) -> None:
 
 
 def _grid(text: str) -> tuple[int, int]:
+    """``--grids``' items: ``nx x ny`` (or ``nx`` for a square grid) as two ints >= 1."""
     nx, _, ny = text.partition("x")
-    return int(nx), int(ny or nx)
+    try:
+        grid = int(nx), int(ny or nx)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a grid is NXxNY or NX, got {text!r}") from None
+    if min(grid) < 1:
+        raise argparse.ArgumentTypeError(f"a grid needs sides >= 1, got {text!r}")
+    return grid
 
 
 def _tlr_table(args, counts: list[int]) -> None:
@@ -198,7 +205,7 @@ def _tlr_table(args, counts: list[int]) -> None:
     rng = np.random.default_rng(0)
     kinds = ["fwd", "adj"] + (["fwd-prev"] if args.previous_cut else [])
     for grid in args.grids:
-        T = seismic_operator(*_grid(grid))[0]
+        T = seismic_operator(*grid)[0]
         for s in args.vectors:
             # (the forward's x has T.shape[1] rows, the adjoint's T.shape[0])
             Xs = [random_operand(rng, (m, s), T.dtype) for m in T.shape[::-1]]

@@ -30,6 +30,13 @@ def test_part_trace_script_prints_every_point_and_thread_count(capsys):
     assert th.MIN_WORK_PER_THREAD > 1
 
 
+@pytest.mark.parametrize("grids", ["9xa", "0x5", "x"])
+def test_bad_grids(grids, capsys):
+    with pytest.raises(SystemExit) as exc:
+        part_trace.main(["--tlr", "--grids", grids])
+    assert exc.value.code == 2 and "argument --grids: a grid" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("bad", [["--threads", "0"], ["--calls", "0"]])
 def test_bad_options(bad, capsys):
     with pytest.raises(SystemExit) as exc:

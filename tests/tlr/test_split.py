@@ -137,6 +137,26 @@ def test_phase_queues_split_by_each_phase_s_work(adjoint, n_threads):
         assert got.tolist() == want, (phase, got.tolist(), want)
 
 
+def test_phase_queues_and_shuffle_block_reject_bad_input():
+    T = TLRMatrix.from_tiles((20, 20), 10, {(0, 0): (np.ones((10, 2)), np.ones((10, 2)))})
+    index = (T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr, T.perm)
+    items = T._items(2, False)[0]
+    for bad in (dict(n_threads=0), dict(phase=2)):
+        with pytest.raises(ValueError, match="n_threads >= 1 and phase 1 or 3"):
+            _tlrmvm.phase_queues(index, items, False, **{"phase": 1, "n_threads": 2, **bad})
+    for wrong in (np.array([[2, 0, 5]]), np.array([[0, 5, 3]]), np.array([[-1, 0, 5]])):
+        with pytest.raises(ValueError, match="item 0 is not a"):
+            _tlrmvm.phase_queues(index, wrong.astype(np.int64), False, 1, 2)
+    with pytest.raises(ValueError, match="items"):
+        _tlrmvm.phase_queues(index, items[:, :2].copy(), False, 1, 2)
+    with pytest.raises(TypeError):  # (an index array that is not an ndarray)
+        _tlrmvm.phase_queues(index[:1] + (list(T.col_ptr),) + index[2:], items, False, 1, 2)
+    for K, n in ((-1, 2), (10, 0)):
+        with pytest.raises(ValueError, match="K >= 0 and n_threads >= 1"):
+            _tlrmvm.shuffle_block(K, n)
+    assert _tlrmvm.shuffle_block(0, 1) == 16
+
+
 def test_queues_by_work_fall_back_to_counts():
     cum = np.cumsum([10, 10, 10, 10]).astype(np.int64)
     assert _tlrmvm.queues_by_work(cum, 1).tolist() == [[0, 4]]
