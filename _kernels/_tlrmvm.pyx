@@ -158,14 +158,14 @@ cdef inline void _cn(const value_t* B, Py_ssize_t nrows, Py_ssize_t ncols,
 
 
 cdef int _need(cnp.ndarray a, int typenum, int ndim, bint out, str name) except -1:
-    """Raise unless ``a`` is a C-contiguous ``ndim``-D array of ``typenum`` (and
-    writeable if ``out``): the kernels then take its data pointer as it is. (Typed
+    """Raise unless ``a`` is a C-contiguous ``ndim``-D array of ``typenum`` in native byte
+    order (and writeable if ``out``): the kernels then take its data pointer as it is. (Typed
     memoryviews checked the same, but a fused def function with 15 of them cost about
     2 us more per call: docs/tuning.md, "TLR tiles".)"""
     if (cnp.PyArray_TYPE(a) != typenum or cnp.PyArray_NDIM(a) != ndim
-            or not cnp.PyArray_IS_C_CONTIGUOUS(a)):
+            or not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISNOTSWAPPED(a)):
         raise ValueError(f"{name} must be a C-contiguous {ndim}-D array of "
-                         f"{cnp.PyArray_DescrFromType(typenum)}")
+                         f"{cnp.PyArray_DescrFromType(typenum)} (native byte order)")
     if out and not cnp.PyArray_ISWRITEABLE(a):
         raise ValueError(f"{name} must be writeable")
     return 0
@@ -175,21 +175,31 @@ cdef tuple _INDEX_NAMES = ("row_ptr", "col_ptr", "u_off", "v_off", "krow_ptr", "
                            "perm")
 
 
-cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarray X,
-                     cnp.ndarray Y, cnp.ndarray items1, cnp.ndarray items3) except -1:
-    """The checks of both entry points; returns the value typenum."""
+cdef int _check_operator(cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
+                         cnp.ndarray items1, cnp.ndarray items3) except -1:
+    """The checks of the operator's arrays (``tlr_matmat``'s at every call, ``Plan``'s
+    once); returns the value typenum."""
     cdef int vt = cnp.PyArray_TYPE(U)
     if vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_COMPLEX64, cnp.NPY_COMPLEX128):
         raise ValueError(f"U must be float32, float64, complex64 or complex128, got {U.dtype}")
     _need(U, vt, 1, False, "U")
     _need(V, vt, 1, False, "V")
+    if len(index_arrays) != 7:
+        raise ValueError(f"need the 7 index arrays {_INDEX_NAMES}, got {len(index_arrays)}")
     cdef int q
     for q in range(7):  # (a C loop: zip(names, arrays) made Python objects for every pair)
         _need(<cnp.ndarray?>index_arrays[q], cnp.NPY_INT64, 1, False, _INDEX_NAMES[q])
-    _need(X, vt, 2, False, "the input")
-    _need(Y, vt, 2, True, "the output")
     _need_items(items1, "the first phase's items")
     _need_items(items3, "the last phase's items")
+    return vt
+
+
+cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarray X,
+                     cnp.ndarray Y, cnp.ndarray items1, cnp.ndarray items3) except -1:
+    """The checks of both entry points; returns the value typenum."""
+    cdef int vt = _check_operator(U, V, index_arrays, items1, items3)
+    _need(X, vt, 2, False, "the input")
+    _need(Y, vt, 2, True, "the output")
     return vt
 
 
@@ -238,89 +248,31 @@ cdef int64_t* _work_cum(const int64_t* items, Py_ssize_t n, const int64_t* ptr,
     return cum
 
 
-cdef ws_part_queue* _phase_queues(bint adjoint, int phase, const int64_t* items, Py_ssize_t n,
-                                  const int64_t* row_ptr, const int64_t* col_ptr,
-                                  const int64_t* krow_ptr, const int64_t* kcol_ptr,
-                                  int n_threads, ws_part_queue* one,
-                                  int64_t* n_queues) noexcept nogil:
-    """The queues of phase 1 or 3's items, split by work (ws_part_queues_by_work): an item's
-    work is its range times the rows of its block, the tile's other dimension: forward phase 1
-    the tile column's width (col_ptr), phase 3 the tile row's ranks (krow_ptr); adjoint phase 1
-    the tile row's height (row_ptr), phase 3 the tile column's ranks (kcol_ptr). Each thread
-    takes the items of its own queue first: the same blocks of the bases at every call, which
-    may still be in its cache; then what is left of the others'."""
-    cdef const int64_t* ptr
+cdef inline const int64_t* _phase_ptr(bint adjoint, int phase, const int64_t* row_ptr,
+                                     const int64_t* col_ptr, const int64_t* krow_ptr,
+                                     const int64_t* kcol_ptr) noexcept nogil:
+    """The pointers whose steps are the other dimension of phase 1 or 3's blocks: forward
+    phase 1 the tile column's width (col_ptr), phase 3 the tile row's ranks (krow_ptr);
+    adjoint phase 1 the tile row's height (row_ptr), phase 3 the tile column's ranks
+    (kcol_ptr)."""
     if adjoint:
-        ptr = row_ptr if phase == 1 else kcol_ptr
-    else:
-        ptr = col_ptr if phase == 1 else krow_ptr
-    cdef int64_t* cum = _work_cum(items, n, ptr, n_threads)
-    cdef ws_part_queue* q = ws_part_queues_by_work(n, n_threads, cum, one, n_queues)
-    free(cum)
-    return q
+        return row_ptr if phase == 1 else kcol_ptr
+    return col_ptr if phase == 1 else krow_ptr
 
 
-def queues_by_work(const int64_t[::1] cum not None, int n_threads):
-    """The queues ``ws_part_queues_by_work`` (_part_queues.h) makes for items of running
-    work ``cum`` on ``n_threads`` threads: an (n_queues, 2) int64 array of each queue's first
-    item and one past its last (a test hook)."""
-    if n_threads < 1:
-        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
-    cdef Py_ssize_t n = cum.shape[0]
-    cdef ws_part_queue one
-    cdef int64_t n_queues
-    cdef ws_part_queue* qs = ws_part_queues_by_work(n, n_threads, &cum[0] if n else NULL, &one,
-                                                    &n_queues)
-    return _queue_bounds(qs, n_queues, &one)
+cdef int64_t* _phase_cum(bint adjoint, int phase, const int64_t* items, Py_ssize_t n,
+                         const int64_t** ptrs, int n_threads) noexcept nogil:
+    """The running work of phase 1 or 3's items (``_work_cum``), for the queues by work
+    (ws_part_queues_by_work): an item's work is its range times the rows of its block
+    (``_phase_ptr``; ``ptrs`` as ``_run`` takes them). Each thread takes the items of its own
+    queue first: the same blocks of the bases at every call, which may still be in its cache;
+    then what is left of the others'. Computed once per plan (``Plan``); the caller frees
+    it."""
+    return _work_cum(items, n, _phase_ptr(adjoint, phase, ptrs[0], ptrs[1], ptrs[4], ptrs[5]),
+                     n_threads)
 
 
-cdef object _queue_bounds(ws_part_queue* qs, int64_t n_queues, ws_part_queue* one):
-    """The hooks' answer: each queue's (first, end), as an (n_queues, 2) int64 array; frees
-    the queues."""
-    out = cnp.PyArray_ZEROS(2, [n_queues, 2], cnp.NPY_INT64, 0)
-    cdef int64_t[:, ::1] o = out
-    cdef Py_ssize_t k
-    for k in range(n_queues):
-        o[k, 0] = qs[k].next
-        o[k, 1] = qs[k].end
-    ws_part_queues_free(qs, one)
-    return out
-
-
-def phase_queues(tuple index_arrays not None, cnp.ndarray items not None, bint adjoint,
-                 int phase, int n_threads):
-    """The queues a product makes for phase ``phase`` (1 or 3) of its ``items`` on
-    ``n_threads`` threads (``_phase_queues``; ``index_arrays`` as ``tlr_matmat`` takes them,
-    row_ptr to perm): an (n_queues, 2) int64 array of each queue's first item and one past
-    its last (a test hook)."""
-    if n_threads < 1 or phase not in (1, 3):
-        raise ValueError(f"need n_threads >= 1 and phase 1 or 3, got {n_threads}, {phase}")
-    _need_items(items, "items")
-    cdef int a
-    for a in range(6):
-        _need(<cnp.ndarray?>index_arrays[a], cnp.NPY_INT64, 1, False, _INDEX_NAMES[a])
-    cdef const int64_t* it = _i64(items)
-    cdef Py_ssize_t n = cnp.PyArray_DIM(items, 0), k
-    # (phase 1 of the forward and 3 of the adjoint run over tile columns, the others rows)
-    cdef cnp.ndarray tile_ptr = index_arrays[1 if adjoint != (phase == 1) else 0]
-    cdef int64_t n_tiles = cnp.PyArray_DIM(tile_ptr, 0) - 1
-    for k in range(n):  # (the kernels trust the plan's items; this hook checks them)
-        if not 0 <= it[3 * k] < n_tiles or not 0 <= it[3 * k + 1] <= it[3 * k + 2]:
-            raise ValueError(f"item {k} is not a (tile, start, stop) of this operator")
-    cdef ws_part_queue one
-    cdef int64_t n_queues
-    cdef ws_part_queue* qs = _phase_queues(
-        adjoint, phase, it, n, _i64(index_arrays[0]), _i64(index_arrays[1]),
-        _i64(index_arrays[4]), _i64(index_arrays[5]), n_threads, &one, &n_queues)
-    return _queue_bounds(qs, n_queues, &one)
-
-
-def shuffle_block(Py_ssize_t K, int n_threads):
-    """Positions per block of phase 2 for ``K`` positions on ``n_threads`` threads
-    (``_shuffle_block``; the trace counts phase 2 in these blocks)."""
-    if K < 0 or n_threads < 1:  # (the C helper divides by 4 n_threads)
-        raise ValueError(f"need K >= 0 and n_threads >= 1, got {K}, {n_threads}")
-    return _shuffle_block(K, n_threads)
+include "_tlrmvm_hooks.pxi"
 
 
 cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
@@ -330,7 +282,8 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    value_t* yv, value_t* yu, Py_ssize_t s,
                    const int64_t* col_items, Py_ssize_t n_col_items,
                    const int64_t* row_items, Py_ssize_t n_row_items,
-                   int n_threads, int pf) noexcept nogil:
+                   const int64_t* cum1, const int64_t* cum3, int n_threads,
+                   int pf) noexcept nogil:
     """Y = A X (see tlr_matmat), on the arrays' data: X (s, n), Y (s, m), yv/yu (s, K)."""
     cdef Py_ssize_t a, b, i, j, c, p, c0, w, k0, kc, r0, h, p0, p1
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
@@ -340,10 +293,8 @@ cdef void _forward(const value_t* U, const value_t* V, const int64_t* row_ptr,
     # blocks, all of one size, by count: a thread that loses its core mid-phase has its
     # blocks taken by the others, as its items in phases 1 and 3)
     cdef ws_part_queue* q2 = ws_part_queues(nb2, n_threads, &one2, &n2)
-    cdef ws_part_queue* q1 = _phase_queues(False, 1, col_items, n_col_items, row_ptr, col_ptr,
-                                           krow_ptr, kcol_ptr, n_threads, &one1, &n1)
-    cdef ws_part_queue* q3 = _phase_queues(False, 3, row_items, n_row_items, row_ptr, col_ptr,
-                                           krow_ptr, kcol_ptr, n_threads, &one3, &n3)
+    cdef ws_part_queue* q1 = ws_part_queues_by_work(n_col_items, n_threads, cum1, &one1, &n1)
+    cdef ws_part_queue* q3 = ws_part_queues_by_work(n_row_items, n_threads, cum3, &one3, &n3)
     # (NULL unless armed, _part_trace.h: phase 1's items, phase 2's blocks, phase 3's items)
     cdef int64_t* tr = ws_trace_begin(n_col_items + nb2 + n_row_items, &tt0)
     cdef int64_t* tr2 = ws_trace_shift(tr, n_col_items)
@@ -409,17 +360,16 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
                    value_t* yv, value_t* yu, Py_ssize_t s,
                    const int64_t* row_items, Py_ssize_t n_row_items,
                    const int64_t* col_items, Py_ssize_t n_col_items,
-                   int n_threads, int pf) noexcept nogil:
+                   const int64_t* cum1, const int64_t* cum3, int n_threads,
+                   int pf) noexcept nogil:
     """X = A^H Y (see tlr_rmatmat), on the arrays' data: Y (s, m), X (s, n), yv/yu (s, K)."""
     cdef Py_ssize_t a, b, i, j, c, p, c0, k0, kc, r0, h, p0, p1
     cdef Py_ssize_t B2 = _shuffle_block(K, n_threads), nb2 = (K + B2 - 1) // B2
     cdef ws_part_queue one1, one2, one3
     cdef int64_t n1, n2, n3, at, left, q, tid = 0, ts = 0, tt0 = 0
     cdef ws_part_queue* q2 = ws_part_queues(nb2, n_threads, &one2, &n2)
-    cdef ws_part_queue* q1 = _phase_queues(True, 1, row_items, n_row_items, row_ptr, col_ptr,
-                                           krow_ptr, kcol_ptr, n_threads, &one1, &n1)
-    cdef ws_part_queue* q3 = _phase_queues(True, 3, col_items, n_col_items, row_ptr, col_ptr,
-                                           krow_ptr, kcol_ptr, n_threads, &one3, &n3)
+    cdef ws_part_queue* q1 = ws_part_queues_by_work(n_row_items, n_threads, cum1, &one1, &n1)
+    cdef ws_part_queue* q3 = ws_part_queues_by_work(n_col_items, n_threads, cum3, &one3, &n3)
     cdef int64_t* tr = ws_trace_begin(n_row_items + nb2 + n_col_items, &tt0)
     cdef int64_t* tr2 = ws_trace_shift(tr, n_row_items)
     cdef int64_t* tr3 = ws_trace_shift(tr, n_row_items + nb2)
@@ -474,71 +424,88 @@ cdef void _adjoint(const value_t* U, const value_t* V, const int64_t* row_ptr,
 
 
 cdef void _product(bint adjoint, const value_t* U, const value_t* V, const int64_t** ptrs,
-                   Py_ssize_t K, const value_t* inp, Py_ssize_t n_in, value_t* outp,
-                   Py_ssize_t n_out, value_t* yv, value_t* yu, Py_ssize_t s, Py_ssize_t n1,
-                   Py_ssize_t n3, int n_threads, int pf) noexcept nogil:
+                   const int64_t* cum1, const int64_t* cum3, Py_ssize_t K, const value_t* inp,
+                   Py_ssize_t n_in, value_t* outp, Py_ssize_t n_out, value_t* yv, value_t* yu,
+                   Py_ssize_t s, Py_ssize_t n1, Py_ssize_t n3, int n_threads,
+                   int pf) noexcept nogil:
     if adjoint:
         _adjoint(U, V, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, inp,
-                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
+                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, cum1, cum3,
+                 n_threads, pf)
     else:
         _forward(U, V, ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], K, inp,
-                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, n_threads, pf)
+                 n_in, outp, n_out, yv, yu, s, ptrs[7], n1, ptrs[8], n3, cum1, cum3,
+                 n_threads, pf)
 
 
-cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
-                  cnp.ndarray inp, cnp.ndarray outp, cnp.ndarray items1,
-                  cnp.ndarray items3, int n_threads, int pf):
-    """Both entry points: the checks, the data pointers and the dispatch on the dtype.
-    ``inp`` (s, n_in) and ``outp`` (s, n_out); ``items1``/``items3`` the first and last
-    phase's work items. The two (s, K) work arrays yv, yu come from malloc (two numpy
-    arrays cost about 1 us of a 60 us call: docs/tuning.md, "The call")."""
-    cdef int vt = _check_args(U, V, index_arrays, inp, outp, items1, items3)
-    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
-        n_threads = 1
-    cdef Py_ssize_t s = cnp.PyArray_DIM(inp, 0)
-    cdef Py_ssize_t n_in = cnp.PyArray_DIM(inp, 1), n_out = cnp.PyArray_DIM(outp, 1)
-    cdef Py_ssize_t K = cnp.PyArray_DIM(index_arrays[6], 0)
-    cdef Py_ssize_t n1 = cnp.PyArray_DIM(items1, 0), n3 = cnp.PyArray_DIM(items3, 0)
-    cdef const int64_t* ptrs[9]
-    cdef void* u = cnp.PyArray_DATA(U)
-    cdef void* v = cnp.PyArray_DATA(V)
-    cdef void* x = cnp.PyArray_DATA(inp)
-    cdef void* y = cnp.PyArray_DATA(outp)
-    cdef char* owned = NULL
-    cdef Py_ssize_t itemsize = cnp.PyArray_ITEMSIZE(U)
-    cdef size_t work = 0
-    cdef int q
-    for q in range(7):   # (a C loop: enumerate over a joined tuple cost Python objects)
-        ptrs[q] = _i64(<cnp.ndarray>index_arrays[q])
-    ptrs[7] = _i64(items1)
-    ptrs[8] = _i64(items3)
+cdef int _run(bint adjoint, int vt, const void* u, const void* v, const int64_t** ptrs,
+              const int64_t* cum1, const int64_t* cum3, Py_ssize_t K, Py_ssize_t n1,
+              Py_ssize_t n3, const void* x, Py_ssize_t n_in, void* y, Py_ssize_t n_out,
+              Py_ssize_t s, int n_threads, int pf) except -1:
+    """The product on checked data: ``ptrs`` the seven index arrays then the first and last
+    phase's items (n1, n3 of them), ``cum1``/``cum3`` their running work (``_phase_cum``, or
+    NULL: queues by count), ``x`` (s, n_in), ``y`` (s, n_out). The two (s, K) work arrays yv,
+    yu come from malloc (two numpy arrays cost about 1 us of a 60 us call: docs/tuning.md,
+    "The call")."""
     if s == 0:
-        return
+        return 0
+    cdef Py_ssize_t itemsize = (4 if vt == cnp.NPY_FLOAT32 else
+                                16 if vt == cnp.NPY_COMPLEX128 else 8)
     if K and s > (PY_SSIZE_T_MAX // 2) // (K * itemsize):
         raise MemoryError(f"the two work arrays of {s} x {K} values are too large")
-    work = <size_t>(s * K * itemsize)
-    owned = <char*>malloc(2 * work if work else 1)
+    cdef size_t work = <size_t>(s * K * itemsize)
+    cdef char* owned = <char*>malloc(2 * work if work else 1)
     if owned == NULL:
         raise MemoryError(f"no memory for the two work arrays of {s} x {K} values")
     cdef void* wv = owned
     cdef void* wu = owned + work
     with nogil:
         if vt == cnp.NPY_FLOAT32:
-            _product(adjoint, <const float*>u, <const float*>v, ptrs, K, <const float*>x,
-                     n_in, <float*>y, n_out, <float*>wv, <float*>wu, s, n1, n3, n_threads, pf)
+            _product(adjoint, <const float*>u, <const float*>v, ptrs, cum1, cum3, K,
+                     <const float*>x, n_in, <float*>y, n_out, <float*>wv, <float*>wu, s, n1,
+                     n3, n_threads, pf)
         elif vt == cnp.NPY_FLOAT64:
-            _product(adjoint, <const double*>u, <const double*>v, ptrs, K, <const double*>x,
-                     n_in, <double*>y, n_out, <double*>wv, <double*>wu, s, n1, n3,
-                     n_threads, pf)
+            _product(adjoint, <const double*>u, <const double*>v, ptrs, cum1, cum3, K,
+                     <const double*>x, n_in, <double*>y, n_out, <double*>wv, <double*>wu, s,
+                     n1, n3, n_threads, pf)
         elif vt == cnp.NPY_COMPLEX64:
-            _product(adjoint, <const float complex*>u, <const float complex*>v, ptrs, K,
-                     <const float complex*>x, n_in, <float complex*>y, n_out,
+            _product(adjoint, <const float complex*>u, <const float complex*>v, ptrs, cum1,
+                     cum3, K, <const float complex*>x, n_in, <float complex*>y, n_out,
                      <float complex*>wv, <float complex*>wu, s, n1, n3, n_threads, pf)
         else:
-            _product(adjoint, <const double complex*>u, <const double complex*>v, ptrs, K,
-                     <const double complex*>x, n_in, <double complex*>y, n_out,
+            _product(adjoint, <const double complex*>u, <const double complex*>v, ptrs, cum1,
+                     cum3, K, <const double complex*>x, n_in, <double complex*>y, n_out,
                      <double complex*>wv, <double complex*>wu, s, n1, n3, n_threads, pf)
         free(owned)
+    return 0
+
+
+cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
+                  cnp.ndarray inp, cnp.ndarray outp, cnp.ndarray items1,
+                  cnp.ndarray items3, int n_threads, int pf):
+    """``tlr_matmat`` and ``tlr_rmatmat``: the checks, the data pointers and the items'
+    work of this one call. ``inp`` (s, n_in) and ``outp`` (s, n_out); ``items1``/``items3``
+    the first and last phase's work items."""
+    cdef int vt = _check_args(U, V, index_arrays, inp, outp, items1, items3)
+    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
+        n_threads = 1
+    cdef const int64_t* ptrs[9]
+    cdef int q
+    for q in range(7):   # (a C loop: enumerate over a joined tuple cost Python objects)
+        ptrs[q] = _i64(<cnp.ndarray>index_arrays[q])
+    ptrs[7] = _i64(items1)
+    ptrs[8] = _i64(items3)
+    cdef Py_ssize_t n1 = cnp.PyArray_DIM(items1, 0), n3 = cnp.PyArray_DIM(items3, 0)
+    cdef int64_t* cum1 = _phase_cum(adjoint, 1, ptrs[7], n1, ptrs, n_threads)
+    cdef int64_t* cum3 = _phase_cum(adjoint, 3, ptrs[8], n3, ptrs, n_threads)
+    try:
+        _run(adjoint, vt, cnp.PyArray_DATA(U), cnp.PyArray_DATA(V), ptrs, cum1, cum3,
+             cnp.PyArray_DIM(index_arrays[6], 0), n1, n3, cnp.PyArray_DATA(inp),
+             cnp.PyArray_DIM(inp, 1), cnp.PyArray_DATA(outp), cnp.PyArray_DIM(outp, 1),
+             cnp.PyArray_DIM(inp, 0), n_threads, pf)
+    finally:
+        free(cum1)
+        free(cum3)
 
 
 cdef int _level(int prefetch) except -1:
@@ -589,6 +556,107 @@ def tlr_rmatmat(cnp.ndarray U not None, cnp.ndarray V not None,
     """
     _call(True, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), Y, X,
           row_items, col_items, n_threads, _level(prefetch))
+
+
+cdef class Plan:
+    """``Y = A X`` (or ``X = A^H Y``) of one operator, dtype and team size, its arrays
+    checked once.
+
+    ``TLRMatrix`` keeps one per thread count, direction and dtype and calls it for every
+    product: the checks of ``tlr_matmat``, its pointers and the running work of the items
+    (``_phase_cum``) are done here once, not at every call (with :meth:`vector`, 1.2 us less
+    a call, 2-core Zen 4: docs/tuning.md, "The call").
+
+    Parameters: ``adjoint``; the bases ``U``, ``V`` and the 7 index arrays as
+    ``tlr_matmat`` takes them; the first and last phase's items; ``n_threads`` (the team
+    asked for, >= 1) and ``prefetch`` (0, 1 or 2); ``vector_bytes``: :meth:`vector` takes
+    products whose input, output and work arrays have fewer bytes than this (larger ones
+    go through the caller's allocation check). Types and layouts are checked here
+    (ValueError); offsets and items are trusted, as ``tlr_matmat`` trusts them.
+    """
+    cdef tuple _arrays          # (keeps the data alive)
+    cdef const void* _u
+    cdef const void* _v
+    cdef const int64_t* _ptrs[9]
+    cdef int64_t* _cum1
+    cdef int64_t* _cum3
+    cdef int _vt, _pf
+    cdef Py_ssize_t _K, _n1, _n3
+    cdef bint _small
+    cdef readonly bint adjoint
+    cdef readonly int n_threads
+    cdef readonly Py_ssize_t n_in, n_out
+
+    def __cinit__(self, bint adjoint, cnp.ndarray U not None, cnp.ndarray V not None,
+                  tuple index_arrays not None, cnp.ndarray items1 not None,
+                  cnp.ndarray items3 not None, int n_threads, int prefetch,
+                  Py_ssize_t vector_bytes):
+        self._vt = _check_operator(U, V, index_arrays, items1, items3)
+        self._pf = _level(prefetch)
+        if n_threads < 1:
+            raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+        cdef cnp.ndarray row_ptr = index_arrays[0], col_ptr = index_arrays[1]
+        if cnp.PyArray_DIM(row_ptr, 0) < 1 or cnp.PyArray_DIM(col_ptr, 0) < 1:
+            raise ValueError("row_ptr and col_ptr must not be empty")
+        self._arrays = (U, V, index_arrays, items1, items3)
+        self._u = cnp.PyArray_DATA(U)
+        self._v = cnp.PyArray_DATA(V)
+        cdef int q
+        for q in range(7):
+            self._ptrs[q] = _i64(<cnp.ndarray>index_arrays[q])
+        self._ptrs[7] = _i64(items1)
+        self._ptrs[8] = _i64(items3)
+        self._K = cnp.PyArray_DIM(index_arrays[6], 0)
+        self._n1 = cnp.PyArray_DIM(items1, 0)
+        self._n3 = cnp.PyArray_DIM(items3, 0)
+        cdef Py_ssize_t m = self._ptrs[0][cnp.PyArray_DIM(row_ptr, 0) - 1]
+        cdef Py_ssize_t n = self._ptrs[1][cnp.PyArray_DIM(col_ptr, 0) - 1]
+        self.adjoint = adjoint
+        self.n_threads = n_threads
+        self.n_in, self.n_out = (m, n) if adjoint else (n, m)
+        self._small = ((self.n_in + self.n_out + 2 * self._K) * cnp.PyArray_ITEMSIZE(U)
+                       < vector_bytes)
+        # (NULL on one thread, or where malloc fails: queues by count)
+        self._cum1 = _phase_cum(adjoint, 1, self._ptrs[7], self._n1, self._ptrs, n_threads)
+        self._cum3 = _phase_cum(adjoint, 3, self._ptrs[8], self._n3, self._ptrs, n_threads)
+
+    def __dealloc__(self):
+        free(self._cum1)
+        free(self._cum3)
+
+    def __call__(self, cnp.ndarray X not None, cnp.ndarray Y not None):
+        """Overwrite ``Y`` (s, n_out) with the product of ``X`` (s, n_in): C-contiguous
+        arrays of the plan's dtype, ``Y`` writeable."""
+        _need(X, self._vt, 2, False, "the input")
+        _need(Y, self._vt, 2, True, "the output")
+        cdef Py_ssize_t s = cnp.PyArray_DIM(X, 0)
+        if (cnp.PyArray_DIM(X, 1) != self.n_in or cnp.PyArray_DIM(Y, 1) != self.n_out
+                or cnp.PyArray_DIM(Y, 0) != s):
+            raise ValueError(f"need the input (s, {self.n_in}) and the output "
+                             f"(s, {self.n_out}), got {(<object>X).shape} and {(<object>Y).shape}")
+        self._product(cnp.PyArray_DATA(X), cnp.PyArray_DATA(Y), s)
+
+    def vector(self, x):
+        """The product of a 1-D ``x`` as a new 1-D array, or None where ``x`` is not a plain
+        ndarray of the plan's dtype (native byte order) and length n_in, or where the
+        product's arrays reach ``vector_bytes`` (the caller's general path then checks and
+        converts it). Any strides: a strided ``x`` is copied."""
+        if (type(x) is not cnp.ndarray or not self._small
+                or cnp.PyArray_NDIM(<cnp.ndarray>x) != 1
+                or cnp.PyArray_DIM(<cnp.ndarray>x, 0) != self.n_in
+                or cnp.PyArray_TYPE(<cnp.ndarray>x) != self._vt
+                or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>x)):
+            return None
+        cdef cnp.ndarray xc = cnp.PyArray_GETCONTIGUOUS(<cnp.ndarray>x)
+        cdef cnp.npy_intp dim = self.n_out
+        cdef cnp.ndarray y = cnp.PyArray_EMPTY(1, &dim, self._vt, 0)
+        self._product(cnp.PyArray_DATA(xc), cnp.PyArray_DATA(y), 1)
+        return y
+
+    cdef int _product(self, const void* x, void* y, Py_ssize_t s) except -1:
+        return _run(self.adjoint, self._vt, self._u, self._v, self._ptrs, self._cum1,
+                    self._cum3, self._K, self._n1, self._n3, x, self.n_in, y, self.n_out, s,
+                    self.n_threads, self._pf)
 
 
 @cython.boundscheck(False)

@@ -68,9 +68,10 @@ def test_tlr_set_times_forward_and_adjoint_through_the_b_module(capsys, monkeypa
 
 
 def test_swapped_reaches_tlr_products_planned_before(monkeypatch):
-    """A TLRMatrix keeps its kernel function in a plan: inside swapped() its products call
-    the B module all the same (before session 47 they kept calling the installed build, so
-    every --set tlr A/B compared a build with itself), and after it the installed one."""
+    """A TLRMatrix keeps the kernels' plan (made by the module's ``Plan``): inside swapped()
+    its products plan with the B module all the same (before session 47 they kept calling
+    the installed build, so every --set tlr A/B compared a build with itself), and after it
+    the installed one."""
     import types
     from wsesparse._kernels import _tlrmvm
     from wsesparse.tlr import TLRMatrix
@@ -80,20 +81,19 @@ def test_swapped_reaches_tlr_products_planned_before(monkeypatch):
     x = np.ones(300, np.float32)
     calls = []
 
-    def counted(name):
-        real = getattr(_tlrmvm, name)
-        return lambda *a, **k: calls.append(name) or real(*a, **k)
+    def plan(adjoint, *a):
+        calls.append("adjoint" if adjoint else "forward")
+        return _tlrmvm.Plan(adjoint, *a)
 
-    fake = types.SimpleNamespace(tlr_matmat=counted("tlr_matmat"),
-                                 tlr_rmatmat=counted("tlr_rmatmat"))
+    fake = types.SimpleNamespace(Plan=plan)
     monkeypatch.setattr(kernel_ab, "_TLR_OPERATORS", [T])
     want = T.matvec(x), T.rmatvec(x)                     # plans made with the installed build
     with kernel_ab.swapped({"_tlrmvm": fake}):
         got = T.matvec(x), T.rmatvec(x)
-    assert calls == ["tlr_matmat", "tlr_rmatmat"]
+    assert calls == ["forward", "adjoint"]
     np.testing.assert_array_equal(got[0], want[0])
     T.matvec(x)
-    assert calls == ["tlr_matmat", "tlr_rmatmat"]        # the installed build again
+    assert calls == ["forward", "adjoint"]               # the installed build again
 
 
 def test_swapped_replaces_only_inside_the_block():

@@ -342,6 +342,88 @@ def test_vector_fast_path_equals_the_general_path(case):
         assert (T @ x).shape == (m,) and (T.H @ y).dtype == np.dtype(dtype)
 
 
+def _plan_args(T, adjoint=False, n_threads=2, vector_bytes=1 << 30):
+    U, V = T._bases(T.dtype)
+    index = (T.row_ptr, T.col_ptr, T.u_off, T.v_off, T.krow_ptr, T.kcol_ptr, T.perm)
+    return [adjoint, U, V, index, *T._items(n_threads, adjoint), n_threads, 1, vector_bytes]
+
+
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_plan_vector_takes_only_plain_vectors_of_its_dtype_and_length(case, adjoint):
+    """``Plan.vector`` runs a 1-D product without the Python checks: anything but a plain
+    ndarray of the plan's dtype, native byte order and length gives None (the general path
+    then checks and converts it), and so does a plan whose arrays reach ``vector_bytes``;
+    a strided x gives the bits of a contiguous one."""
+    T, dense, dtype = case
+    plan = _tlrmvm.Plan(*_plan_args(T, adjoint))
+    m, n = T.shape
+    n_in, n_out = (m, n) if adjoint else (n, m)
+    assert (plan.n_in, plan.n_out, plan.adjoint, plan.n_threads) == (n_in, n_out, adjoint, 2)
+    rng = np.random.default_rng(3)
+    x2 = _rand(rng, (2 * n_in,), dtype)
+    x = x2[::2].copy()
+    y = plan.vector(x)
+    assert y.shape == (n_out,) and y.dtype == np.dtype(dtype) and y.flags.c_contiguous
+    want = (T.H @ x[:, None] if adjoint else T @ x[:, None])[:, 0]
+    assert np.array_equal(y, want)
+    assert np.array_equal(plan.vector(x2[::2]), y)                  # strided
+    other = np.complex128 if np.dtype(dtype) != np.complex128 else np.complex64
+    for bad in (x[:-1], np.append(x, x[:1]), x[:, None], x.astype(other),
+                x.astype(x.dtype.newbyteorder()), np.ma.masked_array(x), list(x), None):
+        assert plan.vector(bad) is None
+    small = _tlrmvm.Plan(*_plan_args(T, adjoint, vector_bytes=(n_in + n_out) * x.itemsize))
+    assert small.vector(x) is None                                  # (plus 2 K work values)
+    assert np.array_equal(T.H @ x.astype(x.dtype.newbyteorder()) if adjoint
+                          else T @ x.astype(x.dtype.newbyteorder()), y)  # (general path)
+
+
+def test_plan_checks_its_arrays_once_and_the_vectors_at_each_call():
+    """A Plan checks the operator's arrays when made and the input and output of each call,
+    shapes included: ValueError naming the argument, never a read out of bounds."""
+    T = _random_tlr(np.float64, m=40, n=30, nb=16)
+    args = _plan_args(T)
+    plan = _tlrmvm.Plan(*args)
+    X, Y = np.ones((3, 30)), np.empty((3, 40))
+    plan(X, Y)
+    np.testing.assert_allclose(Y, X @ T.toarray().T)
+    for a, b, match in [(np.ones((3, 29)), Y, r"need the input \(s, 30\)"),
+                        (X, np.empty((3, 41)), "and the output"),
+                        (X, np.empty((2, 40)), "and the output"),
+                        (np.ones((30, 3)).T, Y, "the input must be a C-contiguous"),
+                        (X.astype(">f8"), Y, "native byte order"),
+                        (X, np.empty((3, 40), np.float32), "the output must be")]:
+        with pytest.raises(ValueError, match=match):
+            plan(a, b)
+    for i, value, match in [(1, T.U.astype(np.float32), "V must be a C-contiguous"),
+                            (6, 0, "n_threads must be >= 1"),
+                            (7, 3, "prefetch must be 0, 1 or 2"),
+                            (4, T._items(2, False)[0][:, :2].copy(), "must have 3 columns")]:
+        bad = list(args)
+        bad[i] = value
+        with pytest.raises(ValueError, match=match):
+            _tlrmvm.Plan(*bad)
+    index = list(args[3])
+    index[0] = np.zeros(0, np.int64)
+    with pytest.raises(ValueError, match="row_ptr and col_ptr must not be empty"):
+        _tlrmvm.Plan(*args[:3], tuple(index), *args[4:])
+    with pytest.raises(ValueError, match="need the 7 index arrays"):
+        _tlrmvm.Plan(*args[:3], tuple(index[:6]), *args[4:])
+
+
+def test_vectors_beyond_the_check_size_take_the_checked_path(monkeypatch):
+    """A vector product whose arrays reach CHECK_MIN_BYTES goes through the allocation
+    check, as blocks do (the plan's vector_bytes)."""
+    T = _random_tlr(np.float32, m=40, n=30, nb=16)
+    x = np.ones(30, np.float32)
+    checked = []
+    monkeypatch.setattr(tlr_matrix, "check_allocation", lambda n, what: checked.append(n))
+    want = T @ x
+    assert checked == []
+    monkeypatch.setattr(tlr_matrix, "CHECK_MIN_BYTES", 0)
+    T.__dict__.pop("_plan_cache")
+    assert np.array_equal(T @ x, want) and len(checked) == 1
+
+
 def test_kernel_entry_points_reject_bad_arrays():
     """``tlr_matmat``/``tlr_rmatmat`` take the arrays' data pointers as they are, after
     checking types, layouts and writeability: a wrong one is a ValueError naming it, never
@@ -369,6 +451,7 @@ def test_kernel_entry_points_reject_bad_arrays():
         (dict(perm=T.perm.astype(np.int32)), "perm must be a C-contiguous 1-D array of int64"),
         (dict(X=np.ones((30, 2), np.complex64).T), "the input must be a C-contiguous 2-D"),
         (dict(X=np.ones(30, np.complex64)), "the input must be a C-contiguous 2-D"),
+        (dict(X=np.ones((2, 30), ">c8")), "the input must .*native byte order"),
         (dict(Y=read_only), "the output must be writeable"),
         (dict(first=first[:, :2].copy()), "the first phase's items must have 3 columns"),
         (dict(second=second.astype(np.float64)), "the last phase's items must be"),

@@ -340,17 +340,17 @@ class TLRMatrix:
         return self._cast_cache[dtype]
 
     def _apply(self, x, adjoint: bool, n_threads: int | None):
-        m, n = self.shape
-        n_in, n_out = (m, n) if adjoint else (n, m)
-        if (type(x) is np.ndarray and x.ndim == 1 and x.shape[0] == n_in and x.dtype == self.dtype
-                and (n_in + n_out + 2 * self._K) * x.itemsize < CHECK_MIN_BYTES):
+        if type(x) is np.ndarray and x.ndim == 1 and x.dtype == self.dtype:
             # A vector of T's dtype, what solver loops pass: none of the checks and
             # conversions below applies (3-4 us of a 15 us call on a small operator), nor
-            # _run's transposes (0.3 us of 6.1 on a 64^2 one: docs/tuning.md, "The call").
-            y = np.empty((1, n_out), dtype=self.dtype)
-            self._kernel(np.ascontiguousarray(x).reshape(1, n_in), y, adjoint, self.dtype,
-                         n_threads)
-            return y.reshape(n_out)
+            # _run's transposes; the plan takes it as it is (None: a length or size the
+            # path below checks; docs/tuning.md, "The call").
+            nt = resolve_n_threads(n_threads, self._u_size + self._v_size, idle_rule=True)
+            y = self._plan(nt, adjoint, self.dtype).vector(x)
+            if y is not None:
+                return y
+        m, n = self.shape
+        n_in, n_out = (m, n) if adjoint else (n, m)
         name = "y" if adjoint else "x"
         if x is None or np.isscalar(x):
             raise TypeError(f"{name} must be a 1-D or 2-D array, got {describe(x)}")
@@ -409,26 +409,23 @@ class TLRMatrix:
         ``dtype``."""
         nt = resolve_n_threads(n_threads, (self._u_size + self._v_size) * XT.shape[0],
                                idle_rule=True)
-        kernel, head, first, second, prefetch = self._plan(nt, adjoint, dtype)
-        # (both entry points take the input, the output and the two phases' items in order;
-        # the kernel allocates its work arrays)
-        kernel(*head, XT, YT, first, second, nt, prefetch)
+        self._plan(nt, adjoint, dtype)(XT, YT)
 
-    def _plan(self, n_threads: int, adjoint: bool, dtype: np.dtype) -> tuple:
-        """The kernel, its leading arguments (the bases of ``dtype`` and the index arrays),
-        the work items of :meth:`_items` and the prefetch level of the bases, kept per
-        thread count, direction and dtype: a call looks them up once (docs/tuning.md,
-        "The call")."""
+    def _plan(self, n_threads: int, adjoint: bool, dtype: np.dtype) -> _tlrmvm.Plan:
+        """The kernels' plan (``_tlrmvm.Plan``: the bases of ``dtype``, the index arrays,
+        the work items of :meth:`_items` and the prefetch level of the bases, checked once),
+        kept per thread count, direction and dtype (docs/tuning.md, "The call")."""
         cache = self.__dict__.setdefault("_plan_cache", {})  # (absent in old pickles)
         key = (n_threads, adjoint, dtype)
         plan = cache.get(key)
         if plan is None:
             U, V = self._bases(dtype)
-            head = (U, V, self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
-                    self.kcol_ptr, self.perm)
-            plan = cache[key] = (_tlrmvm.tlr_rmatmat if adjoint else _tlrmvm.tlr_matmat,
-                                 head, *self._items(n_threads, adjoint),
-                                 _prefetch_bases(U.nbytes + V.nbytes))
+            index = (self.row_ptr, self.col_ptr, self.u_off, self.v_off, self.krow_ptr,
+                     self.kcol_ptr, self.perm)
+            plan = cache[key] = _tlrmvm.Plan(adjoint, U, V, index,
+                                             *self._items(n_threads, adjoint), n_threads,
+                                             _prefetch_bases(U.nbytes + V.nbytes),
+                                             CHECK_MIN_BYTES)
         return plan
 
     def _items(self, n_threads: int, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
