@@ -37,6 +37,8 @@ def phase_queues(tuple index_arrays not None, cnp.ndarray items not None, bint a
     its last (a test hook)."""
     if n_threads < 1 or phase not in (1, 3):
         raise ValueError(f"need n_threads >= 1 and phase 1 or 3, got {n_threads}, {phase}")
+    if len(index_arrays) < 6:  # (read below without bounds checks)
+        raise ValueError(f"need the index arrays {_INDEX_NAMES[:6]}, got {len(index_arrays)}")
     _need_items(items, "items")
     cdef int a
     for a in range(6):

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 try:
@@ -102,7 +103,7 @@ def swapped(modules: dict):
         for name, mod in modules.items():
             if hasattr(owner, name):
                 saved.append((owner, name, getattr(owner, name)))
-                setattr(owner, name, mod)
+                setattr(owner, name, _with_plan(mod) if name == "_tlrmvm" else mod)
     _forget_tlr_plans()
     try:
         yield
@@ -110,6 +111,38 @@ def swapped(modules: dict):
         for owner, name, mod in saved:
             setattr(owner, name, mod)
         _forget_tlr_plans()
+
+
+def _with_plan(mod):
+    """A ``_tlrmvm`` build from before ``Plan`` (session 51) with one made of its
+    ``tlr_matmat``/``tlr_rmatmat``: TLRMatrix's vector path as it was then (an (1, n) view
+    in, an (1, m) array out; the kernel's checks at every call), so an A/B against an older
+    tree times what that tree ran."""
+    if hasattr(mod, "Plan"):
+        return mod
+
+    class _OldPlan:
+        def __init__(self, adjoint, U, V, index, items1, items3, n_threads, prefetch,
+                     vector_bytes):
+            self._args = (U, V, *index)
+            self._rest = (items1, items3, n_threads, prefetch)
+            self._kernel = mod.tlr_rmatmat if adjoint else mod.tlr_matmat
+            m, n = int(index[0][-1]), int(index[1][-1])
+            self._n_out = n if adjoint else m
+            self._small = (m + n + 2 * len(index[6])) * U.itemsize < vector_bytes
+
+        def __call__(self, X, Y):
+            self._kernel(*self._args, X, Y, *self._rest)
+
+        def vector(self, x):
+            if not self._small:
+                return None
+            y = np.empty((1, self._n_out), x.dtype)
+            self._kernel(*self._args, np.ascontiguousarray(x).reshape(1, -1), y, *self._rest)
+            return y.reshape(self._n_out)
+
+    return types.SimpleNamespace(Plan=_OldPlan, **{k: getattr(mod, k) for k in dir(mod)
+                                                    if not k.startswith("__")})
 
 
 def _forget_tlr_plans() -> None:

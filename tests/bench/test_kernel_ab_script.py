@@ -96,6 +96,40 @@ def test_swapped_reaches_tlr_products_planned_before(monkeypatch):
     assert calls == ["forward", "adjoint"]               # the installed build again
 
 
+def test_swapped_runs_tlr_builds_from_before_the_plan(monkeypatch):
+    """A ``_tlrmvm`` from before session 51 has no ``Plan``: swapped() runs its
+    ``tlr_matmat``/``tlr_rmatmat`` as TLRMatrix did then (``--source`` of an older tree),
+    vectors and blocks, and vectors the checked path takes stay there."""
+    import types
+    from wsesparse._kernels import _tlrmvm
+    from wsesparse.tlr import TLRMatrix
+    rng = np.random.default_rng(0)
+    T = TLRMatrix.from_dense(rng.standard_normal((300, 200)), nb=64, tol=1e-3)
+    x, y, X = np.ones(200), np.ones(300), np.ones((200, 3))
+    calls = []
+
+    def counted(name):
+        real = getattr(_tlrmvm, name)
+        return lambda *a, **k: calls.append(name) or real(*a, **k)
+
+    old = types.SimpleNamespace(tlr_matmat=counted("tlr_matmat"),
+                                tlr_rmatmat=counted("tlr_rmatmat"))
+    monkeypatch.setattr(kernel_ab, "_TLR_OPERATORS", [T])
+    want = T @ x, T.H @ y, T @ X
+    with kernel_ab.swapped({"_tlrmvm": old}):
+        got = T @ x, T.H @ y, T @ X
+        monkeypatch.setattr(kernel_ab.tlr_matrix, "CHECK_MIN_BYTES", 0)
+        T.__dict__.pop("_plan_cache")
+        checked = []
+        monkeypatch.setattr(kernel_ab.tlr_matrix, "check_allocation",
+                            lambda n, what: checked.append(n))
+        got_checked = T @ x
+    assert calls == ["tlr_matmat", "tlr_rmatmat", "tlr_matmat", "tlr_matmat"]
+    assert len(checked) == 1
+    for a, b in zip(got + (got_checked,), want + want[:1]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_swapped_replaces_only_inside_the_block():
     fake = object()
     with kernel_ab.swapped({"_spmm": fake}):

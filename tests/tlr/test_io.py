@@ -194,6 +194,28 @@ def test_pickle_of_an_older_version_still_multiplies():
     assert pickle.dumps(Q) == pickle.dumps(T)  # (the same dask key as a fresh matrix's)
 
 
+def test_pickle_from_a_host_of_the_other_byte_order():
+    """A pickle made where the bases' byte order is the other one loads with native bases
+    and dtype: the kernels read native values only (they raise on swapped ones, and
+    before session 51 a swapped x with swapped bases gave values off by 1e301)."""
+    import pickle
+    T = TLRMatrix.from_dense(seismic_slice(nx=8, ny=9), nb=24, tol=1e-3)
+    x = np.ones(T.shape[1], T.dtype)
+    want = T @ x
+    state = T.__getstate__()
+    swapped = T.dtype.newbyteorder()
+    state.update(U=T.U.astype(swapped), V=T.V.astype(swapped), dtype=swapped)
+    # (numpy's pickle may hand the arrays back native; the dtype stays as it was pickled)
+    for given in (state, pickle.loads(pickle.dumps(state))):
+        Q = TLRMatrix.__new__(TLRMatrix)
+        Q.__setstate__(dict(given))
+        assert Q.dtype == T.dtype and Q.dtype.isnative
+        for a in (Q.U, Q.V):
+            assert a.dtype == T.dtype and a.flags.c_contiguous and a.ctypes.data % 64 == 0
+        np.testing.assert_array_equal(Q @ x, want)
+        np.testing.assert_array_equal(Q @ x.astype(swapped), want)
+
+
 def test_load_from_a_pipe(T):
     """save writes to a pipe; load of its read end said the intact file was "not a TLRMatrix
     file written by TLRMatrix.save" (numpy reads an .npz archive by seeking)."""

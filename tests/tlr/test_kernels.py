@@ -371,8 +371,10 @@ def test_plan_vector_takes_only_plain_vectors_of_its_dtype_and_length(case, adjo
     for bad in (x[:-1], np.append(x, x[:1]), x[:, None], x.astype(other),
                 x.astype(x.dtype.newbyteorder()), np.ma.masked_array(x), list(x), None):
         assert plan.vector(bad) is None
-    small = _tlrmvm.Plan(*_plan_args(T, adjoint, vector_bytes=(n_in + n_out) * x.itemsize))
-    assert small.vector(x) is None                                  # (plus 2 K work values)
+    limit = (n_in + n_out + 2 * T._K) * x.itemsize   # (input, output, two work arrays)
+    assert T._K > 0 and _tlrmvm.Plan(*_plan_args(T, adjoint, vector_bytes=limit)).vector(x) is None
+    assert np.array_equal(_tlrmvm.Plan(*_plan_args(T, adjoint, vector_bytes=limit + 1)).vector(x),
+                          y)
     assert np.array_equal(T.H @ x.astype(x.dtype.newbyteorder()) if adjoint
                           else T @ x.astype(x.dtype.newbyteorder()), y)  # (general path)
 
@@ -408,6 +410,40 @@ def test_plan_checks_its_arrays_once_and_the_vectors_at_each_call():
         _tlrmvm.Plan(*args[:3], tuple(index), *args[4:])
     with pytest.raises(ValueError, match="need the 7 index arrays"):
         _tlrmvm.Plan(*args[:3], tuple(index[:6]), *args[4:])
+
+
+def test_plan_keeps_its_arrays_alive():
+    """A Plan made of arrays nobody else holds keeps them: products after they are dropped
+    and the heap reused give the same bits."""
+    import gc
+
+    T = _random_tlr(np.complex128, m=90, n=70, nb=16)
+    x = _rand(np.random.default_rng(1), (70,), np.complex128)
+    want = T @ x
+    args = _plan_args(T)
+    args[1:6] = [args[1].copy(), args[2].copy(), tuple(a.copy() for a in args[3]),
+                 args[4].copy(), args[5].copy()]
+    plan = _tlrmvm.Plan(*args)
+    del args
+    gc.collect()
+    junk = [np.full(n, np.nan) for n in range(1, 3000, 7)]   # (reuses freed memory)
+    assert np.array_equal(plan.vector(x), want) and len(junk) > 0
+
+
+def test_vector_of_wrong_length_is_a_shape_error_before_n_threads():
+    """The vector path checks the length before the thread count: a wrong one gets the
+    shape error, as every other input does, whatever ``n_threads`` is."""
+    T = _random_tlr(np.float64, m=40, n=30, nb=16)
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="x needs 30 rows"):
+            T.matvec(np.ones(31), n_threads=bad)
+        with pytest.raises(ValueError, match="y needs 40 rows"):
+            T.rmatvec(np.ones(30), n_threads=bad)
+
+
+def test_phase_queues_hook_rejects_a_short_index_tuple():
+    with pytest.raises(ValueError, match="need the index arrays"):
+        _tlrmvm.phase_queues((np.zeros(3, np.int64),), np.zeros((0, 3), np.int64), False, 1, 2)
 
 
 def test_vectors_beyond_the_check_size_take_the_checked_path(monkeypatch):

@@ -313,8 +313,12 @@ class TLRMatrix:
         self.ranks.setflags(write=False)
         for name in ("U", "V"):
             a = getattr(self, name)
+            if not a.dtype.isnative:  # (a pickle from a host of the other byte order)
+                a = a.astype(a.dtype.newbyteorder("="))
             if not (a.flags.c_contiguous and a.ctypes.data % ALIGN == 0):
-                setattr(self, name, copy_aligned(a))
+                a = copy_aligned(a)
+            setattr(self, name, a)
+        self.dtype = self.U.dtype  # (native, as the kernels read it)
 
     # --------------------------------------------------------------- products
     @property
@@ -340,11 +344,13 @@ class TLRMatrix:
         return self._cast_cache[dtype]
 
     def _apply(self, x, adjoint: bool, n_threads: int | None):
-        if type(x) is np.ndarray and x.ndim == 1 and x.dtype == self.dtype:
+        if (type(x) is np.ndarray and x.ndim == 1 and x.dtype == self.dtype
+                and x.shape[0] == self.shape[0 if adjoint else 1]):
             # A vector of T's dtype, what solver loops pass: none of the checks and
             # conversions below applies (3-4 us of a 15 us call on a small operator), nor
-            # _run's transposes; the plan takes it as it is (None: a length or size the
-            # path below checks; docs/tuning.md, "The call").
+            # _run's transposes; the plan takes it as it is (None: a size the path below
+            # checks; docs/tuning.md, "The call"). (The length first: a wrong one is the
+            # path below's shape error, whatever n_threads is.)
             nt = resolve_n_threads(n_threads, self._u_size + self._v_size, idle_rule=True)
             y = self._plan(nt, adjoint, self.dtype).vector(x)
             if y is not None:
