@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 from tlr_helpers import kernel_product
 from wsesparse import TLRMatrix
 from wsesparse._kernels import _tlrmvm
-from wsesparse.tlr._split import (FORWARD_CUT_ABOVE, GRAIN, PARTS, imbalance, tile_items,
-                                   wrap_items)
+from wsesparse.tlr._split import (FORWARD_CUT_ABOVE, GRAIN, PARTS, imbalance, queues_by_work,
+                                   tile_items, wrap_items)
 
 lengths = st.lists(st.integers(0, 600), min_size=0, max_size=12)
 
@@ -63,9 +63,10 @@ def test_imbalance_of_whole_tiles():
 @given(split=st.lists(st.integers(1, 600), min_size=1, max_size=12), data=st.data(),
        n_threads=st.integers(2, 32))
 def test_wrap_shares_are_equal_work(split, data, n_threads):
-    """The kernels' queues by work (queues_by_work) give thread t the items of share t: each
-    thread's work is within two grains of rows of the mean, wherever shares are wider than
-    that; every item is in one queue, in order."""
+    """The kernels' queues by work (queues_by_work) give thread t the items of share t: where
+    shares are wider than two grains of rows, the queues run the items (imbalance) with the
+    longest thread within that of the mean, and where the wrap cut, each share is; every
+    item is in one queue, in order."""
     other = np.array(data.draw(st.lists(st.integers(1, 300), min_size=len(split),
                                         max_size=len(split))), dtype=np.int64)
     split = np.array(split, dtype=np.int64)
@@ -76,8 +77,37 @@ def test_wrap_shares_are_equal_work(split, data, n_threads):
     assert (queues[1:, 0] == queues[:-1, 1]).all() and queues[-1, 1] == len(items)
     mean, slack = work.sum() / n_threads, 2 * GRAIN * other.max()
     if mean > 4 * slack:
-        shares = [work[a:b].sum() for a, b in queues]
-        assert max(abs(x - mean) for x in shares) <= slack, (shares, mean)
+        assert imbalance(work, n_threads) * mean <= mean + slack
+        if len(items) > (split > 0).sum():  # (cut: whole tiles ran above the mean)
+            shares = [work[a:b].sum() for a, b in queues]
+            assert max(abs(x - mean) for x in shares) <= slack, (shares, mean)
+
+
+def test_wrap_cuts_tiles_that_the_queues_run_unbalanced():
+    """Hypothesis's example: whole tiles a largest-first schedule packs evenly (257 | 192 +
+    49 + 16) but the kernels' queues, which run them in order, do not (322 | 192): the wrap
+    cuts them, into shares of 257 each."""
+    split, other = np.array([1] * 8 + [49, 257, 192]), np.array([2] * 8 + [1, 1, 1])
+    work = split * other
+    assert imbalance(work, 2) == pytest.approx(322 / 257)
+    items = wrap_items(split, other, 2)
+    iw = (items[:, 2] - items[:, 1]) * other[items[:, 0]]
+    assert [int(iw[a:b].sum()) for a, b in queues_by_work(iw, 2)] == [257, 257]
+
+
+@settings(max_examples=300, deadline=None)
+@given(work=st.lists(st.integers(0, 1000), max_size=40), n_threads=st.integers(1, 40))
+def test_queues_by_work_mirror_the_kernels(work, n_threads):
+    """_split's queues (what imbalance simulates) are the kernels' (ws_part_queues_by_work);
+    the simulated longest thread is at least the mean and at most the largest queue."""
+    work = np.array(work, dtype=np.int64)
+    queues = queues_by_work(work, n_threads)
+    assert np.array_equal(np.array(queues, dtype=np.int64).reshape(-1, 2),
+                          _tlrmvm.queues_by_work(np.cumsum(work), n_threads))
+    r = imbalance(work, n_threads)
+    if n_threads > 1 and work.sum() > 0:
+        mean = work.sum() / n_threads
+        assert 1.0 - 1e-12 <= r <= max(work[a:b].sum() for a, b in queues) / mean + 1e-12
 
 
 def test_wrap_items_of_ten_equal_tiles():
@@ -97,7 +127,7 @@ def test_wrap_items_of_ten_equal_tiles():
 def test_forward_cuts_only_where_whole_tiles_are_unbalanced():
     """The forward items (matrix._items): whole tiles where they leave the longest thread at
     most FORWARD_CUT_ABOVE times the mean work (ten equal tiles on 2 threads: 1.0; 39
-    tiles of 9801^2's ranks on 16: 1.23), the wrap cut above it (ten on 16: 1.6)."""
+    tiles of 9801^2's ranks on 16: 1.24), the wrap cut above it (ten on 16: 1.6)."""
     kw = dict(cut_above=FORWARD_CUT_ABOVE)
     split, other = np.full(10, 110), np.full(10, 256)
     assert len(wrap_items(split, other, 16, **kw)) == 24

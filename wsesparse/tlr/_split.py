@@ -13,38 +13,86 @@ shares of the work end.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
-__all__ = ["FORWARD_CUT_ABOVE", "GRAIN", "PARTS", "imbalance", "tile_items", "wrap_items"]
+__all__ = ["FORWARD_CUT_ABOVE", "GRAIN", "PARTS", "imbalance", "queues_by_work", "tile_items",
+           "wrap_items"]
 
 PARTS = 4    # items per thread a phase aims for (taken by others from a slow core's queue)
 GRAIN = 16   # range boundaries fall on multiples of this many elements (whole vectors)
 # The forward kernel pays per row of an item (each range of outputs re-walks all the rows of
 # the block), so the forward cuts (wrap_items) only where whole tiles would leave the longest
-# thread this far above the mean work: the 9801^2 operator's 39 tiles a phase (1.23 on 16
+# thread this far above the mean work: the 9801^2 operator's 39 tiles a phase (1.24 on 16
 # threads) took 0.96-1.07x the time on 1-2 threads in the 54 items of the cut, 1.04x or more
 # in 5 of 6 cases (docs/tuning.md, "Shares of equal work").
 FORWARD_CUT_ABOVE = 1.3
 
 
+def queues_by_work(work: np.ndarray, n_threads: int) -> list[tuple[int, int]]:
+    """The kernels' queues of items of ``work`` in order (``ws_part_queues_by_work``,
+    _kernels/_part_queues.h): item p goes to the thread whose equal share of the total holds
+    the item's middle (by count where there is no work); ``(first, end)`` per thread.
+
+    Examples
+    --------
+    >>> queues_by_work(np.array([3, 3, 2, 2]), 2)
+    [(0, 2), (2, 4)]
+    """
+    n_parts, n = len(work), max(int(n_threads), 1)
+    cum = np.cumsum(np.asarray(work, dtype=np.int64)).tolist()
+    total = cum[-1] if n_parts else 0
+    if n == 1 or total <= 0:
+        return [(n_parts * k // n, n_parts * (k + 1) // n) for k in range(n)]
+    queues, p = [], 0
+    for k in range(n):
+        first = p
+        while p < n_parts and (k == n - 1
+                               or ((cum[p - 1] if p else 0) + cum[p]) * n < 2 * total * (k + 1)):
+            p += 1
+        queues.append((first, p))
+    return queues
+
+
 def imbalance(work: np.ndarray, n_threads: int) -> float:
-    """Longest thread's work over the mean when whole tiles go, largest first, to the least
-    loaded thread (a dynamic schedule at best); 1.0 for no work.
+    """Longest thread's work over the mean when the kernels' queues (:func:`queues_by_work`)
+    run these items, threads at one speed: each takes its own queue's items in order, then
+    what is left of the others' queues, the next queue first (``ws_part_take``); 1.0 for no
+    work. (A largest-first schedule over-rated items in order: ``[1] * 8 + [49, 257, 192]``
+    on 2 threads runs as 322 against 192, not the 257 each that it counted.)
 
     Examples
     --------
     >>> imbalance(np.full(10, 5), 16)  # ten equal tiles, sixteen threads
     1.6
-    >>> imbalance(np.array([3, 3, 2, 2]), 2)
-    1.0
+    >>> imbalance(np.array([3, 3, 2, 2]), 2)  # (3 + 3 | 2 + 2)
+    1.2
     """
-    work = np.sort(np.asarray(work, dtype=np.float64))[::-1]
-    if n_threads <= 1 or not work.sum() > 0:
+    work = np.asarray(work, dtype=np.int64).tolist()
+    total = sum(work)
+    if n_threads <= 1 or not total > 0:
         return 1.0
-    load = np.zeros(n_threads)
-    for c in work:
-        load[np.argmin(load)] += c
-    return float(load.max() / (work.sum() / n_threads))
+    if n_threads >= len(work):  # (every item taken at the start, by its thread or another)
+        return float(max(work) / (total / n_threads))
+    queues = queues_by_work(work, n_threads)
+    nxt, end = [q[0] for q in queues], [q[1] for q in queues]
+    n = len(queues)
+    at, left = list(range(n)), [n] * n
+    ready = [(0, t) for t in range(n)]   # (time, thread): the next thread to take an item
+    last = 0
+    while ready:
+        now, t = heapq.heappop(ready)
+        while left[t] and nxt[at[t]] >= end[at[t]]:
+            at[t] = at[t] + 1 if at[t] + 1 < n else 0
+            left[t] -= 1
+        if not left[t]:
+            last = max(last, now)
+            continue
+        p = nxt[at[t]]
+        nxt[at[t]] += 1
+        heapq.heappush(ready, (now + work[p], t))
+    return float(last / (total / n_threads))
 
 
 def tile_items(split: np.ndarray, other: np.ndarray, n_threads: int, parts: int = PARTS,
