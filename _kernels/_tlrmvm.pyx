@@ -177,8 +177,8 @@ cdef tuple _INDEX_NAMES = ("row_ptr", "col_ptr", "u_off", "v_off", "krow_ptr", "
 
 cdef int _check_operator(cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
                          cnp.ndarray items1, cnp.ndarray items3) except -1:
-    """The checks of the operator's arrays (``tlr_matmat``'s at every call, ``Plan``'s
-    once); returns the value typenum."""
+    """The checks of the operator's arrays (``Plan``'s, once per plan; ``tlr_matmat`` makes
+    one per call); returns the value typenum."""
     cdef int vt = cnp.PyArray_TYPE(U)
     if vt not in (cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_COMPLEX64, cnp.NPY_COMPLEX128):
         raise ValueError(f"U must be float32, float64, complex64 or complex128, got {U.dtype}")
@@ -191,15 +191,6 @@ cdef int _check_operator(cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
         _need(<cnp.ndarray?>index_arrays[q], cnp.NPY_INT64, 1, False, _INDEX_NAMES[q])
     _need_items(items1, "the first phase's items")
     _need_items(items3, "the last phase's items")
-    return vt
-
-
-cdef int _check_args(cnp.ndarray U, cnp.ndarray V, tuple index_arrays, cnp.ndarray X,
-                     cnp.ndarray Y, cnp.ndarray items1, cnp.ndarray items3) except -1:
-    """The checks of both entry points; returns the value typenum."""
-    cdef int vt = _check_operator(U, V, index_arrays, items1, items3)
-    _need(X, vt, 2, False, "the input")
-    _need(Y, vt, 2, True, "the output")
     return vt
 
 
@@ -480,34 +471,6 @@ cdef int _run(bint adjoint, int vt, const void* u, const void* v, const int64_t*
     return 0
 
 
-cdef object _call(bint adjoint, cnp.ndarray U, cnp.ndarray V, tuple index_arrays,
-                  cnp.ndarray inp, cnp.ndarray outp, cnp.ndarray items1,
-                  cnp.ndarray items3, int n_threads, int pf):
-    """``tlr_matmat`` and ``tlr_rmatmat``: the checks, the data pointers and the items'
-    work of this one call. ``inp`` (s, n_in) and ``outp`` (s, n_out); ``items1``/``items3``
-    the first and last phase's work items."""
-    cdef int vt = _check_args(U, V, index_arrays, inp, outp, items1, items3)
-    if n_threads < 1:  # (OpenMP aborts on num_threads below 1)
-        n_threads = 1
-    cdef const int64_t* ptrs[9]
-    cdef int q
-    for q in range(7):   # (a C loop: enumerate over a joined tuple cost Python objects)
-        ptrs[q] = _i64(<cnp.ndarray>index_arrays[q])
-    ptrs[7] = _i64(items1)
-    ptrs[8] = _i64(items3)
-    cdef Py_ssize_t n1 = cnp.PyArray_DIM(items1, 0), n3 = cnp.PyArray_DIM(items3, 0)
-    cdef int64_t* cum1 = _phase_cum(adjoint, 1, ptrs[7], n1, ptrs, n_threads)
-    cdef int64_t* cum3 = _phase_cum(adjoint, 3, ptrs[8], n3, ptrs, n_threads)
-    try:
-        _run(adjoint, vt, cnp.PyArray_DATA(U), cnp.PyArray_DATA(V), ptrs, cum1, cum3,
-             cnp.PyArray_DIM(index_arrays[6], 0), n1, n3, cnp.PyArray_DATA(inp),
-             cnp.PyArray_DIM(inp, 1), cnp.PyArray_DATA(outp), cnp.PyArray_DIM(outp, 1),
-             cnp.PyArray_DIM(inp, 0), n_threads, pf)
-    finally:
-        free(cum1)
-        free(cum3)
-
-
 cdef int _level(int prefetch) except -1:
     if prefetch < 0 or prefetch > 2:
         raise ValueError(f"prefetch must be 0, 1 or 2, got {prefetch}")
@@ -529,14 +492,16 @@ def tlr_matmat(cnp.ndarray U not None, cnp.ndarray V not None,
     int64 rows, the ranges of the outputs of each tile column's phase-1 block (of its kc)
     and each tile row's phase-3 block (of its h), covering them all
     (wsesparse/tlr/_split.py). Types,
-    layouts and writeability are checked here (ValueError); shapes, offsets and items
-    were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
+    layouts, writeability and the shapes of X and Y are checked here (ValueError, through
+    a ``Plan`` of this call); offsets and items were checked by the caller (``TLRMatrix``). prefetch: software prefetch of the bases
     (0 none; 1 for bases from L3: the one-vector kernels, except the forward's rows in
     zmm builds, FORWARD_ROWS_PREFETCH; 2 for bases beyond a third of L3: those too and the
     adjoint's tiles of several vectors). Neither the items nor prefetch changes the result.
     """
-    _call(False, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), X, Y,
-          col_items, row_items, n_threads, _level(prefetch))
+    # (a plan for this one call: the checks, pointers and items' work of TLRMatrix's; OpenMP
+    # aborts on num_threads below 1)
+    Plan(False, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), col_items,
+         row_items, n_threads if n_threads > 1 else 1, prefetch, 0)(X, Y)
 
 
 def tlr_rmatmat(cnp.ndarray U not None, cnp.ndarray V not None,
@@ -554,8 +519,8 @@ def tlr_rmatmat(cnp.ndarray U not None, cnp.ndarray V not None,
     column's phase-3 block (of its w), covering them all; they do not change the result.
     prefetch: as in ``tlr_matmat``; it does not change the result.
     """
-    _call(True, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), Y, X,
-          row_items, col_items, n_threads, _level(prefetch))
+    Plan(True, U, V, (row_ptr, col_ptr, u_off, v_off, krow_ptr, kcol_ptr, perm), row_items,
+         col_items, n_threads if n_threads > 1 else 1, prefetch, 0)(Y, X)
 
 
 cdef class Plan:
@@ -563,7 +528,7 @@ cdef class Plan:
     checked once.
 
     ``TLRMatrix`` keeps one per thread count, direction and dtype and calls it for every
-    product: the checks of ``tlr_matmat``, its pointers and the running work of the items
+    product: the checks of the arrays, their pointers and the running work of the items
     (``_phase_cum``) are done here once, not at every call (with :meth:`vector`, 1.2 us less
     a call, 2-core Zen 4: docs/tuning.md, "The call").
 
